@@ -1,0 +1,103 @@
+// Package fault is the project's one error vocabulary. Domain packages return
+// *fault.Error values (or wrap them); the GraphQL presenter maps Code to
+// extensions.code and Field to extensions.field. Any other error reaching the
+// presenter is reported as INTERNAL without its text.
+package fault
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Stable error codes, shown to clients as extensions.code. Never rename one.
+const (
+	// BadInput: an argument is malformed (wrong shape, too long, bad characters).
+	BadInput = "BAD_USER_INPUT"
+	// InvalidJSON: a JSON value cannot be stored (NUL character, too deep, too large).
+	InvalidJSON = "INVALID_JSON"
+	// PayloadTooLarge: a value or request exceeds a documented size limit.
+	PayloadTooLarge = "PAYLOAD_TOO_LARGE"
+	// InvalidExpression: a CEL expression does not parse or type-check (A3).
+	InvalidExpression = "INVALID_EXPRESSION"
+	// InvalidSchema: an inputSchema is not a valid JSON Schema (A3).
+	InvalidSchema = "INVALID_SCHEMA"
+	// InvalidAction: an action definition breaks a rule of A3; Field names where.
+	InvalidAction = "INVALID_ACTION"
+	// UnknownKind: the handler kind is not registered.
+	UnknownKind = "UNKNOWN_KIND"
+	// InvalidConfig: the handler config is not valid for its kind.
+	InvalidConfig = "INVALID_CONFIG"
+	// ActionExists: createAction with an id that already holds a different definition.
+	ActionExists = "ACTION_EXISTS"
+	// NotFound: the addressed action, session, record or event does not exist.
+	NotFound = "NOT_FOUND"
+	// SessionClosed: the session is COMPLETED, FAILED or CANCELLED (T8).
+	SessionClosed = "SESSION_CLOSED"
+	// IdempotencyConflict: an idempotency key was reused for a different request (L3).
+	IdempotencyConflict = "IDEMPOTENCY_CONFLICT"
+	// ReservedEventType: the event type is written only by the service itself.
+	ReservedEventType = "RESERVED_EVENT_TYPE"
+	// NotImplemented: the feature is recognised but not available in this build.
+	NotImplemented = "NOT_IMPLEMENTED"
+	// Forbidden: the principal may not do this.
+	Forbidden = "FORBIDDEN"
+	// Internal: anything unexpected; details are logged, never shown.
+	Internal = "INTERNAL"
+)
+
+// Error is a client-facing error: a stable Code, the offending Field as a
+// dotted path into the request (may be empty), and a human Message.
+type Error struct {
+	Code    string
+	Field   string
+	Message string
+	Err     error // optional cause, never shown to clients
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s", e.Field, e.Message)
+	}
+	return e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// New returns an *Error with the given code, field and formatted message.
+func New(code, field, format string, args ...any) *Error {
+	return &Error{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// As returns the *Error in err's chain, or nil.
+func As(err error) *Error {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe
+	}
+	return nil
+}
+
+// CodeOf returns the code of the *Error in err's chain, or Internal.
+func CodeOf(err error) string {
+	if fe := As(err); fe != nil {
+		return fe.Code
+	}
+	return Internal
+}
+
+// WithField returns a copy of err (when it is an *Error) whose Field is
+// prefixed by prefix, so nested validators can report full paths.
+func WithField(err error, prefix string) error {
+	fe := As(err)
+	if fe == nil {
+		return err
+	}
+	c := *fe
+	switch {
+	case c.Field == "":
+		c.Field = prefix
+	case prefix != "":
+		c.Field = prefix + "." + c.Field
+	}
+	return &c
+}

@@ -1,0 +1,42 @@
+// Package migrations holds the database schema as embedded, numbered SQL files
+// and applies them with goose. Applying is idempotent: files already applied
+// are skipped, and a Postgres session lock keeps concurrent starters from
+// racing.
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+)
+
+//go:embed *.sql
+var files embed.FS
+
+// Apply brings the database at dsn up to the newest schema version.
+// Running it again is harmless.
+func Apply(ctx context.Context, dsn string) error {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return fmt.Errorf("migrations: open: %w", err)
+	}
+	defer db.Close()
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return fmt.Errorf("migrations: locker: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, files, goose.WithSessionLocker(locker))
+	if err != nil {
+		return fmt.Errorf("migrations: provider: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrations: up: %w", err)
+	}
+	return nil
+}
