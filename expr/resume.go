@@ -1,0 +1,206 @@
+package expr
+
+import (
+	"errors"
+	"slices"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/types"
+
+	"github.com/actionsledger/actionsledger/internal/fault"
+)
+
+// resumeHint is the message for a resume predicate that does not constrain
+// the events it selects.
+const resumeHint = "a resume predicate must constrain the events it selects: " +
+	`add a condition on event fields alone, joined to the rest with &&, such as event.type == "..." ` +
+	"(a condition that also reads session, or that is always true, does not count)"
+
+// ValidateResumeConstraint applies the SPEC A3 rule that a resume predicate
+// must constrain the events it selects through event fields, so that it can
+// never select every event. Split at top-level && into conjuncts, the
+// predicate needs at least one conjunct that reads event, does not read
+// session, and is not constant once constant parts are folded (so
+// `event.type == "a" || true` does not count).
+//
+// Compile applies this rule to every ResumePredicate, so a compiled resume
+// predicate always passes; the function is exported to check other
+// predicates against the same rule. It returns a *fault.Error with code
+// fault.InvalidAction that says how to fix the predicate.
+func ValidateResumeConstraint(p *Program) error {
+	all, err := envs()
+	if err != nil {
+		return err
+	}
+	return resumeConstraint(all[p.role], p.ast)
+}
+
+func resumeConstraint(env *cel.Env, checked *cel.Ast) error {
+	folder, err := cel.NewConstantFoldingOptimizer()
+	if err != nil {
+		return err
+	}
+	opt, err := cel.NewStaticOptimizer(folder)
+	if err != nil {
+		return err
+	}
+	folded, iss := opt.Optimize(env, checked)
+	if iss.Err() != nil {
+		// Folding evaluates the constant parts, and one of them fails (as
+		// 1/0 does); judge the expression as written.
+		folded = checked
+	}
+	for _, c := range conjuncts(folded.NativeRep().Expr(), nil) {
+		r := reads(c)
+		if r[varEvent] && !r[varSession] {
+			return nil
+		}
+	}
+	return &fault.Error{Code: fault.InvalidAction, Message: resumeHint, Err: errors.New("no event-only conjunct")}
+}
+
+// conjuncts splits e at top-level && operators.
+func conjuncts(e ast.Expr, out []ast.Expr) []ast.Expr {
+	if e.Kind() == ast.CallKind {
+		if c := e.AsCall(); c.FunctionName() == operators.LogicalAnd {
+			for _, a := range c.Args() {
+				out = conjuncts(a, out)
+			}
+			return out
+		}
+	}
+	return append(out, e)
+}
+
+// reads returns the role variables e reads. It runs on checked (or folded)
+// expressions, which already passed scan.
+func reads(e ast.Expr) map[string]bool {
+	found := map[string]bool{}
+	var visit func(e ast.Expr, b bound)
+	visit = func(e ast.Expr, b bound) {
+		switch e.Kind() {
+		case ast.IdentKind:
+			if isRoot(e.AsIdent(), b) {
+				found[e.AsIdent()] = true
+			}
+		case ast.SelectKind:
+			visit(e.AsSelect().Operand(), b)
+		case ast.CallKind:
+			c := e.AsCall()
+			if c.IsMemberFunction() {
+				visit(c.Target(), b)
+			}
+			for _, a := range c.Args() {
+				visit(a, b)
+			}
+		case ast.ListKind:
+			for _, el := range e.AsList().Elements() {
+				visit(el, b)
+			}
+		case ast.MapKind:
+			for _, en := range e.AsMap().Entries() {
+				visit(en.AsMapEntry().Key(), b)
+				visit(en.AsMapEntry().Value(), b)
+			}
+		case ast.ComprehensionKind:
+			c := e.AsComprehension()
+			visit(c.IterRange(), b)
+			visit(c.AccuInit(), b)
+			names := []string{c.IterVar(), c.AccuVar()}
+			if c.HasIterVar2() {
+				names = append(names, c.IterVar2())
+			}
+			inner := b.with(names...)
+			visit(c.LoopCondition(), inner)
+			visit(c.LoopStep(), inner)
+			visit(c.Result(), inner)
+		}
+	}
+	visit(e, nil)
+	return found
+}
+
+// pinnedTypes finds the event types that top-level conjuncts pin (see
+// Program.EventTypes).
+func pinnedTypes(e ast.Expr) ([]string, bool) {
+	var out []string
+	pinned := false
+	for _, c := range conjuncts(e, nil) {
+		ts, ok := pinsType(c)
+		if !ok {
+			continue
+		}
+		if !pinned {
+			out, pinned = dedupe(ts), true
+			continue
+		}
+		out = slices.DeleteFunc(out, func(t string) bool { return !slices.Contains(ts, t) })
+	}
+	return out, pinned
+}
+
+func dedupe(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// pinsType matches event.type == "x", "x" == event.type and
+// event.type in ["x", ...].
+func pinsType(e ast.Expr) ([]string, bool) {
+	if e.Kind() != ast.CallKind {
+		return nil, false
+	}
+	c := e.AsCall()
+	args := c.Args()
+	if c.IsMemberFunction() || len(args) != 2 {
+		return nil, false
+	}
+	switch c.FunctionName() {
+	case operators.Equals:
+		for i := range 2 {
+			if isEventType(args[i]) {
+				if s, ok := stringLit(args[1-i]); ok {
+					return []string{s}, true
+				}
+			}
+		}
+	case operators.In:
+		if !isEventType(args[0]) || args[1].Kind() != ast.ListKind {
+			return nil, false
+		}
+		var out []string
+		for _, el := range args[1].AsList().Elements() {
+			s, ok := stringLit(el)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, s)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+func isEventType(e ast.Expr) bool {
+	if e.Kind() != ast.SelectKind {
+		return false
+	}
+	s := e.AsSelect()
+	op := s.Operand()
+	return !s.IsTestOnly() && s.FieldName() == "type" && op.Kind() == ast.IdentKind && op.AsIdent() == varEvent
+}
+
+func stringLit(e ast.Expr) (string, bool) {
+	if e.Kind() != ast.LiteralKind {
+		return "", false
+	}
+	s, ok := e.AsLiteral().(types.String)
+	return string(s), ok
+}
