@@ -1,0 +1,383 @@
+package action
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/actionsledger/actionsledger/expr"
+	"github.com/actionsledger/actionsledger/inputschema"
+	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/jsonvalue"
+)
+
+// Limits on definitions.
+const (
+	MaxTriggers       = 64
+	MaxScheduleItems  = 8 // C1
+	MaxNameLen        = 200
+	MaxInputsCap      = 1000
+	DefaultMaxInputs  = MaxInputsCap
+	MaxBytesCap       = 64 << 20
+	maxMappingLeaves  = 256
+	maxMappingDepth   = 8
+	maxTriggerNameLen = 64
+)
+
+var namePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+
+// KindChecker validates a handler kind and its config; it returns
+// *fault.Error values with codes UnknownKind or InvalidConfig.
+type KindChecker func(kind string, config jsonvalue.Value) error
+
+// Compiled is one action version ready to run: every expression compiled
+// and type-checked, the input schema compiled. Immutable; shared freely.
+type Compiled struct {
+	ActionID     uuid.UUID
+	Version      int
+	Def          Definition
+	FromPosition int64 // triggers match events after this position
+	Triggers     []*CompiledTrigger
+	Session      *CompiledSession
+}
+
+// CompiledTrigger is a trigger with its programs.
+type CompiledTrigger struct {
+	Name      string
+	Index     int
+	Predicate *expr.Program
+	// EventTypes are the event types the predicate pins; nil when it pins none
+	// and must be evaluated on every event.
+	EventTypes []string
+	Start      *Mapping      // start trigger
+	ResumeID   *expr.Program // resume trigger
+}
+
+// CompiledSession is the compiled session block.
+type CompiledSession struct {
+	Schema *inputschema.Schema // nil: any object
+	ID     *expr.Program
+	// On names the triggers whose inputs start a turn; nil means every input does (T3).
+	On        map[string]bool
+	MaxInputs int
+	MaxBytes  int // 0: no byte limit
+}
+
+// StartsTurn reports whether an input of the named triggers starts a turn (T3).
+func (s *CompiledSession) StartsTurn(triggers []string) bool {
+	if s.On == nil {
+		return true
+	}
+	for _, t := range triggers {
+		if s.On[t] {
+			return true
+		}
+	}
+	return false
+}
+
+// Mapping is a compiled start mapping: a tree of CEL programs (StartMapping role).
+type Mapping struct {
+	Program *expr.Program       // leaf
+	Fields  map[string]*Mapping // object
+}
+
+// Eval evaluates the mapping for an event, giving the session input as a
+// JSON-ready value (map[string]any at the top).
+func (m *Mapping) Eval(ctx context.Context, vars expr.Vars) (any, error) {
+	if m.Program != nil {
+		return m.Program.Eval(ctx, vars)
+	}
+	out := make(map[string]any, len(m.Fields))
+	for k, f := range m.Fields {
+		v, err := f.Eval(ctx, vars)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// Compile validates def against every rule of A3 and compiles it. All
+// violations are returned (errors.Join of *fault.Error, each naming its field
+// relative to the definition, e.g. "triggers[1].session.resume.id").
+func Compile(def Definition, kinds KindChecker) (*Compiled, error) {
+	c := &compiler{def: def}
+	out := c.compile(kinds)
+	if len(c.errs) > 0 {
+		return nil, joinErrors(c.errs)
+	}
+	return out, nil
+}
+
+type compiler struct {
+	def  Definition
+	errs []error
+}
+
+func (c *compiler) fail(field, code, format string, args ...any) {
+	c.errs = append(c.errs, fault.New(code, field, format, args...))
+}
+
+func (c *compiler) add(err error, field string) {
+	if err != nil {
+		c.errs = append(c.errs, fault.WithField(err, field))
+	}
+}
+
+func (c *compiler) program(role expr.Role, src, field string) *expr.Program {
+	if strings.TrimSpace(src) == "" {
+		c.fail(field, fault.InvalidExpression, "an expression is required")
+		return nil
+	}
+	p, err := expr.Compile(role, src)
+	if err != nil {
+		if fault.As(err) == nil {
+			err = fault.New(fault.InvalidExpression, "", "%v", err)
+		}
+		c.add(err, field)
+		return nil
+	}
+	return p
+}
+
+func (c *compiler) compile(kinds KindChecker) *Compiled {
+	def := c.def
+	out := &Compiled{Def: def}
+	if n := len(strings.TrimSpace(def.Name)); n == 0 || len(def.Name) > MaxNameLen {
+		c.fail("name", fault.BadInput, "a name is 1-%d characters", MaxNameLen)
+	}
+	if kinds != nil {
+		c.add(kinds(def.Kind, def.Config), "")
+	}
+	if len(def.Config) > 0 {
+		c.add(jsonvalue.Check(def.Config, "config"), "")
+	}
+	if len(def.Triggers) > MaxTriggers {
+		c.fail("triggers", fault.InvalidAction, "at most %d triggers", MaxTriggers)
+	}
+
+	var schema *inputschema.Schema
+	if def.Session != nil && len(def.Session.InputSchema) > 0 && string(def.Session.InputSchema) != "null" {
+		s, err := inputschema.Compile(def.Session.InputSchema)
+		c.add(err, "session.inputSchema")
+		schema = s
+	}
+
+	names := map[string]bool{}
+	hasStart := false
+	for i, t := range def.Triggers {
+		f := fmt.Sprintf("triggers[%d]", i)
+		if !namePattern.MatchString(t.Name) || len(t.Name) > maxTriggerNameLen {
+			c.fail(f+".name", fault.BadInput, "a trigger name is 1-%d letters, digits, _ or -, starting with a letter or _", maxTriggerNameLen)
+		} else if names[t.Name] {
+			c.fail(f+".name", fault.InvalidAction, "trigger name %q is used twice", t.Name)
+		}
+		names[t.Name] = true
+		ct := &CompiledTrigger{Name: t.Name, Index: i}
+		out.Triggers = append(out.Triggers, ct)
+
+		role := t.Session
+		if role != nil && role.Start == nil && role.Resume == nil {
+			role = nil
+		}
+		if def.Session == nil {
+			if role != nil {
+				c.fail(f+".session", fault.InvalidAction, "a trigger can have a session role only when the action has a session block")
+			}
+			ct.Predicate = c.program(expr.StartPredicate, t.Event, f+".event")
+			continue
+		}
+		switch {
+		case role == nil:
+			c.fail(f+".session", fault.InvalidAction, "with a session block every trigger needs a session role: start or resume")
+			ct.Predicate = c.program(expr.StartPredicate, t.Event, f+".event")
+		case role.Start != nil && role.Resume != nil:
+			c.fail(f+".session", fault.InvalidAction, "a trigger has exactly one of start and resume")
+		case role.Start != nil:
+			hasStart = true
+			ct.Predicate = c.program(expr.StartPredicate, t.Event, f+".event")
+			ct.Start = c.mapping(role.Start.Input, schema, f+".session.start.input")
+		default:
+			ct.Predicate = c.program(expr.ResumePredicate, t.Event, f+".event")
+			if ct.Predicate != nil {
+				c.checkPaths(ct.Predicate, schema, f+".event")
+			}
+			ct.ResumeID = c.program(expr.ResumeID, role.Resume.ID, f+".session.resume.id")
+		}
+		if ct.Predicate != nil {
+			if types, ok := ct.Predicate.EventTypes(); ok {
+				ct.EventTypes = types
+			}
+		}
+	}
+
+	if def.Session != nil {
+		out.Session = c.session(def.Session, schema, names, hasStart)
+	} else {
+		c.fail("session", fault.NotImplemented, "actions without a session block are not supported yet")
+	}
+	return out
+}
+
+func (c *compiler) session(sd *SessionDef, schema *inputschema.Schema, triggers map[string]bool, hasStart bool) *CompiledSession {
+	cs := &CompiledSession{Schema: schema, MaxInputs: DefaultMaxInputs}
+	cs.ID = c.program(expr.SessionID, sd.ID, "session.id")
+	if cs.ID != nil {
+		c.checkPaths(cs.ID, schema, "session.id")
+	}
+	if !hasStart {
+		c.fail("triggers", fault.InvalidAction, "an action with a session needs a start trigger")
+	}
+	entries := map[string]bool{}
+	if len(sd.Schedule) > MaxScheduleItems {
+		c.fail("session.schedule", fault.InvalidAction, "a session clock has at most %d entries", MaxScheduleItems)
+	}
+	for i, e := range sd.Schedule {
+		f := fmt.Sprintf("session.schedule[%d]", i)
+		if !namePattern.MatchString(e.Name) || len(e.Name) > maxTriggerNameLen {
+			c.fail(f+".name", fault.BadInput, "an entry name is 1-%d letters, digits, _ or -", maxTriggerNameLen)
+		} else if entries[e.Name] || triggers[e.Name] {
+			c.fail(f+".name", fault.InvalidAction, "name %q is already used by a trigger or entry", e.Name)
+		}
+		entries[e.Name] = true
+		if (e.Cron == nil) == (e.Every == nil) {
+			c.fail(f, fault.InvalidAction, "each entry has exactly one of cron and every")
+		}
+		if e.Cron == nil && e.Timezone != nil {
+			c.fail(f+".timezone", fault.InvalidAction, "timezone applies only to a cron entry")
+		}
+	}
+	if t := sd.Turns; t != nil {
+		if t.On != nil {
+			cs.On = map[string]bool{}
+			if len(t.On) == 0 {
+				c.fail("session.turns.on", fault.InvalidAction, "turns.on names at least one trigger or entry; omit it to let every input start a turn")
+			}
+			for i, n := range t.On {
+				if !triggers[n] && !entries[n] {
+					c.fail(fmt.Sprintf("session.turns.on[%d]", i), fault.InvalidAction, "%q is not a trigger or schedule entry of this action", n)
+				}
+				cs.On[n] = true
+			}
+		}
+		if t.MaxInputs != nil {
+			if *t.MaxInputs < 1 || *t.MaxInputs > MaxInputsCap {
+				c.fail("session.turns.maxInputs", fault.BadInput, "maxInputs is 1-%d", MaxInputsCap)
+			}
+			cs.MaxInputs = *t.MaxInputs
+		}
+		if t.MaxBytes != nil {
+			if *t.MaxBytes < 1 || *t.MaxBytes > MaxBytesCap {
+				c.fail("session.turns.maxBytes", fault.BadInput, "maxBytes is 1-%d", MaxBytesCap)
+			}
+			cs.MaxBytes = *t.MaxBytes
+		}
+		if t.Window != nil {
+			c.fail("session.turns.window", fault.NotImplemented, "turn windows are not supported yet")
+		}
+	}
+	if sd.Ends != nil {
+		if p := c.program(expr.Ends, *sd.Ends, "session.ends"); p != nil {
+			c.checkPaths(p, schema, "session.ends")
+		}
+		c.fail("session.ends", fault.NotImplemented, "session ends are not supported yet")
+	}
+	if len(sd.Schedule) > 0 {
+		c.fail("session.schedule", fault.NotImplemented, "session clocks are not supported yet")
+	}
+	return cs
+}
+
+// checkPaths enforces A3: a path into session.input must exist in a closed inputSchema.
+func (c *compiler) checkPaths(p *expr.Program, schema *inputschema.Schema, field string) {
+	if schema == nil {
+		return
+	}
+	for _, path := range p.InputPaths() {
+		if !schema.HasPath(path) {
+			c.fail(field, fault.InvalidAction, "session.input.%s is not a property of inputSchema, which allows no others", strings.Join(path, "."))
+		}
+	}
+}
+
+func (c *compiler) mapping(raw jsonvalue.Value, schema *inputschema.Schema, field string) *Mapping {
+	v, err := raw.Decode()
+	if err != nil {
+		c.fail(field, fault.InvalidJSON, "not valid JSON: %v", err)
+		return nil
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		c.fail(field, fault.InvalidAction, "a start mapping is an object whose values are CEL expressions over event")
+		return nil
+	}
+	leaves := 0
+	m := c.mappingNode(obj, field, 0, &leaves)
+	if m == nil {
+		return nil
+	}
+	if schema != nil {
+		var missing []string
+		for _, r := range schema.Required() {
+			if _, ok := obj[r]; !ok {
+				missing = append(missing, r)
+			}
+		}
+		if len(missing) > 0 {
+			sort.Strings(missing)
+			c.fail(field, fault.InvalidAction, "the mapping must set every property inputSchema requires (defaults are not inserted); missing: %s", strings.Join(missing, ", "))
+		}
+		for k := range obj {
+			if !schema.HasPath([]string{k}) {
+				c.fail(field+"."+k, fault.InvalidAction, "%q is not a property of inputSchema, which allows no others", k)
+			}
+		}
+	}
+	return m
+}
+
+func (c *compiler) mappingNode(obj map[string]any, field string, depth int, leaves *int) *Mapping {
+	if depth > maxMappingDepth {
+		c.fail(field, fault.InvalidAction, "a start mapping nests at most %d levels", maxMappingDepth)
+		return nil
+	}
+	m := &Mapping{Fields: make(map[string]*Mapping, len(obj))}
+	ok := true
+	for k, v := range obj {
+		f := field + "." + k
+		switch x := v.(type) {
+		case string:
+			*leaves++
+			if *leaves > maxMappingLeaves {
+				c.fail(field, fault.InvalidAction, "a start mapping has at most %d expressions", maxMappingLeaves)
+				return nil
+			}
+			p := c.program(expr.StartMapping, x, f)
+			if p == nil {
+				ok = false
+				continue
+			}
+			m.Fields[k] = &Mapping{Program: p}
+		case map[string]any:
+			sub := c.mappingNode(x, f, depth+1, leaves)
+			if sub == nil {
+				ok = false
+				continue
+			}
+			m.Fields[k] = sub
+		default:
+			ok = false
+			c.fail(f, fault.InvalidAction, "each value of a start mapping is a CEL expression string (write constants as expressions, e.g. \"'USD'\" or \"10\")")
+		}
+	}
+	if !ok {
+		return nil
+	}
+	return m
+}

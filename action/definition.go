@@ -1,0 +1,72 @@
+// Package action holds action definitions: their shape (SPEC A1), the
+// validation rules of A3, their compiled form (CEL programs and the input
+// schema, compiled once per version and cached), and their storage as
+// numbered versions (A2).
+package action
+
+import (
+	"github.com/actionsledger/actionsledger/jsonvalue"
+)
+
+// Definition is an action as the client defines it. It is stored verbatim
+// as JSON per version and read back through GraphQL.
+type Definition struct {
+	Name     string          `json:"name"`
+	Kind     string          `json:"kind"`
+	Config   jsonvalue.Value `json:"config,omitempty"`
+	Triggers []Trigger       `json:"triggers"`
+	Session  *SessionDef     `json:"session,omitempty"`
+}
+
+// Trigger matches ledger events with a CEL predicate (Event) and, in an
+// action with a session block, starts or resumes sessions.
+type Trigger struct {
+	Name    string       `json:"name"`
+	Event   string       `json:"event"`
+	Session *TriggerRole `json:"session,omitempty"`
+}
+
+// TriggerRole is a trigger's session role: exactly one of Start and Resume.
+type TriggerRole struct {
+	Start  *StartRole  `json:"start,omitempty"`
+	Resume *ResumeRole `json:"resume,omitempty"`
+}
+
+// StartRole maps a matching event to a session input: Input is a JSON
+// object whose leaves are CEL expressions over event (nested objects allowed).
+type StartRole struct {
+	Input jsonvalue.Value `json:"input"`
+}
+
+// ResumeRole names the session a matching event resumes: ID is a CEL
+// expression over event giving the session id.
+type ResumeRole struct {
+	ID string `json:"id"`
+}
+
+// SessionDef is the session block: how sessions are identified and how they
+// advance in turns.
+type SessionDef struct {
+	InputSchema jsonvalue.Value `json:"inputSchema,omitempty"`
+	ID          string          `json:"id"`
+	Ends        *string         `json:"ends,omitempty"`
+	Schedule    []ScheduleEntry `json:"schedule,omitempty"`
+	Turns       *Turns          `json:"turns,omitempty"`
+}
+
+// ScheduleEntry is one entry of a session clock: exactly one of Cron (with
+// Timezone) and Every.
+type ScheduleEntry struct {
+	Name     string  `json:"name"`
+	Cron     *string `json:"cron,omitempty"`
+	Timezone *string `json:"timezone,omitempty"`
+	Every    *string `json:"every,omitempty"`
+}
+
+// Turns limits and gates turns (T2, T3).
+type Turns struct {
+	On        []string `json:"on,omitempty"`
+	MaxInputs *int     `json:"maxInputs,omitempty"`
+	MaxBytes  *int     `json:"maxBytes,omitempty"`
+	Window    *string  `json:"window,omitempty"`
+}

@@ -1,0 +1,34 @@
+package graph
+
+import (
+	"context"
+
+	"github.com/99designs/gqlgen/graphql"
+
+	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/internal/fault"
+)
+
+// reportAll adds every error of a joined validation error to the response,
+// with fields prefixed by the argument name, and returns the first.
+func reportAll(ctx context.Context, err error, arg string) error {
+	errs := action.Errors(err)
+	for i, e := range errs {
+		if fe := fault.As(e); fe != nil && fe.Field != "id" {
+			e = fault.WithField(e, arg)
+		}
+		if i == 0 {
+			err = e
+			continue
+		}
+		graphql.AddError(ctx, e)
+	}
+	return err
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

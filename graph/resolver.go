@@ -1,0 +1,25 @@
+// Package graph is the GraphQL layer: resolvers translate between the API
+// and the domain packages and hold no business rules of their own.
+package graph
+
+//go:generate go run github.com/99designs/gqlgen generate
+
+import (
+	"log/slog"
+
+	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/internal/clock"
+	"github.com/actionsledger/actionsledger/ledger"
+	"github.com/actionsledger/actionsledger/session"
+	"github.com/actionsledger/actionsledger/turns"
+)
+
+// Resolver is the root resolver; it holds the domain stores.
+type Resolver struct {
+	LedgerStore  *ledger.Store
+	ActionStore  *action.Store
+	SessionStore *session.Store
+	TurnStore    *turns.Store
+	Clock        clock.Clock
+	Log          *slog.Logger
+}

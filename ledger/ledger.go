@@ -1,0 +1,476 @@
+package ledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actionsledger/actionsledger/internal/clock"
+	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/jsonvalue"
+)
+
+// NotifyChannel is the LISTEN/NOTIFY channel that appends signal on commit.
+// The payload is the newest position, as decimal text. A notification is
+// only a wake-up: readers always read the table.
+const NotifyChannel = "actionsledger_ledger"
+
+// Limits on identifiers.
+const (
+	MaxTypeLen      = 200
+	MaxNamespaceLen = 100
+	MaxKeyLen       = 512
+	MaxIdemKeyLen   = 200
+	// MaxPage is the largest page any listing returns.
+	MaxPage = 500
+)
+
+var (
+	typePattern      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*$`)
+	namespacePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+)
+
+// Event is one committed ledger event.
+type Event struct {
+	ID         uuid.UUID
+	Position   int64
+	Type       string
+	Data       jsonvalue.Value
+	CommitTime time.Time // UTC, microseconds
+	Record     *RecordRef
+}
+
+// RecordRef names the key-value record write an event records.
+type RecordRef struct {
+	Namespace string
+	Key       string
+	Version   int64
+}
+
+// KVValue is a key-value record (L2). Version counts writes of the key from 1.
+type KVValue struct {
+	Namespace string
+	Key       string
+	Value     jsonvalue.Value
+	Version   int64
+	EventID   uuid.UUID
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// RecordAt returns the record as that event wrote it.
+func (e Event) RecordAt() *KVValue {
+	if e.Record == nil {
+		return nil
+	}
+	return &KVValue{Namespace: e.Record.Namespace, Key: e.Record.Key, Value: e.Data,
+		Version: e.Record.Version, EventID: e.ID, UpdatedAt: e.CommitTime}
+}
+
+// NewEvent is an event to append.
+type NewEvent struct {
+	Type   string
+	Data   jsonvalue.Value
+	Record *RecordRef
+}
+
+// Querier is what ledger functions need from a pool, connection or transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Store reads and writes the ledger through a pool.
+type Store struct {
+	pool  *pgxpool.Pool
+	clock clock.Clock
+}
+
+// NewStore returns a Store using pool and clock.
+func NewStore(pool *pgxpool.Pool, c clock.Clock) *Store { return &Store{pool: pool, clock: c} }
+
+// ValidateType checks a client-supplied event type. Types ending in
+// .inserted, .updated or .deleted are written by record writes, and the
+// prefixes schedule. and action_session. belong to the service.
+// Errors: fault.BadInput, fault.ReservedEventType.
+func ValidateType(t, field string) error {
+	if len(t) == 0 || len(t) > MaxTypeLen || !typePattern.MatchString(t) {
+		return fault.New(fault.BadInput, field, "an event type is 1-%d characters of dot-separated names (letters, digits, _ and -), such as order.shipped", MaxTypeLen)
+	}
+	for _, p := range []string{"schedule.", "action_session."} {
+		if strings.HasPrefix(t, p) {
+			return fault.New(fault.ReservedEventType, field, "event types starting with %q are written by the service", p)
+		}
+	}
+	for _, s := range []string{".inserted", ".updated", ".deleted"} {
+		if strings.HasSuffix(t, s) {
+			return fault.New(fault.ReservedEventType, field, "event types ending in %q are written by record writes: use putValue", s)
+		}
+	}
+	return nil
+}
+
+// ValidateNamespace checks a record namespace. Errors: fault.BadInput.
+func ValidateNamespace(ns, field string) error {
+	if len(ns) == 0 || len(ns) > MaxNamespaceLen || !namespacePattern.MatchString(ns) {
+		return fault.New(fault.BadInput, field, "a namespace is 1-%d letters, digits, _ or -, starting with a letter or _", MaxNamespaceLen)
+	}
+	return nil
+}
+
+// ValidateKey checks a record key: 1-MaxKeyLen bytes of valid UTF-8
+// without NUL. Errors: fault.BadInput.
+func ValidateKey(key, field string) error {
+	if len(key) == 0 || len(key) > MaxKeyLen {
+		return fault.New(fault.BadInput, field, "a key is 1-%d bytes", MaxKeyLen)
+	}
+	if strings.IndexByte(key, 0) >= 0 || !utf8.ValidString(key) {
+		return fault.New(fault.BadInput, field, "a key must be valid UTF-8 without NUL characters")
+	}
+	return nil
+}
+
+func validateIdemKey(k string) error {
+	if len(k) > MaxIdemKeyLen || strings.IndexByte(k, 0) >= 0 || !utf8.ValidString(k) {
+		return fault.New(fault.BadInput, "idempotencyKey", "an idempotency key is at most %d bytes of UTF-8 without NUL", MaxIdemKeyLen)
+	}
+	return nil
+}
+
+// Append appends events in tx and returns them with positions and their
+// shared commit time. It takes the ledger head (see the package doc), so call
+// it as the last write of the transaction. now is the caller's clock reading.
+func Append(ctx context.Context, tx pgx.Tx, now time.Time, evs ...NewEvent) ([]Event, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	var last int64
+	var ct time.Time
+	err := tx.QueryRow(ctx, `
+		UPDATE ledger_head
+		   SET position = position + $1,
+		       commit_time = greatest(commit_time + interval '1 microsecond', $2::timestamptz)
+		 RETURNING position, commit_time`, len(evs), now).Scan(&last, &ct)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: take head: %w", err)
+	}
+	ct = ct.UTC()
+	out := make([]Event, len(evs))
+	b := &pgx.Batch{}
+	for i, e := range evs {
+		data := e.Data
+		if len(data) == 0 {
+			data = jsonvalue.Value("null")
+		}
+		ev := Event{ID: uuid.New(), Position: last - int64(len(evs)) + 1 + int64(i), Type: e.Type,
+			Data: data, CommitTime: ct, Record: e.Record}
+		out[i] = ev
+		var ns, key *string
+		var ver *int64
+		if e.Record != nil {
+			ns, key, ver = &e.Record.Namespace, &e.Record.Key, &e.Record.Version
+		}
+		b.Queue(`INSERT INTO events (id, position, type, data, commit_time, record_namespace, record_key, record_version)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, ev.ID, ev.Position, ev.Type, []byte(data), ct, ns, key, ver)
+	}
+	b.Queue(`SELECT pg_notify($1, $2)`, NotifyChannel, fmt.Sprint(last))
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("ledger: insert events: %w", err)
+	}
+	return out, nil
+}
+
+// Put writes a key-value record in tx and appends its event,
+// <namespace>.inserted for the first write of the key and
+// <namespace>.updated after (L2). The event's data is the value. Like
+// Append, it takes the ledger head.
+func Put(ctx context.Context, tx pgx.Tx, now time.Time, ns, key string, value jsonvalue.Value) (KVValue, Event, error) {
+	var version int64
+	err := tx.QueryRow(ctx, `SELECT version FROM kv_values WHERE namespace = $1 AND key = $2 FOR UPDATE`, ns, key).Scan(&version)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return KVValue{}, Event{}, fmt.Errorf("ledger: read record: %w", err)
+	}
+	typ := ns + ".updated"
+	if errors.Is(err, pgx.ErrNoRows) {
+		typ = ns + ".inserted"
+		version = 0
+	}
+	version++
+	evs, err := Append(ctx, tx, now, NewEvent{Type: typ, Data: value, Record: &RecordRef{Namespace: ns, Key: key, Version: version}})
+	if err != nil {
+		return KVValue{}, Event{}, err
+	}
+	ev := evs[0]
+	var kv KVValue
+	err = tx.QueryRow(ctx, `
+		INSERT INTO kv_values (namespace, key, value, version, event_id, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $6)
+		ON CONFLICT (namespace, key) DO UPDATE
+		   SET value = EXCLUDED.value, version = EXCLUDED.version, event_id = EXCLUDED.event_id, updated_at = EXCLUDED.updated_at
+		RETURNING namespace, key, value, version, event_id, created_at, updated_at`,
+		ns, key, []byte(value), version, ev.ID, ev.CommitTime).Scan(
+		&kv.Namespace, &kv.Key, &kv.Value, &kv.Version, &kv.EventID, &kv.CreatedAt, &kv.UpdatedAt)
+	if err != nil {
+		return KVValue{}, Event{}, fmt.Errorf("ledger: write record: %w", err)
+	}
+	kv.CreatedAt, kv.UpdatedAt = kv.CreatedAt.UTC(), kv.UpdatedAt.UTC()
+	return kv, ev, nil
+}
+
+// AppendEvent appends one event with no record (L3). A repeated
+// idempotencyKey (non-empty) returns the first call's event. Errors:
+// fault.BadInput, fault.ReservedEventType, fault.InvalidJSON,
+// fault.PayloadTooLarge, fault.IdempotencyConflict.
+func (s *Store) AppendEvent(ctx context.Context, typ string, data jsonvalue.Value, idemKey string) (Event, error) {
+	if err := ValidateType(typ, "type"); err != nil {
+		return Event{}, err
+	}
+	if err := jsonvalue.Check(data, "data"); err != nil {
+		return Event{}, err
+	}
+	if err := validateIdemKey(idemKey); err != nil {
+		return Event{}, err
+	}
+	var out Event
+	err := s.idempotent(ctx, "appendEvent", idemKey, []any{typ, data}, &out, func(tx pgx.Tx) error {
+		evs, err := Append(ctx, tx, s.clock.Now(), NewEvent{Type: typ, Data: data})
+		if err != nil {
+			return err
+		}
+		out = evs[0]
+		return nil
+	})
+	return out, err
+}
+
+// PutValue writes a key-value record and appends its event (L2, L3). A
+// repeated idempotencyKey (non-empty) returns the first call's record.
+// Errors: fault.BadInput, fault.InvalidJSON, fault.PayloadTooLarge,
+// fault.IdempotencyConflict.
+func (s *Store) PutValue(ctx context.Context, ns, key string, value jsonvalue.Value, idemKey string) (KVValue, error) {
+	if err := ValidateNamespace(ns, "namespace"); err != nil {
+		return KVValue{}, err
+	}
+	if err := ValidateKey(key, "key"); err != nil {
+		return KVValue{}, err
+	}
+	if err := jsonvalue.Check(value, "value"); err != nil {
+		return KVValue{}, err
+	}
+	if err := validateIdemKey(idemKey); err != nil {
+		return KVValue{}, err
+	}
+	var out KVValue
+	err := s.idempotent(ctx, "putValue", idemKey, []any{ns, key, value}, &out, func(tx pgx.Tx) error {
+		kv, _, err := Put(ctx, tx, s.clock.Now(), ns, key, value)
+		out = kv
+		return err
+	})
+	return out, err
+}
+
+// idempotent runs fn in a transaction. With a non-empty key, the first call
+// stores out as the response; later calls with the same key and request get
+// that response without running fn, and a different request is refused.
+// Concurrent calls with one key wait on the key's row, so fn runs once.
+func (s *Store) idempotent(ctx context.Context, op, key string, req []any, out any, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if key == "" {
+			return fn(tx)
+		}
+		h := requestHash(op, req)
+		tag, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (key, operation, request_hash, response, created_at)
+			VALUES ($1, $2, $3, 'null', $4) ON CONFLICT (key) DO NOTHING`, key, op, h, s.clock.Now())
+		if err != nil {
+			return fmt.Errorf("ledger: idempotency key: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			var gotOp, gotHash string
+			var resp []byte
+			if err := tx.QueryRow(ctx, `SELECT operation, request_hash, response FROM idempotency_keys WHERE key = $1`, key).
+				Scan(&gotOp, &gotHash, &resp); err != nil {
+				return fmt.Errorf("ledger: idempotency key: %w", err)
+			}
+			if gotOp != op || gotHash != h {
+				return fault.New(fault.IdempotencyConflict, "idempotencyKey", "this idempotency key was used for a different request")
+			}
+			return json.Unmarshal(resp, out)
+		}
+		if err := fn(tx); err != nil {
+			return err
+		}
+		resp, err := json.Marshal(out)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE idempotency_keys SET response = $2 WHERE key = $1`, key, resp)
+		return err
+	})
+}
+
+func requestHash(op string, req []any) string {
+	h := sha256.New()
+	h.Write([]byte(op))
+	for _, r := range req {
+		h.Write([]byte{0})
+		switch v := r.(type) {
+		case jsonvalue.Value:
+			d, _ := v.Decode()
+			e, _ := jsonvalue.Encode(d)
+			h.Write(e)
+		default:
+			fmt.Fprint(h, v)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+const eventColumns = `id, position, type, data, commit_time, record_namespace, record_key, record_version`
+
+func scanEvent(row pgx.Row) (Event, error) {
+	var e Event
+	var ns, key *string
+	var ver *int64
+	if err := row.Scan(&e.ID, &e.Position, &e.Type, &e.Data, &e.CommitTime, &ns, &key, &ver); err != nil {
+		return Event{}, err
+	}
+	e.CommitTime = e.CommitTime.UTC()
+	if ns != nil {
+		e.Record = &RecordRef{Namespace: *ns, Key: *key, Version: *ver}
+	}
+	return e, nil
+}
+
+// ReadAfter returns up to limit events with position > after, in position
+// order, optionally only of type typ. Because positions follow commit order
+// (package doc), a reader that pages with the last position it saw never
+// misses an event.
+func ReadAfter(ctx context.Context, q Querier, after int64, limit int, typ string) ([]Event, error) {
+	var rows pgx.Rows
+	var err error
+	if typ == "" {
+		rows, err = q.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE position > $1 ORDER BY position LIMIT $2`, after, limit)
+	} else {
+		rows, err = q.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE type = $3 AND position > $1 ORDER BY position LIMIT $2`, after, limit, typ)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger: read events: %w", err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: scan event: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Events pages events by position (L4). first is capped at MaxPage.
+func (s *Store) Events(ctx context.Context, after int64, first int, typ string) ([]Event, error) {
+	return ReadAfter(ctx, s.pool, after, clampPage(first), typ)
+}
+
+// EventsByID returns the events with the given ids, keyed by id; missing ids are absent.
+func (s *Store) EventsByID(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]Event, error) {
+	return EventsByID(ctx, s.pool, ids)
+}
+
+// EventsByID reads the events with the given ids through q, keyed by id.
+func EventsByID(ctx context.Context, q Querier, ids []uuid.UUID) (map[uuid.UUID]Event, error) {
+	rows, err := q.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: read events: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[uuid.UUID]Event, len(ids))
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[e.ID] = e
+	}
+	return out, rows.Err()
+}
+
+// Event returns one event. Errors: fault.NotFound.
+func (s *Store) Event(ctx context.Context, id uuid.UUID) (Event, error) {
+	e, err := scanEvent(s.pool.QueryRow(ctx, `SELECT `+eventColumns+` FROM events WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Event{}, fault.New(fault.NotFound, "id", "no event with this id")
+	}
+	return e, err
+}
+
+// Value returns the current record under namespace and key, or nil when there is none.
+func (s *Store) Value(ctx context.Context, ns, key string) (*KVValue, error) {
+	var kv KVValue
+	err := s.pool.QueryRow(ctx, `SELECT namespace, key, value, version, event_id, created_at, updated_at
+		FROM kv_values WHERE namespace = $1 AND key = $2`, ns, key).Scan(
+		&kv.Namespace, &kv.Key, &kv.Value, &kv.Version, &kv.EventID, &kv.CreatedAt, &kv.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger: read record: %w", err)
+	}
+	kv.CreatedAt, kv.UpdatedAt = kv.CreatedAt.UTC(), kv.UpdatedAt.UTC()
+	return &kv, nil
+}
+
+// Values pages a namespace's current records in key order, after the given
+// key (empty for the start). first is capped at MaxPage.
+func (s *Store) Values(ctx context.Context, ns, afterKey string, first int) ([]KVValue, error) {
+	rows, err := s.pool.Query(ctx, `SELECT namespace, key, value, version, event_id, created_at, updated_at
+		FROM kv_values WHERE namespace = $1 AND key > $2 ORDER BY key LIMIT $3`, ns, afterKey, clampPage(first))
+	if err != nil {
+		return nil, fmt.Errorf("ledger: read records: %w", err)
+	}
+	defer rows.Close()
+	var out []KVValue
+	for rows.Next() {
+		var kv KVValue
+		if err := rows.Scan(&kv.Namespace, &kv.Key, &kv.Value, &kv.Version, &kv.EventID, &kv.CreatedAt, &kv.UpdatedAt); err != nil {
+			return nil, err
+		}
+		kv.CreatedAt, kv.UpdatedAt = kv.CreatedAt.UTC(), kv.UpdatedAt.UTC()
+		out = append(out, kv)
+	}
+	return out, rows.Err()
+}
+
+// Head returns the newest committed position (0 for an empty ledger).
+func Head(ctx context.Context, q Querier) (int64, error) {
+	var p int64
+	err := q.QueryRow(ctx, `SELECT position FROM ledger_head`).Scan(&p)
+	return p, err
+}
+
+func clampPage(first int) int {
+	if first <= 0 || first > MaxPage {
+		return MaxPage
+	}
+	return first
+}
+
+// Record is any ledger record an event can refer to (L2). KVValue is the one kind so far.
+type Record interface{ IsRecord() }
+
+// IsRecord marks KVValue as a Record.
+func (KVValue) IsRecord() {}

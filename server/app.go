@@ -1,0 +1,185 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgxlisten"
+
+	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/graph"
+	"github.com/actionsledger/actionsledger/handlers/echo"
+	"github.com/actionsledger/actionsledger/internal/clock"
+	"github.com/actionsledger/actionsledger/ledger"
+	"github.com/actionsledger/actionsledger/migrations"
+	"github.com/actionsledger/actionsledger/session"
+	"github.com/actionsledger/actionsledger/turns"
+)
+
+// Config configures a process. DatabaseURL is required.
+type Config struct {
+	DatabaseURL string
+	Addr        string        // HTTP listen address; empty: no HTTP (worker only)
+	Workers     int           // concurrent turns (see turns.Config)
+	Lease       time.Duration // turn lease (see turns.Config)
+	Poll        time.Duration // fallback poll of dispatcher and executor (1s)
+	Clock       clock.Clock   // defaults to the wall clock
+}
+
+// App is a running process's parts.
+type App struct {
+	Pool       *pgxpool.Pool
+	Clock      clock.Clock
+	Kinds      *turns.Registry
+	Ledger     *ledger.Store
+	Actions    *action.Store
+	Sessions   *session.Store
+	Turns      *turns.Store
+	Dispatcher *session.Dispatcher
+	Executor   *turns.Executor
+	Resolver   *graph.Resolver
+	cfg        Config
+	log        *slog.Logger
+}
+
+// Kinds returns the handler kinds this build offers.
+func Kinds() *turns.Registry { return turns.NewRegistry(echo.Kind()) }
+
+// New migrates the database and builds the parts (nothing runs yet).
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
+	if cfg.DatabaseURL == "" {
+		return nil, errors.New("DATABASE_URL is not set")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = time.Second
+	}
+	if err := migrations.Apply(ctx, cfg.DatabaseURL); err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	a := &App{Pool: pool, Clock: cfg.Clock, Kinds: Kinds(), cfg: cfg, log: log}
+	a.Ledger = ledger.NewStore(pool, a.Clock)
+	a.Actions = action.NewStore(pool, a.Clock, a.Kinds.Check)
+	a.Sessions = session.NewStore(pool, a.Clock)
+	a.Turns = turns.NewStore(pool)
+	a.Dispatcher = session.NewDispatcher(pool, a.Actions, a.Clock, log)
+	a.Executor = turns.NewExecutor(pool, a.Actions, a.Kinds, a.Clock, log, turns.Config{
+		Workers: cfg.Workers, Lease: cfg.Lease, Poll: cfg.Poll})
+	a.Resolver = &graph.Resolver{LedgerStore: a.Ledger, ActionStore: a.Actions, SessionStore: a.Sessions,
+		TurnStore: a.Turns, Clock: a.Clock, Log: log}
+	return a, nil
+}
+
+// Close releases the pool.
+func (a *App) Close() { a.Pool.Close() }
+
+// Handler returns the HTTP routes with the dev principal (loopback only).
+func (a *App) Handler() http.Handler { return DevPrincipal(Mux(GraphQL(a.Resolver, a.log))) }
+
+// Run runs the dispatcher, the executor and (with an Addr) the HTTP server
+// until ctx ends.
+func (a *App) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ledgerWake, turnsWake := make(chan struct{}, 1), make(chan struct{}, 1)
+	l := &pgxlisten.Listener{
+		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, a.cfg.DatabaseURL) },
+		LogError:       func(_ context.Context, err error) { a.log.Warn("listener", "err", err) },
+		ReconnectDelay: time.Second,
+	}
+	l.Handle(ledger.NotifyChannel, wakeHandler(ledgerWake))
+	l.Handle(session.TurnsChannel, wakeHandler(turnsWake))
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	run := func(name string, f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(); err != nil && ctx.Err() == nil {
+				errc <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	run("listener", func() error { return l.Listen(ctx) })
+	run("dispatcher", func() error { return a.Dispatcher.Run(ctx, ledgerWake, a.cfg.Poll) })
+	run("executor", func() error { return a.Executor.Run(ctx, turnsWake) })
+	if a.cfg.Addr != "" {
+		if err := checkLoopback(a.cfg.Addr); err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", a.cfg.Addr)
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: http.TimeoutHandler(a.Handler(), RequestTimeout, `{"errors":[{"message":"request timed out","extensions":{"code":"TIMEOUT"}}]}`),
+			ReadHeaderTimeout: ReadHeaderTimeout}
+		a.log.Warn("DEV MODE: no credentials are checked; every request acts as the dev principal. Loopback only.", "addr", ln.Addr().String())
+		a.log.Info("GraphQL ready", "url", "http://"+ln.Addr().String()+"/graphql", "graphiql", "http://"+ln.Addr().String()+"/")
+		run("http", func() error {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+		go func() {
+			<-ctx.Done()
+			sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+			defer c()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		cancel()
+	}
+	wg.Wait()
+	return err
+}
+
+func wakeHandler(ch chan struct{}) pgxlisten.HandlerFunc {
+	return func(context.Context, *pgconn.Notification, *pgx.Conn) error {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+		return nil
+	}
+}
+
+// checkLoopback refuses non-loopback addresses: this build has only the
+// no-credential dev principal.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("ADDR %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("ADDR %q is not a loopback address: serving beyond this machine needs credentials, which this build does not check yet; bind to 127.0.0.1", addr)
+}

@@ -1,0 +1,87 @@
+package server
+
+import (
+	"context"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/actionsledger/actionsledger/graph"
+	"github.com/actionsledger/actionsledger/graph/model"
+)
+
+// depthLimit refuses operations nested deeper than max selections.
+type depthLimit struct{ max int }
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationContextMutator
+} = depthLimit{}
+
+func (depthLimit) ExtensionName() string                   { return "DepthLimit" }
+func (depthLimit) Validate(graphql.ExecutableSchema) error { return nil }
+func (d depthLimit) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	if oc.Operation == nil {
+		return nil
+	}
+	if depth := selectionDepth(oc.Operation.SelectionSet, oc.Doc.Fragments, 0); depth > d.max {
+		err := gqlerror.Errorf("operation is nested %d levels deep; the limit is %d", depth, d.max)
+		err.Extensions = map[string]any{"code": "DEPTH_LIMIT_EXCEEDED"}
+		return err
+	}
+	return nil
+}
+
+func selectionDepth(set ast.SelectionSet, frags ast.FragmentDefinitionList, seen int) int {
+	if seen > 100 {
+		return seen // fragment cycles are rejected by validation; stop anyway
+	}
+	max := 0
+	for _, s := range set {
+		var d int
+		switch x := s.(type) {
+		case *ast.Field:
+			if len(x.SelectionSet) == 0 {
+				d = 1
+			} else {
+				d = 1 + selectionDepth(x.SelectionSet, frags, seen+1)
+			}
+		case *ast.InlineFragment:
+			d = selectionDepth(x.SelectionSet, frags, seen+1)
+		case *ast.FragmentSpread:
+			if f := frags.ForName(x.Name); f != nil {
+				d = selectionDepth(f.SelectionSet, frags, seen+1)
+			}
+		}
+		if d > max {
+			max = d
+		}
+	}
+	return max
+}
+
+// complexity weighs list fields by their page size so one request cannot
+// ask for an unbounded amount of work.
+func complexity() graph.ComplexityRoot {
+	var c graph.ComplexityRoot
+	page := func(childComplexity int, first *int) int {
+		n := graph.DefaultPage
+		if first != nil && *first > 0 {
+			n = *first
+		}
+		return n * (childComplexity + 1)
+	}
+	c.LedgerQuery.Events = func(cc int, first *int, _ *string, _ *string) int { return page(cc, first) }
+	c.LedgerQuery.Values = func(cc int, _ string, first *int, _ *string) int { return page(cc, first) }
+	c.ActionsQuery.Actions = func(cc int, first *int, _ *string) int { return page(cc, first) }
+	c.Action.Sessions = func(cc int, first *int, _ *string, _ *model.SessionStatus) int { return page(cc, first) }
+	c.Action.IntakeRecords = func(cc int, first *int, _ *string) int { return page(cc, first) }
+	c.ActionSession.Turns = func(cc int, first *int, _ *string) int { return page(cc, first) }
+	c.ActionSession.Inputs = func(cc int, first *int, _ *string, _ *model.InputStatus) int { return page(cc, first) }
+	c.Execution.Children = func(cc int, first *int, _ *string) int { return page(cc, first) }
+	c.Invocation.Transcript = func(cc int, first *int, _ *string) int { return page(cc, first) }
+	// a turn's inputs are bounded by maxInputs (at most 1000); weigh them as a default page
+	c.ActionSessionTurn.Inputs = func(cc int) int { return graph.DefaultPage * (cc + 1) }
+	return c
+}

@@ -1,0 +1,311 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/expr"
+	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/ledger"
+)
+
+// MaxIDLen is the longest session id, in bytes.
+const MaxIDLen = 512
+
+// batch is one dispatch transaction's work.
+type batch struct {
+	d      *Dispatcher
+	tx     pgx.Tx
+	now    time.Time
+	diags  map[diagKey]*diagEntry
+	notify bool
+}
+
+type diagKey struct {
+	action  string
+	version int
+	trigger string
+}
+
+type diagEntry struct {
+	count int64
+	event ledger.Event
+	msg   string
+}
+
+// target is a session an event is about to be delivered to (S6: once per session).
+type target struct {
+	sid      int64
+	triggers []string
+}
+
+func (b *batch) event(ctx context.Context, ev ledger.Event) error {
+	cands := b.d.index.candidates(ev)
+	if len(cands) == 0 {
+		return nil
+	}
+	data, err := ev.Data.Decode()
+	if err != nil {
+		return fmt.Errorf("decode event data: %w", err)
+	}
+	evVars := &expr.Event{ID: ev.ID.String(), Type: ev.Type, Data: data, CommitTime: ev.CommitTime, Position: ev.Position}
+	for _, ar := range cands {
+		if err := b.action(ctx, ev, evVars, ar); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *batch) action(ctx context.Context, ev ledger.Event, evVars *expr.Event, ar actionRefs) error {
+	a := ar.action
+	var targets []*target
+	bySID := map[int64]*target{}
+	add := func(sid int64, trigger string) {
+		t := bySID[sid]
+		if t == nil {
+			t = &target{sid: sid}
+			bySID[sid] = t
+			targets = append(targets, t)
+		}
+		t.triggers = append(t.triggers, trigger)
+	}
+	evOnly := expr.Vars{Event: evVars}
+	for _, t := range ar.triggers {
+		if t.Start != nil {
+			if !b.predicate(ctx, a, t, ev, evOnly) {
+				continue
+			}
+			sid, err := b.start(ctx, a, t, ev, evOnly)
+			if err != nil {
+				return err
+			}
+			if sid != 0 {
+				add(sid, t.Name)
+			}
+			continue
+		}
+		readsSession := t.Predicate.ReadsSession()
+		if !readsSession && !b.predicate(ctx, a, t, ev, evOnly) {
+			continue
+		}
+		id, err := evalID(ctx, t.ResumeID, evOnly)
+		if err != nil {
+			if err := b.intake(ctx, a, t, ev, nil, ReasonIDFailed, err.Error()); err != nil {
+				return err
+			}
+			continue
+		}
+		s, err := b.lock(ctx, a, id)
+		if err != nil {
+			return err
+		}
+		switch {
+		case s == nil:
+			err = b.intake(ctx, a, t, ev, &id, ReasonSessionNotFound, "no session with this id")
+		case s.Status.Final():
+			err = b.intake(ctx, a, t, ev, &id, ReasonSessionClosed, "the session is "+string(s.Status))
+		case readsSession:
+			input, derr := s.Input.Decode()
+			if derr != nil {
+				return derr
+			}
+			vars := expr.Vars{Event: evVars, Session: &expr.Session{ID: s.ID, Input: input, StartedAt: s.StartedAt}}
+			if b.predicate(ctx, a, t, ev, vars) {
+				add(s.SID, t.Name)
+			}
+		default:
+			add(s.SID, t.Name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, tg := range targets {
+		if err := b.deliver(ctx, a, tg, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// predicate evaluates a trigger's predicate; an evaluation error is a
+// non-match recorded as a diagnostic.
+func (b *batch) predicate(ctx context.Context, a *action.Compiled, t *action.CompiledTrigger, ev ledger.Event, vars expr.Vars) bool {
+	v, err := t.Predicate.Eval(ctx, vars)
+	if err == nil {
+		if ok, isBool := v.(bool); isBool {
+			return ok
+		}
+		err = fmt.Errorf("predicate gave %T, not bool", v)
+	}
+	k := diagKey{a.ActionID.String(), a.Version, t.Name}
+	e := b.diags[k]
+	if e == nil {
+		e = &diagEntry{}
+		b.diags[k] = e
+	}
+	e.count++
+	e.event, e.msg = ev, truncate(err.Error(), 1000)
+	return false
+}
+
+// start maps the event to a session input and finds or creates the session
+// (S2, S3). It returns the session's key, or 0 when the event became an
+// intake record instead (S5).
+func (b *batch) start(ctx context.Context, a *action.Compiled, t *action.CompiledTrigger, ev ledger.Event, vars expr.Vars) (int64, error) {
+	mapped, err := t.Start.Eval(ctx, vars)
+	if err != nil {
+		return 0, b.intake(ctx, a, t, ev, nil, ReasonMappingFailed, err.Error())
+	}
+	raw, err := jsonvalue.Encode(mapped)
+	if err != nil {
+		return 0, b.intake(ctx, a, t, ev, nil, ReasonMappingFailed, "the mapped input is not JSON: "+err.Error())
+	}
+	if err := jsonvalue.Check(raw, ""); err != nil {
+		return 0, b.intake(ctx, a, t, ev, nil, ReasonInputInvalid, err.Error())
+	}
+	input, err := raw.Decode() // numbers as json.Number, as every reader sees them
+	if err != nil {
+		return 0, err
+	}
+	if a.Session.Schema != nil {
+		if err := a.Session.Schema.Validate(input); err != nil {
+			return 0, b.intake(ctx, a, t, ev, nil, ReasonInputInvalid, err.Error())
+		}
+	}
+	id, err := evalID(ctx, a.Session.ID, expr.Vars{Session: &expr.Session{Input: input}})
+	if err != nil {
+		return 0, b.intake(ctx, a, t, ev, nil, ReasonIDFailed, err.Error())
+	}
+	var sid int64
+	err = b.tx.QueryRow(ctx, `INSERT INTO sessions (action_id, id, version, input, status, origin_event_id, started_at, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, 'OPEN', $5, $6, $7, $7) ON CONFLICT (action_id, id) DO NOTHING RETURNING sid`,
+		a.ActionID, id, a.Version, []byte(raw), ev.ID, ev.CommitTime, b.now).Scan(&sid)
+	if err == nil {
+		return sid, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("create session: %w", err)
+	}
+	s, err := b.lock(ctx, a, id)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case s.Status.Final():
+		return 0, b.intake(ctx, a, t, ev, &id, ReasonSessionClosed, "a closed session never starts again; it is "+string(s.Status))
+	case !jsonvalue.Equal(s.Input, raw):
+		return 0, b.intake(ctx, a, t, ev, &id, ReasonInputConflict, "the open session has a different input")
+	}
+	if ev.CommitTime.Before(s.StartedAt) {
+		// S3: the session's origin is its earliest-committed start event.
+		if _, err := b.tx.Exec(ctx, `UPDATE sessions SET started_at = $2, origin_event_id = $3, updated_at = $4 WHERE sid = $1`,
+			s.SID, ev.CommitTime, ev.ID, b.now); err != nil {
+			return 0, fmt.Errorf("move session start: %w", err)
+		}
+	}
+	return s.SID, nil
+}
+
+// lock reads and row-locks the session addressed by a and id, or returns nil.
+func (b *batch) lock(ctx context.Context, a *action.Compiled, id string) (*Session, error) {
+	s, err := scanSession(b.tx.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE action_id = $1 AND id = $2 FOR UPDATE`, a.ActionID, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock session: %w", err)
+	}
+	return s, nil
+}
+
+// deliver appends the event as an EVENT input of the session, once (S6).
+func (b *batch) deliver(ctx context.Context, a *action.Compiled, tg *target, ev ledger.Event) error {
+	starts := a.Session.StartsTurn(tg.triggers)
+	var seq int64
+	err := b.tx.QueryRow(ctx, `UPDATE sessions SET input_count = input_count + 1, updated_at = $2,
+		next_turn_at = CASE WHEN $3 THEN coalesce(next_turn_at, $2) ELSE next_turn_at END
+		WHERE sid = $1 AND status IN ('OPEN', 'WAITING') RETURNING input_count`, tg.sid, b.now, starts).Scan(&seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // closed since it was locked: cannot happen under the row lock, kept as a guard
+	}
+	if err != nil {
+		return fmt.Errorf("deliver: %w", err)
+	}
+	_, err = b.tx.Exec(ctx, `INSERT INTO session_inputs (sid, seq, identity, kind, event_id, triggers, starts_turn, status, byte_size, delivered_at)
+		VALUES ($1, $2, $3, 'EVENT', $4, $5, $6, 'PENDING', $7, $8) ON CONFLICT (sid, identity) DO NOTHING`,
+		tg.sid, seq, "event/"+ev.ID.String(), ev.ID, tg.triggers, starts, len(ev.Data), b.now)
+	if err != nil {
+		return fmt.Errorf("deliver: %w", err)
+	}
+	if starts {
+		b.notify = true
+	}
+	return nil
+}
+
+func (b *batch) intake(ctx context.Context, a *action.Compiled, t *action.CompiledTrigger, ev ledger.Event, id *string, reason, msg string) error {
+	_, err := b.tx.Exec(ctx, `INSERT INTO intake_records (action_id, version, event_id, trigger, session_id, reason, message, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, a.ActionID, a.Version, ev.ID, t.Name, id, reason, truncate(msg, 2000), b.now)
+	if err != nil {
+		return fmt.Errorf("intake record: %w", err)
+	}
+	return nil
+}
+
+func (b *batch) flush(ctx context.Context) error {
+	for k, e := range b.diags {
+		_, err := b.tx.Exec(ctx, `INSERT INTO trigger_diagnostics (action_id, version, trigger, count, last_event_id, last_message, last_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (action_id, version, trigger) DO UPDATE SET count = trigger_diagnostics.count + EXCLUDED.count,
+				last_event_id = EXCLUDED.last_event_id, last_message = EXCLUDED.last_message, last_at = EXCLUDED.last_at`,
+			k.action, k.version, k.trigger, e.count, e.event.ID, e.msg, b.now)
+		if err != nil {
+			return fmt.Errorf("diagnostics: %w", err)
+		}
+	}
+	if b.notify {
+		if _, err := b.tx.Exec(ctx, `SELECT pg_notify($1, '')`, TurnsChannel); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// evalID evaluates a session id expression and checks the id is storable.
+func evalID(ctx context.Context, p *expr.Program, vars expr.Vars) (string, error) {
+	v, err := p.Eval(ctx, vars)
+	if err != nil {
+		return "", err
+	}
+	id, ok := v.(string)
+	switch {
+	case !ok:
+		return "", fmt.Errorf("session id is %T, not a string", v)
+	case id == "":
+		return "", errors.New("session id is empty")
+	case len(id) > MaxIDLen:
+		return "", fmt.Errorf("session id is longer than %d bytes", MaxIDLen)
+	case !utf8.ValidString(id) || strings.IndexByte(id, 0) >= 0:
+		return "", errors.New("session id is not valid text")
+	}
+	return id, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

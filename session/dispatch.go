@@ -1,0 +1,187 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/internal/clock"
+	"github.com/actionsledger/actionsledger/ledger"
+)
+
+// DefaultBatch is how many events one dispatch transaction handles.
+const DefaultBatch = 500
+
+// Dispatcher matches every committed event against the active triggers
+// exactly once, in commit order (S2-S6). Its cursor advances in the same
+// transaction as the inputs, sessions and intake records an event produces,
+// so a crash neither loses nor repeats a delivery. Several dispatchers
+// (processes) may run: the cursor row lock lets one batch run at a time.
+type Dispatcher struct {
+	pool    *pgxpool.Pool
+	actions *action.Store
+	clock   clock.Clock
+	log     *slog.Logger
+	Batch   int
+
+	epoch int64 // actions epoch the index was built at; -1: never
+	index *triggerIndex
+}
+
+// NewDispatcher returns a Dispatcher.
+func NewDispatcher(pool *pgxpool.Pool, actions *action.Store, c clock.Clock, log *slog.Logger) *Dispatcher {
+	return &Dispatcher{pool: pool, actions: actions, clock: c, log: log, Batch: DefaultBatch, epoch: -1}
+}
+
+// Run dispatches until ctx ends, waking on wake (ledger notifications) and
+// at least every poll.
+func (d *Dispatcher) Run(ctx context.Context, wake <-chan struct{}, poll time.Duration) error {
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		for {
+			n, err := d.DispatchOnce(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				d.log.Error("dispatch failed", "err", err)
+				break
+			}
+			if n < d.Batch {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-t.C:
+		}
+	}
+}
+
+// DispatchOnce handles one batch of events after the cursor and returns how
+// many it handled (0 when caught up or when another dispatcher holds the cursor).
+func (d *Dispatcher) DispatchOnce(ctx context.Context) (int, error) {
+	n := 0
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		var cursor, epoch int64
+		err := tx.QueryRow(ctx, `SELECT position, actions_epoch FROM dispatch_state FOR UPDATE SKIP LOCKED`).Scan(&cursor, &epoch)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // another dispatcher is working
+		}
+		if err != nil {
+			return fmt.Errorf("dispatch: lock cursor: %w", err)
+		}
+		if epoch != d.epoch || d.index == nil {
+			active, err := d.actions.Active(ctx, tx)
+			if err != nil {
+				return err
+			}
+			d.index, d.epoch = buildIndex(active), epoch
+		}
+		events, err := ledger.ReadAfter(ctx, tx, cursor, d.Batch, "")
+		if err != nil {
+			return err
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		b := &batch{d: d, tx: tx, now: d.clock.Now(), diags: map[diagKey]*diagEntry{}}
+		for _, ev := range events {
+			if err := b.event(ctx, ev); err != nil {
+				return fmt.Errorf("dispatch: event %d: %w", ev.Position, err)
+			}
+		}
+		if err := b.flush(ctx); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE dispatch_state SET position = $1, updated_at = $2`, events[len(events)-1].Position, b.now); err != nil {
+			return fmt.Errorf("dispatch: advance cursor: %w", err)
+		}
+		n = len(events)
+		return nil
+	})
+	return n, err
+}
+
+// triggerIndex finds candidate triggers for an event by its type, so the
+// cost per event does not grow with the number of actions whose predicates
+// pin other types. Triggers whose predicate pins no type are always candidates.
+type triggerIndex struct {
+	byType   map[string][]ref
+	unpinned []ref
+}
+
+type ref struct {
+	action  *action.Compiled
+	trigger *action.CompiledTrigger
+}
+
+func buildIndex(active []*action.Compiled) *triggerIndex {
+	ix := &triggerIndex{byType: map[string][]ref{}}
+	for _, a := range active {
+		if a.Session == nil {
+			continue
+		}
+		for _, t := range a.Triggers {
+			r := ref{a, t}
+			if t.EventTypes == nil {
+				ix.unpinned = append(ix.unpinned, r)
+				continue
+			}
+			for _, typ := range t.EventTypes {
+				ix.byType[typ] = append(ix.byType[typ], r)
+			}
+		}
+	}
+	return ix
+}
+
+// candidates returns the triggers that may match ev, grouped by action in
+// trigger order. Triggers of versions created after the event are skipped.
+func (ix *triggerIndex) candidates(ev ledger.Event) []actionRefs {
+	var out []actionRefs
+	at := map[*action.Compiled]int{}
+	add := func(rs []ref) {
+		for _, r := range rs {
+			if ev.Position <= r.action.FromPosition {
+				continue
+			}
+			i, ok := at[r.action]
+			if !ok {
+				i = len(out)
+				at[r.action] = i
+				out = append(out, actionRefs{action: r.action})
+			}
+			out[i].triggers = append(out[i].triggers, r.trigger)
+		}
+	}
+	add(ix.byType[ev.Type])
+	add(ix.unpinned)
+	for i := range out {
+		sortTriggers(out[i].triggers)
+	}
+	return out
+}
+
+type actionRefs struct {
+	action   *action.Compiled
+	triggers []*action.CompiledTrigger
+}
+
+func sortTriggers(ts []*action.CompiledTrigger) {
+	for i := 1; i < len(ts); i++ {
+		for j := i; j > 0 && ts[j].Index < ts[j-1].Index; j-- {
+			ts[j], ts[j-1] = ts[j-1], ts[j]
+		}
+	}
+}
+

@@ -1,0 +1,310 @@
+// Package session owns sessions (SPEC S1-S6, I3): the dispatcher that
+// matches committed ledger events against triggers and starts or resumes
+// sessions, the inputs delivered to them, intake records for events that
+// could not be delivered, and closing by an operator.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actionsledger/actionsledger/internal/clock"
+	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/ledger"
+)
+
+// Status is a session's status. COMPLETED, FAILED and CANCELLED are final (T8).
+type Status string
+
+// Session statuses.
+const (
+	Open      Status = "OPEN"
+	Waiting   Status = "WAITING"
+	Completed Status = "COMPLETED"
+	Failed    Status = "FAILED"
+	Cancelled Status = "CANCELLED"
+)
+
+// Final reports whether no input is delivered any more (T8).
+func (s Status) Final() bool { return s == Completed || s == Failed || s == Cancelled }
+
+// TurnsChannel is the NOTIFY channel that wakes the turn executor.
+const TurnsChannel = "actionsledger_turns"
+
+// Session is one session of an action (S1: action id + session id address it).
+type Session struct {
+	SID           int64 // internal key
+	ActionID      uuid.UUID
+	ID            string
+	Version       int
+	Input         jsonvalue.Value
+	State         jsonvalue.Value
+	Status        Status
+	Reason        *string
+	OriginEventID *uuid.UUID
+	StartedAt     time.Time // commit time of the earliest-committed start event delivered (S3)
+	EndsAt        *time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	ClosedAt      *time.Time
+	TurnCount     int
+	LeaseExpires  *time.Time
+}
+
+// Running reports whether a worker holds the session's lease at now.
+func (s *Session) Running(now time.Time) bool {
+	return s.LeaseExpires != nil && s.LeaseExpires.After(now)
+}
+
+// Input kinds (I1).
+const (
+	KindEvent    = "EVENT"
+	KindCommand  = "COMMAND"
+	KindCall     = "CALL"
+	KindSchedule = "SCHEDULE"
+	KindRequest  = "REQUEST"
+)
+
+// Input statuses.
+const (
+	InputPending  = "PENDING"
+	InputConsumed = "CONSUMED"
+	InputReceived = "RECEIVED"
+)
+
+// Input is one input delivered to a session, in delivery order Seq.
+type Input struct {
+	SID         int64
+	Seq         int64
+	Identity    string
+	Kind        string
+	EventID     *uuid.UUID
+	Triggers    []string
+	StartsTurn  bool
+	Status      string
+	Turn        *int
+	ByteSize    int
+	DeliveredAt time.Time
+}
+
+// IntakeRecord is an event that matched a trigger but could not start or
+// resume a session (S5). Reason is a stable code (see the Reason* constants).
+type IntakeRecord struct {
+	ID        int64
+	ActionID  uuid.UUID
+	Version   int
+	EventID   uuid.UUID
+	Trigger   string
+	SessionID *string
+	Reason    string
+	Message   string
+	CreatedAt time.Time
+}
+
+// Intake reasons.
+const (
+	ReasonInputConflict   = "input_conflict"    // S2: open session with a different input
+	ReasonInputInvalid    = "input_invalid"     // the mapped input fails inputSchema
+	ReasonMappingFailed   = "mapping_failed"    // a start mapping expression failed
+	ReasonIDFailed        = "id_failed"         // the session id expression failed
+	ReasonSessionClosed   = "session_closed"    // S2: a closed session id never starts again
+	ReasonSessionNotFound = "session_not_found" // a resume named no session
+)
+
+// Diagnostic counts a trigger predicate's evaluation failures (each a non-match).
+type Diagnostic struct {
+	Version     int
+	Trigger     string
+	Count       int64
+	LastEventID uuid.UUID
+	LastMessage string
+	LastAt      time.Time
+}
+
+// Store reads sessions and closes them.
+type Store struct {
+	pool  *pgxpool.Pool
+	clock clock.Clock
+}
+
+// NewStore returns a Store.
+func NewStore(pool *pgxpool.Pool, c clock.Clock) *Store { return &Store{pool: pool, clock: c} }
+
+const sessionColumns = `sid, action_id, id, version, input, state, status, reason, origin_event_id,
+	started_at, ends_at, created_at, updated_at, closed_at, turn_count, lease_expires_at`
+
+func scanSession(row pgx.Row) (*Session, error) {
+	var s Session
+	err := row.Scan(&s.SID, &s.ActionID, &s.ID, &s.Version, &s.Input, &s.State, &s.Status, &s.Reason,
+		&s.OriginEventID, &s.StartedAt, &s.EndsAt, &s.CreatedAt, &s.UpdatedAt, &s.ClosedAt, &s.TurnCount, &s.LeaseExpires)
+	if err != nil {
+		return nil, err
+	}
+	s.StartedAt, s.CreatedAt, s.UpdatedAt = s.StartedAt.UTC(), s.CreatedAt.UTC(), s.UpdatedAt.UTC()
+	return &s, nil
+}
+
+// Get returns the session addressed by action id and session id, or nil.
+func (st *Store) Get(ctx context.Context, actionID uuid.UUID, id string) (*Session, error) {
+	s, err := scanSession(st.pool.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE action_id = $1 AND id = $2`, actionID, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session: get: %w", err)
+	}
+	return s, nil
+}
+
+// BySID returns the session with internal key sid, or nil.
+func (st *Store) BySID(ctx context.Context, sid int64) (*Session, error) {
+	return BySID(ctx, st.pool, sid)
+}
+
+// BySID reads the session with internal key sid through q, or returns nil.
+func BySID(ctx context.Context, q ledger.Querier, sid int64) (*Session, error) {
+	s, err := scanSession(q.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE sid = $1`, sid))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session: get: %w", err)
+	}
+	return s, nil
+}
+
+// List pages an action's sessions, newest first, before internal key
+// beforeSID (0 for the start), optionally of one status.
+func (st *Store) List(ctx context.Context, actionID uuid.UUID, beforeSID int64, first int, status *Status) ([]*Session, error) {
+	if beforeSID <= 0 {
+		beforeSID = 1<<63 - 1
+	}
+	rows, err := st.pool.Query(ctx, `SELECT `+sessionColumns+` FROM sessions
+		WHERE action_id = $1 AND sid < $2 AND ($4::text IS NULL OR status = $4) ORDER BY sid DESC LIMIT $3`,
+		actionID, beforeSID, first, status)
+	if err != nil {
+		return nil, fmt.Errorf("session: list: %w", err)
+	}
+	defer rows.Close()
+	var out []*Session
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// InputColumns lists the session_inputs columns ScanInput reads, in order.
+const InputColumns = `sid, seq, identity, kind, event_id, triggers, starts_turn, status, turn, byte_size, delivered_at`
+
+// ScanInput scans a row of InputColumns.
+func ScanInput(row pgx.CollectableRow) (Input, error) {
+	var in Input
+	err := row.Scan(&in.SID, &in.Seq, &in.Identity, &in.Kind, &in.EventID, &in.Triggers, &in.StartsTurn,
+		&in.Status, &in.Turn, &in.ByteSize, &in.DeliveredAt)
+	in.DeliveredAt = in.DeliveredAt.UTC()
+	return in, err
+}
+
+// Inputs pages a session's inputs in delivery order after sequence afterSeq,
+// optionally of one status.
+func (st *Store) Inputs(ctx context.Context, sid, afterSeq int64, first int, status *string) ([]Input, error) {
+	rows, err := st.pool.Query(ctx, `SELECT `+InputColumns+` FROM session_inputs
+		WHERE sid = $1 AND seq > $2 AND ($4::text IS NULL OR status = $4) ORDER BY seq LIMIT $3`, sid, afterSeq, first, status)
+	if err != nil {
+		return nil, fmt.Errorf("session: inputs: %w", err)
+	}
+	return pgx.CollectRows(rows, ScanInput)
+}
+
+// TurnInputs returns the inputs a turn took, in delivery order.
+func (st *Store) TurnInputs(ctx context.Context, sid int64, turn int) ([]Input, error) {
+	return TurnInputs(ctx, st.pool, sid, turn)
+}
+
+// TurnInputs reads the inputs a turn took through q, in delivery order.
+func TurnInputs(ctx context.Context, q ledger.Querier, sid int64, turn int) ([]Input, error) {
+	rows, err := q.Query(ctx, `SELECT i.sid, i.seq, i.identity, i.kind, i.event_id, i.triggers, i.starts_turn, i.status, i.turn, i.byte_size, i.delivered_at
+		FROM turn_inputs t JOIN session_inputs i ON i.sid = t.sid AND i.seq = t.seq
+		WHERE t.sid = $1 AND t.turn = $2 ORDER BY t.seq`, sid, turn)
+	if err != nil {
+		return nil, fmt.Errorf("session: turn inputs: %w", err)
+	}
+	return pgx.CollectRows(rows, ScanInput)
+}
+
+// IntakeRecords pages an action's intake records, newest first, before id beforeID (0: start).
+func (st *Store) IntakeRecords(ctx context.Context, actionID uuid.UUID, beforeID int64, first int) ([]IntakeRecord, error) {
+	if beforeID <= 0 {
+		beforeID = 1<<63 - 1
+	}
+	rows, err := st.pool.Query(ctx, `SELECT id, action_id, version, event_id, trigger, session_id, reason, message, created_at
+		FROM intake_records WHERE action_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, actionID, beforeID, first)
+	if err != nil {
+		return nil, fmt.Errorf("session: intake records: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (IntakeRecord, error) {
+		var ir IntakeRecord
+		err := r.Scan(&ir.ID, &ir.ActionID, &ir.Version, &ir.EventID, &ir.Trigger, &ir.SessionID, &ir.Reason, &ir.Message, &ir.CreatedAt)
+		ir.CreatedAt = ir.CreatedAt.UTC()
+		return ir, err
+	})
+}
+
+// Diagnostics returns an action's trigger diagnostics.
+func (st *Store) Diagnostics(ctx context.Context, actionID uuid.UUID) ([]Diagnostic, error) {
+	rows, err := st.pool.Query(ctx, `SELECT version, trigger, count, last_event_id, last_message, last_at
+		FROM trigger_diagnostics WHERE action_id = $1 ORDER BY version, trigger`, actionID)
+	if err != nil {
+		return nil, fmt.Errorf("session: diagnostics: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Diagnostic, error) {
+		var d Diagnostic
+		err := r.Scan(&d.Version, &d.Trigger, &d.Count, &d.LastEventID, &d.LastMessage, &d.LastAt)
+		d.LastAt = d.LastAt.UTC()
+		return d, err
+	})
+}
+
+// MaxReasonLen is the longest closing reason accepted, in bytes.
+const MaxReasonLen = 1000
+
+// Close ends an open or waiting session by an operator (I3): status
+// CANCELLED with the reason, no further inputs (T8). A turn running at the
+// time finishes as CANCELLED without committing. Errors: fault.BadInput
+// (reason), fault.NotFound, fault.SessionClosed.
+func (st *Store) Close(ctx context.Context, actionID uuid.UUID, id, reason string) (*Session, error) {
+	if strings.TrimSpace(reason) == "" || len(reason) > MaxReasonLen || !utf8.ValidString(reason) || strings.IndexByte(reason, 0) >= 0 {
+		return nil, fault.New(fault.BadInput, "reason", "a reason is 1-%d bytes of text", MaxReasonLen)
+	}
+	now := st.clock.Now()
+	s, err := scanSession(st.pool.QueryRow(ctx, `UPDATE sessions SET status = 'CANCELLED', reason = $3, closed_at = $4,
+		updated_at = $4, next_turn_at = NULL
+		WHERE action_id = $1 AND id = $2 AND status IN ('OPEN', 'WAITING') RETURNING `+sessionColumns, actionID, id, reason, now))
+	if errors.Is(err, pgx.ErrNoRows) {
+		cur, gerr := st.Get(ctx, actionID, id)
+		if gerr != nil {
+			return nil, gerr
+		}
+		if cur == nil {
+			return nil, fault.New(fault.NotFound, "id", "no session %q for this action", id)
+		}
+		return nil, fault.New(fault.SessionClosed, "id", "the session is already %s", cur.Status)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session: close: %w", err)
+	}
+	return s, nil
+}

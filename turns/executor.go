@@ -1,0 +1,510 @@
+package turns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/internal/clock"
+	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/ledger"
+	"github.com/actionsledger/actionsledger/session"
+)
+
+// Config tunes an Executor. Zero fields take the defaults in parentheses.
+type Config struct {
+	Owner       string        // lease owner name (random)
+	Workers     int           // concurrent turns in this process (4)
+	Lease       time.Duration // how long a claim lasts without a heartbeat (30s)
+	TurnTimeout time.Duration // deadline of one attempt (5m)
+	MaxAttempts int           // attempts per execution before the turn fails (3)
+	Backoff     time.Duration // first retry delay, doubled per attempt (200ms)
+	Poll        time.Duration // fallback poll when no notification arrives (2s)
+}
+
+func (c *Config) defaults() {
+	if c.Owner == "" {
+		c.Owner = "worker-" + uuid.NewString()[:8]
+	}
+	if c.Workers <= 0 {
+		c.Workers = 4
+	}
+	if c.Lease <= 0 {
+		c.Lease = 30 * time.Second
+	}
+	if c.TurnTimeout <= 0 {
+		c.TurnTimeout = 5 * time.Minute
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 3
+	}
+	if c.Backoff <= 0 {
+		c.Backoff = 200 * time.Millisecond
+	}
+	if c.Poll <= 0 {
+		c.Poll = 2 * time.Second
+	}
+}
+
+// Executor claims runnable sessions and runs their turns, one at a time per
+// session (T1), across any number of processes. A claim is a lease on the
+// session row with a fencing token: a worker that lost its lease cannot
+// commit, and a turn claimed by a dead worker is run again after the lease
+// expires, with the same inputs and execution (T7).
+type Executor struct {
+	pool    *pgxpool.Pool
+	actions *action.Store
+	kinds   *Registry
+	clock   clock.Clock
+	log     *slog.Logger
+	cfg     Config
+
+	// sleep waits between retries; tests replace it.
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+// NewExecutor returns an Executor.
+func NewExecutor(pool *pgxpool.Pool, actions *action.Store, kinds *Registry, c clock.Clock, log *slog.Logger, cfg Config) *Executor {
+	cfg.defaults()
+	return &Executor{pool: pool, actions: actions, kinds: kinds, clock: c, log: log, cfg: cfg, sleep: sleepCtx}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Run runs Workers loops until ctx ends. wake delivers turn notifications.
+func (e *Executor) Run(ctx context.Context, wake <-chan struct{}) error {
+	var wg sync.WaitGroup
+	kick := make(chan struct{}, e.cfg.Workers)
+	wg.Add(1)
+	go func() { // fan notifications out to the workers
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-wake:
+				for i := 0; i < e.cfg.Workers; i++ {
+					select {
+					case kick <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}
+	}()
+	for i := 0; i < e.cfg.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.worker(ctx, kick)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (e *Executor) worker(ctx context.Context, kick <-chan struct{}) {
+	t := time.NewTicker(e.cfg.Poll)
+	defer t.Stop()
+	for ctx.Err() == nil {
+		ran, err := e.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			e.log.Error("turn failed to run", "err", err)
+		}
+		if ran && err == nil {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-kick:
+		case <-t.C:
+		}
+	}
+}
+
+// claim is a leased session with the turn it is to run.
+type claim struct {
+	sess    *session.Session
+	token   int64
+	turn    int
+	execID  uuid.UUID
+	inputs  []session.Input
+	attempt int // attempts already made
+}
+
+// RunOnce claims one runnable session and runs its turn to the end. It
+// reports whether it found work.
+func (e *Executor) RunOnce(ctx context.Context) (bool, error) {
+	c, err := e.claim(ctx)
+	if err != nil || c == nil {
+		return false, err
+	}
+	return true, e.run(ctx, c)
+}
+
+// claim leases the runnable session waiting longest and fixes its turn: the
+// RUNNING turn a dead worker left, or a new turn over the pending inputs (T2, T3).
+func (e *Executor) claim(ctx context.Context) (*claim, error) {
+	var c *claim
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		now := e.clock.Now()
+		var sid, token int64
+		err := tx.QueryRow(ctx, `
+			WITH c AS (
+				SELECT sid FROM sessions
+				 WHERE next_turn_at <= $1 AND status = 'OPEN' AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
+				 ORDER BY next_turn_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+			UPDATE sessions s SET lease_owner = $2, lease_expires_at = $3, lease_token = s.lease_token + 1
+			  FROM c WHERE s.sid = c.sid RETURNING s.sid, s.lease_token`, now, e.cfg.Owner, now.Add(e.cfg.Lease)).Scan(&sid, &token)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		sess, err := session.BySID(ctx, tx, sid)
+		if err != nil {
+			return err
+		}
+		c = &claim{sess: sess, token: token}
+		// A RUNNING turn left by a worker that died is run again as it was.
+		var status string
+		err = tx.QueryRow(ctx, `SELECT status, execution_id FROM session_turns WHERE sid = $1 AND number = $2`, sid, sess.TurnCount).Scan(&status, &c.execID)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("claim: last turn: %w", err)
+		}
+		if err == nil && status == "RUNNING" {
+			c.turn = sess.TurnCount
+			if err := tx.QueryRow(ctx, `SELECT attempts FROM executions WHERE id = $1`, c.execID).Scan(&c.attempt); err != nil {
+				return err
+			}
+			c.inputs, err = session.TurnInputs(ctx, tx, sid, c.turn)
+			return err
+		}
+		comp, err := e.actions.Compiled(ctx, sess.ActionID, sess.Version)
+		if err != nil {
+			return err
+		}
+		c.inputs, err = e.takeInputs(ctx, tx, sid, comp.Session)
+		if err != nil {
+			return err
+		}
+		if c.inputs == nil {
+			// Nothing starts a turn any more: stand down.
+			_, err := tx.Exec(ctx, `UPDATE sessions SET next_turn_at = NULL, lease_owner = NULL, lease_expires_at = NULL WHERE sid = $1`, sid)
+			c = nil
+			return err
+		}
+		c.turn, c.execID = sess.TurnCount+1, uuid.New()
+		if _, err := tx.Exec(ctx, `INSERT INTO executions (id, action_id, version, sid, turn, status, started_at)
+			VALUES ($1, $2, $3, $4, $5, 'RUNNING', $6)`, c.execID, sess.ActionID, sess.Version, sid, c.turn, now); err != nil {
+			return fmt.Errorf("claim: execution: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO session_turns (sid, number, status, execution_id, final, ends_at, started_at)
+			VALUES ($1, $2, 'RUNNING', $3, false, $4, $5)`, sid, c.turn, c.execID, sess.EndsAt, now); err != nil {
+			return fmt.Errorf("claim: turn: %w", err)
+		}
+		seqs := make([]int64, len(c.inputs))
+		for i, in := range c.inputs {
+			seqs[i] = in.Seq
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO turn_inputs (sid, turn, seq) SELECT $1, $2, unnest($3::bigint[])`, sid, c.turn, seqs); err != nil {
+			return fmt.Errorf("claim: turn inputs: %w", err)
+		}
+		_, err = tx.Exec(ctx, `UPDATE sessions SET turn_count = $2 WHERE sid = $1`, sid, c.turn)
+		c.sess.TurnCount = c.turn
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// takeInputs returns the pending inputs the next turn takes: every pending
+// input in delivery order up to the turns limits (T2), provided one of the
+// pending inputs starts a turn (T3); nil otherwise. A turn always takes at
+// least one input.
+func (e *Executor) takeInputs(ctx context.Context, tx pgx.Tx, sid int64, sd *action.CompiledSession) ([]session.Input, error) {
+	var starts bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM session_inputs WHERE sid = $1 AND status = 'PENDING' AND starts_turn)`, sid).Scan(&starts); err != nil {
+		return nil, err
+	}
+	if !starts {
+		return nil, nil
+	}
+	limit := action.DefaultMaxInputs
+	if sd != nil && sd.MaxInputs > 0 {
+		limit = sd.MaxInputs
+	}
+	rows, err := tx.Query(ctx, `SELECT `+session.InputColumns+` FROM session_inputs WHERE sid = $1 AND status = 'PENDING' ORDER BY seq LIMIT $2`, sid, limit)
+	if err != nil {
+		return nil, err
+	}
+	ins, err := pgx.CollectRows(rows, session.ScanInput)
+	if err != nil {
+		return nil, err
+	}
+	if sd != nil && sd.MaxBytes > 0 {
+		total := 0
+		for i, in := range ins {
+			total += in.ByteSize
+			if total > sd.MaxBytes && i > 0 {
+				ins = ins[:i]
+				break
+			}
+		}
+	}
+	return ins, nil
+}
+
+// run executes the claimed turn with retries (T7) while keeping the lease
+// alive, then commits its outcome (T6).
+func (e *Executor) run(ctx context.Context, c *claim) error {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lost := make(chan struct{})
+	go e.heartbeat(runCtx, c, cancel, lost)
+
+	comp, err := e.actions.Compiled(ctx, c.sess.ActionID, c.sess.Version)
+	if err != nil {
+		return err
+	}
+	h, herr := e.kinds.Handler(comp.Def.Kind, comp.Def.Config)
+	req, err := e.request(ctx, c, comp)
+	if err != nil {
+		return err
+	}
+	var out *Outcome
+	runErr := herr
+	for herr == nil {
+		c.attempt++
+		req.Attempt = c.attempt
+		req.Transcript.reset()
+		if _, err := e.pool.Exec(ctx, `UPDATE executions SET attempts = $2 WHERE id = $1`, c.execID, c.attempt); err != nil {
+			return err
+		}
+		out, runErr = e.attempt(runCtx, h, req)
+		if runErr == nil {
+			runErr = out.validate()
+			if runErr != nil {
+				runErr = Permanent(fmt.Errorf("action_output_invalid: %w", runErr))
+			}
+		}
+		if runErr == nil || IsPermanent(runErr) || c.attempt >= e.cfg.MaxAttempts || runCtx.Err() != nil {
+			break
+		}
+		if err := e.sleep(runCtx, e.cfg.Backoff<<(c.attempt-1)); err != nil {
+			break
+		}
+	}
+	select {
+	case <-lost:
+		e.log.Warn("lease lost; turn not committed", "session", c.sess.ID, "turn", c.turn)
+		return nil
+	default:
+	}
+	if ctx.Err() != nil {
+		return ctx.Err() // shutting down: the lease expires and another worker runs the turn
+	}
+	return e.commit(ctx, c, req.Transcript.Entries(), out, runErr)
+}
+
+// attempt runs the handler once with a deadline, turning a panic into an error.
+func (e *Executor) attempt(ctx context.Context, h Handler, req *Request) (out *Outcome, err error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.TurnTimeout)
+	defer cancel()
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, Permanent(fmt.Errorf("handler panicked: %v", r))
+		}
+	}()
+	return h.Run(ctx, req)
+}
+
+// heartbeat extends the lease every third of its length; when the lease is
+// gone (token moved on) it cancels the run and closes lost.
+func (e *Executor) heartbeat(ctx context.Context, c *claim, cancel context.CancelFunc, lost chan<- struct{}) {
+	t := time.NewTicker(e.cfg.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		tag, err := e.pool.Exec(ctx, `UPDATE sessions SET lease_expires_at = $3 WHERE sid = $1 AND lease_token = $2`,
+			c.sess.SID, c.token, e.clock.Now().Add(e.cfg.Lease))
+		if err != nil {
+			continue // transient; the next beat tries again
+		}
+		if tag.RowsAffected() == 0 {
+			close(lost)
+			cancel()
+			return
+		}
+	}
+}
+
+func (e *Executor) request(ctx context.Context, c *claim, comp *action.Compiled) (*Request, error) {
+	ids := make([]uuid.UUID, 0, len(c.inputs))
+	for _, in := range c.inputs {
+		if in.EventID != nil {
+			ids = append(ids, *in.EventID)
+		}
+	}
+	events, err := ledger.EventsByID(ctx, e.pool, ids)
+	if err != nil {
+		return nil, err
+	}
+	views := make([]InputView, len(c.inputs))
+	for i, in := range c.inputs {
+		v := InputView{Identity: in.Identity, Kind: in.Kind, Sequence: in.Seq, Triggers: in.Triggers}
+		if in.EventID != nil {
+			if ev, ok := events[*in.EventID]; ok {
+				v.Event = &EventView{ID: ev.ID, Type: ev.Type, Data: ev.Data, CommitTime: ev.CommitTime, Position: ev.Position}
+			}
+		}
+		views[i] = v
+	}
+	return &Request{
+		ActionID: c.sess.ActionID, Version: c.sess.Version, SessionID: c.sess.ID,
+		Input: c.sess.Input, State: c.sess.State, Inputs: views, Turn: c.turn,
+		EndsAt: c.sess.EndsAt, ExecutionID: c.execID, Config: comp.Def.Config,
+		Transcript: &Transcript{now: e.clock.Now},
+	}, nil
+}
+
+// commit records the turn in one transaction (T6), fenced by the lease
+// token: state, status, output, transcript and the consumption of inputs all
+// commit, or none. A failed execution fails the turn and the session and
+// leaves the inputs pending (T7). A session closed meanwhile gets the turn
+// CANCELLED and nothing else.
+func (e *Executor) commit(ctx context.Context, c *claim, transcript []Entry, out *Outcome, runErr error) error {
+	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		now := e.clock.Now()
+		var status session.Status
+		var token int64
+		if err := tx.QueryRow(ctx, `SELECT status, lease_token FROM sessions WHERE sid = $1 FOR UPDATE`, c.sess.SID).Scan(&status, &token); err != nil {
+			return err
+		}
+		if token != c.token {
+			e.log.Warn("lease taken over; turn not committed", "session", c.sess.ID, "turn", c.turn)
+			return nil
+		}
+		if err := insertTranscript(ctx, tx, c.execID, transcript); err != nil {
+			return err
+		}
+		if status.Final() {
+			return e.finish(ctx, tx, c, now, "CANCELLED", "CANCELLED", nil, "the session was closed while the turn ran")
+		}
+		if runErr != nil {
+			reason := fmt.Sprintf("execution %s failed: %v", c.execID, runErr)
+			if _, err := tx.Exec(ctx, `UPDATE sessions SET status = 'FAILED', reason = $2, closed_at = $3, updated_at = $3,
+				next_turn_at = NULL, lease_owner = NULL, lease_expires_at = NULL WHERE sid = $1`, c.sess.SID, truncate(reason), now); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE session_turns SET checkpoint_state = $3, checkpoint_status = 'FAILED', checkpoint_reason = $4
+				WHERE sid = $1 AND number = $2`, c.sess.SID, c.turn, nullable(c.sess.State), truncate(reason)); err != nil {
+				return err
+			}
+			return e.finish(ctx, tx, c, now, "FAILED", "FAILED", nil, truncate(runErr.Error()))
+		}
+		var reason *string
+		if out.Reason != "" {
+			reason = &out.Reason
+		}
+		final := session.Status(out.Status).Final()
+		if _, err := tx.Exec(ctx, `UPDATE sessions SET state = $2, status = $3, reason = $4, updated_at = $5,
+			closed_at = CASE WHEN $6 THEN $5::timestamptz END, lease_owner = NULL, lease_expires_at = NULL WHERE sid = $1`,
+			c.sess.SID, nullable(out.State), out.Status, reason, now, final); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE session_inputs i SET status = 'CONSUMED', turn = $2 FROM turn_inputs t
+			WHERE t.sid = $1 AND t.turn = $2 AND i.sid = t.sid AND i.seq = t.seq`, c.sess.SID, c.turn); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE session_turns SET checkpoint_state = $3, checkpoint_status = $4, checkpoint_reason = $5
+			WHERE sid = $1 AND number = $2`, c.sess.SID, c.turn, nullable(out.State), out.Status, reason); err != nil {
+			return err
+		}
+		if err := e.finish(ctx, tx, c, now, "COMPLETED", "SUCCEEDED", out.Output, ""); err != nil {
+			return err
+		}
+		// The row is locked, so every input delivered before this statement is seen.
+		var next *time.Time
+		if err := tx.QueryRow(ctx, `UPDATE sessions SET next_turn_at = CASE WHEN status = 'OPEN' AND EXISTS (
+				SELECT 1 FROM session_inputs WHERE sid = $1 AND status = 'PENDING' AND starts_turn) THEN $2::timestamptz END
+			WHERE sid = $1 RETURNING next_turn_at`, c.sess.SID, now).Scan(&next); err != nil {
+			return err
+		}
+		if next != nil {
+			_, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, session.TurnsChannel)
+			return err
+		}
+		return nil
+	})
+}
+
+// finish settles the turn and its execution.
+func (e *Executor) finish(ctx context.Context, tx pgx.Tx, c *claim, now time.Time, turnStatus, execStatus string, output jsonvalue.Value, errText string) error {
+	if _, err := tx.Exec(ctx, `UPDATE session_turns SET status = $3, finished_at = $4 WHERE sid = $1 AND number = $2`,
+		c.sess.SID, c.turn, turnStatus, now); err != nil {
+		return err
+	}
+	var errp *string
+	if errText != "" {
+		errp = &errText
+	}
+	_, err := tx.Exec(ctx, `UPDATE executions SET status = $2, output = $3, error = $4, finished_at = $5 WHERE id = $1`,
+		c.execID, execStatus, nullable(output), errp, now)
+	if turnStatus == "CANCELLED" {
+		if _, err := tx.Exec(ctx, `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE sid = $1`, c.sess.SID); err != nil {
+			return err
+		}
+	}
+	return err
+}
+
+func insertTranscript(ctx context.Context, tx pgx.Tx, execID uuid.UUID, entries []Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(entries))
+	for i, en := range entries {
+		rows[i] = []any{execID, en.Seq, en.Kind, []byte(en.Data), en.At}
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"transcript_entries"}, []string{"execution_id", "seq", "kind", "data", "at"}, pgx.CopyFromRows(rows))
+	return err
+}
+
+func nullable(v jsonvalue.Value) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return v
+}
+
+func truncate(s string) string {
+	if len(s) > 2000 {
+		return s[:2000]
+	}
+	return s
+}

@@ -1,0 +1,217 @@
+// Package turns runs sessions in turns (SPEC T1-T9): the executor that
+// claims runnable sessions, the contract handlers implement, and the record
+// of turns, executions and transcripts.
+package turns
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/jsonvalue"
+)
+
+// Handler runs one turn of a session. It must not keep state between calls:
+// everything it needs is in the Request, and every retry of a turn's
+// execution receives the same Request (T7).
+type Handler interface {
+	// Run returns the turn's outcome. An error fails this attempt; it is
+	// retried unless it is Permanent.
+	Run(ctx context.Context, req *Request) (*Outcome, error)
+}
+
+// Request is what a handler receives for one turn (T5, T9).
+type Request struct {
+	ActionID    uuid.UUID       `json:"action_id"`
+	Version     int             `json:"version"`
+	SessionID   string          `json:"session_id"`
+	Input       jsonvalue.Value `json:"input"`
+	State       jsonvalue.Value `json:"state"`
+	Inputs      []InputView     `json:"inputs"`
+	Turn        int             `json:"turn"`
+	Final       bool            `json:"final"`
+	EndsAt      *time.Time      `json:"ends_at"`
+	ExecutionID uuid.UUID       `json:"execution_id"`
+	Attempt     int             `json:"attempt"`
+	Config      jsonvalue.Value `json:"-"`
+	// Transcript collects the execution's transcript entries. It is reset
+	// before each attempt so a retry starts clean.
+	Transcript *Transcript `json:"-"`
+}
+
+// InputView is one input as a handler sees it.
+type InputView struct {
+	Identity string     `json:"identity"`
+	Kind     string     `json:"kind"`
+	Sequence int64      `json:"sequence"`
+	Triggers []string   `json:"triggers,omitempty"`
+	Event    *EventView `json:"event,omitempty"`
+}
+
+// EventView is an input's event.
+type EventView struct {
+	ID         uuid.UUID       `json:"id"`
+	Type       string          `json:"type"`
+	Data       jsonvalue.Value `json:"data"`
+	CommitTime time.Time       `json:"commit_time"`
+	Position   int64           `json:"position"`
+}
+
+// Outcome is what a turn reports (T5): the session's next state and status,
+// a reason (required for COMPLETED and FAILED) and the turn's output.
+type Outcome struct {
+	State  jsonvalue.Value `json:"state"`
+	Status string          `json:"status"`
+	Reason string          `json:"reason,omitempty"`
+	Output jsonvalue.Value `json:"output"`
+}
+
+// Transcript collects an execution's entries (kind + JSON data) in order.
+// Safe for concurrent use.
+type Transcript struct {
+	mu      sync.Mutex
+	entries []Entry
+	now     func() time.Time
+}
+
+// Entry is one transcript entry.
+type Entry struct {
+	Seq  int
+	Kind string
+	Data jsonvalue.Value
+	At   time.Time
+}
+
+// Add appends an entry; data is encoded as JSON (an error is recorded as
+// the entry's data instead).
+func (t *Transcript) Add(kind string, data any) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		raw, _ = json.Marshal(map[string]string{"error": err.Error()})
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.entries = append(t.entries, Entry{Seq: len(t.entries) + 1, Kind: kind, Data: raw, At: t.now()})
+}
+
+// Entries returns a copy of the entries so far.
+func (t *Transcript) Entries() []Entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]Entry(nil), t.entries...)
+}
+
+func (t *Transcript) reset() {
+	t.mu.Lock()
+	t.entries = nil
+	t.mu.Unlock()
+}
+
+// permanentError marks an error that is not retried (T7).
+type permanentError struct{ err error }
+
+func (p permanentError) Error() string { return p.err.Error() }
+func (p permanentError) Unwrap() error { return p.err }
+
+// Permanent marks err as not worth retrying: the turn fails at once.
+func Permanent(err error) error { return permanentError{err} }
+
+// IsPermanent reports whether err was marked Permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}
+
+// Kind is a registered handler kind.
+type Kind struct {
+	// Name is the kind as actions name it, e.g. agent.echo.
+	Name string
+	// New validates config and returns the kind's handler for it. Errors
+	// should be *fault.Error with code fault.InvalidConfig, naming the field
+	// under "config".
+	New func(config jsonvalue.Value) (Handler, error)
+}
+
+// Registry holds the handler kinds a server offers.
+type Registry struct {
+	kinds map[string]Kind
+}
+
+// NewRegistry returns a registry with the given kinds.
+func NewRegistry(kinds ...Kind) *Registry {
+	r := &Registry{kinds: map[string]Kind{}}
+	for _, k := range kinds {
+		r.kinds[k.Name] = k
+	}
+	return r
+}
+
+// Names returns the registered kind names, sorted.
+func (r *Registry) Names() []string {
+	out := make([]string, 0, len(r.kinds))
+	for n := range r.kinds {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Check validates a kind and its config (used at createAction, A1).
+// Errors: fault.UnknownKind (field kind), fault.InvalidConfig.
+func (r *Registry) Check(kind string, config jsonvalue.Value) error {
+	_, err := r.Handler(kind, config)
+	return err
+}
+
+// Handler returns the handler for kind configured with config.
+func (r *Registry) Handler(kind string, config jsonvalue.Value) (Handler, error) {
+	k, ok := r.kinds[kind]
+	if !ok {
+		return nil, fault.New(fault.UnknownKind, "kind", "unknown handler kind %q; known kinds: %v", kind, r.Names())
+	}
+	h, err := k.New(config)
+	if err != nil {
+		if fault.As(err) == nil {
+			err = fault.New(fault.InvalidConfig, "config", "%v", err)
+		}
+		return nil, err
+	}
+	return h, nil
+}
+
+// validate checks an outcome's shape (T5); the error message says what is wrong.
+func (o *Outcome) validate() error {
+	if o == nil {
+		return errors.New("the handler returned no outcome")
+	}
+	switch o.Status {
+	case "OPEN":
+	case "COMPLETED", "FAILED":
+		if o.Reason == "" {
+			return fmt.Errorf("status %s needs a reason", o.Status)
+		}
+	case "WAITING":
+		return errors.New("status WAITING is reported only by a turn that waits for an approval")
+	default:
+		return fmt.Errorf("status %q is not one of OPEN, COMPLETED, FAILED", o.Status)
+	}
+	if len(o.Reason) > 1000 {
+		return errors.New("reason is longer than 1000 bytes")
+	}
+	for name, v := range map[string]jsonvalue.Value{"state": o.State, "output": o.Output} {
+		if len(v) == 0 {
+			continue
+		}
+		if err := jsonvalue.Check(v, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}

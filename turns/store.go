@@ -1,0 +1,131 @@
+package turns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actionsledger/actionsledger/jsonvalue"
+)
+
+// Turn is one recorded turn of a session (T9).
+type Turn struct {
+	SID              int64
+	Number           int
+	Status           string // RUNNING, COMPLETED, FAILED, HELD, CANCELLED
+	ExecutionID      uuid.UUID
+	Final            bool
+	EndsAt           *time.Time
+	StartedAt        time.Time
+	FinishedAt       *time.Time
+	CheckpointState  jsonvalue.Value
+	CheckpointStatus *string
+	CheckpointReason *string
+}
+
+// Execution is one run of a handler: a turn's, or a tool call's (a child).
+type Execution struct {
+	ID         uuid.UUID
+	ActionID   uuid.UUID
+	Version    int
+	SID        *int64
+	Turn       *int
+	ParentID   *uuid.UUID
+	Status     string // RUNNING, SUCCEEDED, FAILED, HELD, CANCELLED
+	Attempts   int
+	Output     jsonvalue.Value
+	Error      *string
+	StartedAt  time.Time
+	FinishedAt *time.Time
+}
+
+// Store reads turns, executions and transcripts.
+type Store struct{ pool *pgxpool.Pool }
+
+// NewStore returns a Store.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+const turnColumns = `sid, number, status, execution_id, final, ends_at, started_at, finished_at, checkpoint_state, checkpoint_status, checkpoint_reason`
+
+func scanTurn(r pgx.CollectableRow) (Turn, error) {
+	var t Turn
+	err := r.Scan(&t.SID, &t.Number, &t.Status, &t.ExecutionID, &t.Final, &t.EndsAt, &t.StartedAt, &t.FinishedAt,
+		&t.CheckpointState, &t.CheckpointStatus, &t.CheckpointReason)
+	t.StartedAt = t.StartedAt.UTC()
+	return t, err
+}
+
+// Turns pages a session's turns newest first, below number before (0: from the newest).
+func (s *Store) Turns(ctx context.Context, sid int64, before, first int) ([]Turn, error) {
+	if before <= 0 {
+		before = 1<<31 - 1
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+turnColumns+` FROM session_turns WHERE sid = $1 AND number < $2 ORDER BY number DESC LIMIT $3`, sid, before, first)
+	if err != nil {
+		return nil, fmt.Errorf("turns: list: %w", err)
+	}
+	return pgx.CollectRows(rows, scanTurn)
+}
+
+// Turn returns one turn, or nil.
+func (s *Store) Turn(ctx context.Context, sid int64, number int) (*Turn, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+turnColumns+` FROM session_turns WHERE sid = $1 AND number = $2`, sid, number)
+	if err != nil {
+		return nil, fmt.Errorf("turns: get: %w", err)
+	}
+	t, err := pgx.CollectOneRow(rows, scanTurn)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return &t, err
+}
+
+const executionColumns = `id, action_id, version, sid, turn, parent_id, status, attempts, output, error, started_at, finished_at`
+
+func scanExecution(r pgx.CollectableRow) (Execution, error) {
+	var x Execution
+	err := r.Scan(&x.ID, &x.ActionID, &x.Version, &x.SID, &x.Turn, &x.ParentID, &x.Status, &x.Attempts, &x.Output, &x.Error, &x.StartedAt, &x.FinishedAt)
+	x.StartedAt = x.StartedAt.UTC()
+	return x, err
+}
+
+// Execution returns one execution, or nil.
+func (s *Store) Execution(ctx context.Context, id uuid.UUID) (*Execution, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+executionColumns+` FROM executions WHERE id = $1`, id)
+	if err != nil {
+		return nil, fmt.Errorf("turns: execution: %w", err)
+	}
+	x, err := pgx.CollectOneRow(rows, scanExecution)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return &x, err
+}
+
+// Children pages the executions started by parent, oldest first, after the given start time/id cursor.
+func (s *Store) Children(ctx context.Context, parent uuid.UUID, afterID uuid.UUID, first int) ([]Execution, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+executionColumns+` FROM executions WHERE parent_id = $1 AND id > $2 ORDER BY id LIMIT $3`, parent, afterID, first)
+	if err != nil {
+		return nil, fmt.Errorf("turns: children: %w", err)
+	}
+	return pgx.CollectRows(rows, scanExecution)
+}
+
+// Transcript pages an execution's entries in order after sequence afterSeq.
+func (s *Store) Transcript(ctx context.Context, execID uuid.UUID, afterSeq, first int) ([]Entry, error) {
+	rows, err := s.pool.Query(ctx, `SELECT seq, kind, data, at FROM transcript_entries WHERE execution_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, execID, afterSeq, first)
+	if err != nil {
+		return nil, fmt.Errorf("turns: transcript: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entry, error) {
+		var e Entry
+		err := r.Scan(&e.Seq, &e.Kind, &e.Data, &e.At)
+		e.At = e.At.UTC()
+		return e, err
+	})
+}
