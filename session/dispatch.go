@@ -184,4 +184,3 @@ func sortTriggers(ts []*action.CompiledTrigger) {
 		}
 	}
 }
-

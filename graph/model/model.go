@@ -93,7 +93,6 @@ func truncate(s string) string {
 	return s
 }
 
-
 // Invocation is what an execution's handler was given and replied; its
 // transcript is resolved page by page.
 type Invocation struct {
