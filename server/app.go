@@ -98,6 +98,11 @@ func (a *App) Handler() http.Handler { return DevPrincipal(Mux(GraphQL(a.Resolve
 // Run runs the dispatcher, the executor and (with an Addr) the HTTP server
 // until ctx ends.
 func (a *App) Run(ctx context.Context) error {
+	if a.cfg.Addr != "" {
+		if err := checkLoopback(a.cfg.Addr); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ledgerWake, turnsWake := make(chan struct{}, 1), make(chan struct{}, 1)
@@ -124,11 +129,10 @@ func (a *App) Run(ctx context.Context) error {
 	run("dispatcher", func() error { return a.Dispatcher.Run(ctx, ledgerWake, a.cfg.Poll) })
 	run("executor", func() error { return a.Executor.Run(ctx, turnsWake) })
 	if a.cfg.Addr != "" {
-		if err := checkLoopback(a.cfg.Addr); err != nil {
-			return err
-		}
 		ln, err := net.Listen("tcp", a.cfg.Addr)
 		if err != nil {
+			cancel()
+			wg.Wait()
 			return err
 		}
 		srv := &http.Server{Handler: http.TimeoutHandler(a.Handler(), RequestTimeout, `{"errors":[{"message":"request timed out","extensions":{"code":"TIMEOUT"}}]}`),
