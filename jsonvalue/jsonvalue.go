@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/actionsledger/actionsledger/internal/fault"
 )
@@ -83,16 +85,20 @@ func MustEncode(v any) Value {
 	return out
 }
 
-// Check validates raw as a storable JSON value: well-formed, at most
-// MaxBytes, at most MaxDepth deep, and with no NUL character in any string
-// or key. Errors: *fault.Error with code InvalidJSON or PayloadTooLarge,
-// naming field.
+// Check validates raw as a storable JSON value: well-formed UTF-8 JSON, at
+// most MaxBytes, at most MaxDepth deep, with no NUL character and no
+// unpaired surrogate escape in any string or key, and every number within
+// what PostgreSQL's numeric holds. Errors: *fault.Error with code
+// InvalidJSON or PayloadTooLarge, naming field.
 func Check(raw []byte, field string) error {
 	if len(raw) > MaxBytes {
 		return fault.New(fault.PayloadTooLarge, field, "JSON value is %d bytes; the limit is %d", len(raw), MaxBytes)
 	}
-	if !json.Valid(raw) {
+	if !json.Valid(raw) || !utf8.Valid(raw) {
 		return fault.New(fault.InvalidJSON, field, "not a well-formed JSON value")
+	}
+	if !surrogatesPaired(raw) {
+		return fault.New(fault.InvalidJSON, field, "strings may not contain an unpaired surrogate escape (\\ud800-\\udfff)")
 	}
 	v, err := Decode(raw)
 	if err != nil {
@@ -106,6 +112,10 @@ func walk(v any, depth int, field string) error {
 		return fault.New(fault.InvalidJSON, field, "JSON value nests deeper than %d levels", MaxDepth)
 	}
 	switch x := v.(type) {
+	case json.Number:
+		if !numericFits(string(x)) {
+			return fault.New(fault.InvalidJSON, field, "number %.40s is outside the stored range (at most %d digits before the decimal point and %d after)", x, maxIntDigits, maxFracDigits)
+		}
 	case string:
 		if strings.IndexByte(x, 0) >= 0 {
 			return fault.New(fault.InvalidJSON, field, "strings may not contain the NUL character (\\u0000)")
@@ -127,6 +137,85 @@ func walk(v any, depth int, field string) error {
 		}
 	}
 	return nil
+}
+
+// surrogatesPaired reports whether every \u escape of a UTF-16 surrogate
+// in raw (well-formed JSON) is a high surrogate followed by a low one:
+// PostgreSQL's jsonb refuses any other.
+func surrogatesPaired(raw []byte) bool {
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		if raw[i+1] != 'u' {
+			i++ // a two-character escape such as \\ or \"
+			continue
+		}
+		r := hex4(raw[i+2 : i+6])
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return false
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+12 > len(raw) || raw[i+6] != '\\' || raw[i+7] != 'u' {
+				return false
+			}
+			if lo := hex4(raw[i+8 : i+12]); lo < 0xDC00 || lo > 0xDFFF {
+				return false
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return true
+}
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		default:
+			r |= rune(c - 'A' + 10)
+		}
+	}
+	return r
+}
+
+// PostgreSQL's numeric, which jsonb stores numbers as, holds at most this
+// many digits before and after the decimal point.
+const (
+	maxIntDigits  = 131072
+	maxFracDigits = 16383
+)
+
+// numericFits reports whether the JSON number n fits PostgreSQL's numeric.
+func numericFits(n string) bool {
+	n = strings.TrimPrefix(n, "-")
+	mant, exp := n, int64(0)
+	if i := strings.IndexAny(n, "eE"); i >= 0 {
+		e, err := strconv.ParseInt(n[i+1:], 10, 64)
+		if err != nil || e > 1<<40 || e < -(1<<40) {
+			return false
+		}
+		mant, exp = n[:i], e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	// The scale PostgreSQL keeps counts trailing zeros as written.
+	if int64(len(frac))-exp > maxFracDigits {
+		return false
+	}
+	digits := strings.TrimLeft(intPart+frac, "0")
+	if digits == "" {
+		return true // zero
+	}
+	// Digits before the decimal point: the most significant digit's place.
+	before := int64(len(digits)) - int64(len(frac)) + exp
+	return before <= maxIntDigits
 }
 
 // Equal reports whether a and b encode the same JSON value (object key order
