@@ -6,9 +6,12 @@ package migrations
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"embed"
+	"encoding/hex"
 	"fmt"
+	"io/fs"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -39,4 +42,28 @@ func Apply(ctx context.Context, dsn string) error {
 		return fmt.Errorf("migrations: up: %w", err)
 	}
 	return nil
+}
+
+// Fingerprint returns the hex SHA-256 over the embedded migration files
+// (names and contents, in name order). It changes whenever the schema does,
+// so tests can key a prepared template database on it.
+func Fingerprint() string {
+	h := sha256.New()
+	err := fs.WalkDir(files, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := files.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		// The files are compiled in; failing to read them is a build bug.
+		panic(fmt.Sprintf("migrations: fingerprint: %v", err))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

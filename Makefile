@@ -1,0 +1,68 @@
+# Makefile — build, run and test actionsledger.
+#
+# Every target that needs PostgreSQL gets its URL from scripts/pg.sh, which
+# honours DATABASE_URL, else uses a server on 127.0.0.1:5432, else starts a
+# private cluster in .pgdata/ (stop it with `make pg-stop`).
+#
+#   make build      build bin/actionsledger
+#   make run        serve on $ADDR (default 127.0.0.1:8080)
+#   make migrate    apply the schema migrations
+#   make test       go test -race against a real server (TEST_DATABASE_URL)
+#   make demo       run the demo against a fresh database actionsledger_demo
+#   make bench      run the benchmark against a fresh database actionsledger_bench
+#   make generate   regenerate gqlgen code
+#   make lint       gofmt + go vet
+#   make pg-stop    stop the private cluster in .pgdata/, if any
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+GO ?= go
+
+BIN := bin/actionsledger
+
+.PHONY: build run migrate test demo bench generate lint pg-stop
+
+build:
+	$(GO) build -o $(BIN) ./cmd/actionsledger
+
+run: build
+	url=$$(scripts/pg.sh actionsledger); \
+	DATABASE_URL="$$url" ADDR="$${ADDR:-127.0.0.1:8080}" exec $(BIN) serve
+
+migrate: build
+	url=$$(scripts/pg.sh actionsledger); \
+	DATABASE_URL="$$url" exec $(BIN) migrate
+
+test:
+	url=$${TEST_DATABASE_URL:-$$(scripts/pg.sh postgres)}; \
+	TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 -timeout 30m ./...
+
+# fresh_db NAME: drop and recreate database NAME on the server that pg.sh
+# points at, then leave its URL in the shell variable `url`.
+define fresh_db
+admin=$$(scripts/pg.sh postgres); \
+PGOPTIONS='-c client_min_messages=warning' psql "$$admin" -X -q -v ON_ERROR_STOP=1 \
+	-c 'DROP DATABASE IF EXISTS "$(1)" WITH (FORCE)' \
+	-c 'CREATE DATABASE "$(1)"' >&2; \
+url=$$(printf '%s' "$$admin" | sed -E 's#^([a-zA-Z]+://[^/?]*)(/[^?]*)?#\1/$(1)#')
+endef
+
+demo: build
+	$(call fresh_db,actionsledger_demo); \
+	DATABASE_URL="$$url" exec $(BIN) demo
+
+bench: build
+	$(call fresh_db,actionsledger_bench); \
+	DATABASE_URL="$$url" exec $(BIN) bench
+
+generate:
+	$(GO) run github.com/99designs/gqlgen generate
+
+lint:
+	files=$$(find . \( -path ./.pgdata -o -path ./.git -o -path ./bin \) -prune -o -name '*.go' -print); \
+	unformatted=$$([[ -z $$files ]] || gofmt -l $$files); \
+	if [[ -n $$unformatted ]]; then echo "gofmt -l: these files need gofmt -w:" >&2; echo "$$unformatted" >&2; exit 1; fi
+	$(GO) vet ./...
+
+pg-stop:
+	scripts/pg.sh --stop
