@@ -146,6 +146,8 @@ CREATE TABLE session_turns (
     PRIMARY KEY (sid, number)
 );
 
+CREATE INDEX session_turns_running ON session_turns (sid) WHERE status = 'RUNNING';
+
 CREATE TABLE turn_inputs (
     sid  bigint NOT NULL,
     turn int NOT NULL,

@@ -147,16 +147,46 @@ type claim struct {
 	execID  uuid.UUID
 	inputs  []session.Input
 	attempt int // attempts already made
+	final   bool
+	endsAt  *time.Time
+	// exhausted: a re-claimed turn whose attempts are spent (the workers
+	// running it kept stopping); it fails without running again (T7).
+	exhausted bool
 }
 
 // RunOnce claims one runnable session and runs its turn to the end. It
-// reports whether it found work.
+// reports whether it found work. With nothing to run it settles orphaned turns (see Sweep).
 func (e *Executor) RunOnce(ctx context.Context) (bool, error) {
 	c, err := e.claim(ctx)
-	if err != nil || c == nil {
+	if err != nil {
+		return false, err
+	}
+	if c == nil {
+		_, err := e.Sweep(ctx)
 		return false, err
 	}
 	return true, e.run(ctx, c)
+}
+
+// Sweep settles turns left RUNNING by a worker that stopped after their
+// session was closed: once the lease has expired, the turn and its execution
+// become CANCELLED (T8). It returns how many it settled.
+func (e *Executor) Sweep(ctx context.Context) (int, error) {
+	now := e.clock.Now()
+	rows, err := e.pool.Query(ctx, `
+		WITH t AS (
+			UPDATE session_turns t SET status = 'CANCELLED', finished_at = $1
+			  FROM sessions s
+			 WHERE t.status = 'RUNNING' AND s.sid = t.sid AND s.status IN ('COMPLETED', 'FAILED', 'CANCELLED')
+			   AND (s.lease_expires_at IS NULL OR s.lease_expires_at <= $1)
+			RETURNING t.execution_id)
+		UPDATE executions x SET status = 'CANCELLED', finished_at = $1, error = 'the session was closed while the turn ran'
+		  FROM t WHERE x.id = t.execution_id RETURNING x.id`, now)
+	if err != nil {
+		return 0, fmt.Errorf("sweep: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	return len(ids), err
 }
 
 // claim leases the runnable session waiting longest and fixes its turn: the
@@ -186,7 +216,8 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 		c = &claim{sess: sess, token: token}
 		// A RUNNING turn left by a worker that died is run again as it was.
 		var status string
-		err = tx.QueryRow(ctx, `SELECT status, execution_id FROM session_turns WHERE sid = $1 AND number = $2`, sid, sess.TurnCount).Scan(&status, &c.execID)
+		err = tx.QueryRow(ctx, `SELECT status, execution_id, final, ends_at FROM session_turns WHERE sid = $1 AND number = $2`,
+			sid, sess.TurnCount).Scan(&status, &c.execID, &c.final, &c.endsAt)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("claim: last turn: %w", err)
 		}
@@ -195,6 +226,7 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 			if err := tx.QueryRow(ctx, `SELECT attempts FROM executions WHERE id = $1`, c.execID).Scan(&c.attempt); err != nil {
 				return err
 			}
+			c.exhausted = c.attempt >= e.cfg.MaxAttempts
 			c.inputs, err = session.TurnInputs(ctx, tx, sid, c.turn)
 			return err
 		}
@@ -212,7 +244,7 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 			c = nil
 			return err
 		}
-		c.turn, c.execID = sess.TurnCount+1, uuid.New()
+		c.turn, c.execID, c.final, c.endsAt = sess.TurnCount+1, uuid.New(), false, sess.EndsAt
 		if _, err := tx.Exec(ctx, `INSERT INTO executions (id, action_id, version, sid, turn, status, started_at)
 			VALUES ($1, $2, $3, $4, $5, 'RUNNING', $6)`, c.execID, sess.ActionID, sess.Version, sid, c.turn, now); err != nil {
 			return fmt.Errorf("claim: execution: %w", err)
@@ -293,26 +325,17 @@ func (e *Executor) run(ctx context.Context, c *claim) error {
 		return err
 	}
 	var out *Outcome
-	runErr := herr
-	for herr == nil {
-		c.attempt++
-		req.Attempt = c.attempt
-		req.Transcript.reset()
-		if _, err := e.pool.Exec(ctx, `UPDATE executions SET attempts = $2 WHERE id = $1`, c.execID, c.attempt); err != nil {
+	var runErr error
+	switch {
+	case herr != nil:
+		runErr = herr
+	case c.exhausted:
+		runErr = Permanent(fmt.Errorf("the execution did not finish in %d attempts (the workers running it stopped)", c.attempt))
+	default:
+		var stop bool
+		out, runErr, stop, err = e.attempts(ctx, runCtx, c, h, req)
+		if err != nil || stop {
 			return err
-		}
-		out, runErr = e.attempt(runCtx, h, req)
-		if runErr == nil {
-			runErr = out.validate()
-			if runErr != nil {
-				runErr = Permanent(fmt.Errorf("action_output_invalid: %w", runErr))
-			}
-		}
-		if runErr == nil || IsPermanent(runErr) || c.attempt >= e.cfg.MaxAttempts || runCtx.Err() != nil {
-			break
-		}
-		if err := e.sleep(runCtx, e.cfg.Backoff<<(c.attempt-1)); err != nil {
-			break
 		}
 	}
 	select {
@@ -325,6 +348,39 @@ func (e *Executor) run(ctx context.Context, c *claim) error {
 		return ctx.Err() // shutting down: the lease expires and another worker runs the turn
 	}
 	return e.commit(ctx, c, req.Transcript.Entries(), out, runErr)
+}
+
+// attempts runs the handler until it succeeds, fails permanently or uses
+// up MaxAttempts (T7). stop reports that the lease was lost before an
+// attempt: the turn belongs to another worker now.
+func (e *Executor) attempts(ctx, runCtx context.Context, c *claim, h Handler, req *Request) (out *Outcome, runErr error, stop bool, err error) {
+	for {
+		c.attempt++
+		req.Attempt = c.attempt
+		req.Transcript.reset()
+		// Fenced by the lease: a worker that lost its turn stops here.
+		tag, err := e.pool.Exec(ctx, `UPDATE executions x SET attempts = $2 FROM sessions s
+			WHERE x.id = $1 AND s.sid = $3 AND s.lease_token = $4`, c.execID, c.attempt, c.sess.SID, c.token)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if tag.RowsAffected() == 0 {
+			e.log.Warn("lease lost before an attempt; turn left to its new owner", "session", c.sess.ID, "turn", c.turn)
+			return nil, nil, true, nil
+		}
+		out, runErr = e.attempt(runCtx, h, req)
+		if runErr == nil {
+			if verr := out.validate(); verr != nil {
+				runErr = Permanent(fmt.Errorf("action_output_invalid: %w", verr))
+			}
+		}
+		if runErr == nil || IsPermanent(runErr) || c.attempt >= e.cfg.MaxAttempts || runCtx.Err() != nil {
+			return out, runErr, false, nil
+		}
+		if e.sleep(runCtx, e.cfg.Backoff<<(c.attempt-1)) != nil {
+			return out, runErr, false, nil
+		}
+	}
 }
 
 // attempt runs the handler once with a deadline, turning a panic into an error.
@@ -387,7 +443,7 @@ func (e *Executor) request(ctx context.Context, c *claim, comp *action.Compiled)
 	return &Request{
 		ActionID: c.sess.ActionID, Version: c.sess.Version, SessionID: c.sess.ID,
 		Input: c.sess.Input, State: c.sess.State, Inputs: views, Turn: c.turn,
-		EndsAt: c.sess.EndsAt, ExecutionID: c.execID, Config: comp.Def.Config,
+		Final: c.final, EndsAt: c.endsAt, ExecutionID: c.execID, Config: comp.Def.Config,
 		Transcript: &Transcript{now: e.clock.Now},
 	}, nil
 }
