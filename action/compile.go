@@ -55,6 +55,9 @@ type CompiledTrigger struct {
 	EventTypes []string
 	Start      *Mapping      // start trigger
 	ResumeID   *expr.Program // resume trigger
+	// Guard is the event-only part of a resume predicate that reads session,
+	// checked before the session is looked up (nil when not needed).
+	Guard *expr.Program
 }
 
 // CompiledSession is the compiled session block.
@@ -207,6 +210,9 @@ func (c *compiler) compile(kinds KindChecker) *Compiled {
 			ct.Predicate = c.program(expr.ResumePredicate, t.Event, f+".event")
 			if ct.Predicate != nil {
 				c.checkPaths(ct.Predicate, schema, f+".event")
+				g, err := ct.Predicate.EventGuard()
+				c.add(err, f+".event")
+				ct.Guard = g
 			}
 			ct.ResumeID = c.program(expr.ResumeID, role.Resume.ID, f+".session.resume.id")
 		}

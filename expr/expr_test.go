@@ -593,3 +593,22 @@ func BenchmarkPredicateEval(b *testing.B) {
 		}
 	}
 }
+
+// TestEventGuard_S4 checks the event-only part of a resume predicate that reads session.
+func TestEventGuard_S4(t *testing.T) {
+	t.Parallel()
+	p, err := expr.Compile(expr.ResumePredicate, `event.type == "entry.inserted" && event.data.amount > 100 && session.input.tier == "gold"`)
+	require.NoError(t, err)
+	g, err := p.EventGuard()
+	require.NoError(t, err)
+	require.NotNil(t, g)
+	require.False(t, g.ReadsSession())
+	require.Contains(t, g.Source(), "event.data.amount > 100")
+	require.NotContains(t, g.Source(), "session")
+
+	plain, err := expr.Compile(expr.ResumePredicate, `event.type == "entry.inserted"`)
+	require.NoError(t, err)
+	g, err = plain.EventGuard()
+	require.NoError(t, err)
+	require.Nil(t, g, "a predicate without session terms needs no guard")
+}

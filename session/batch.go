@@ -80,7 +80,7 @@ func (b *batch) action(ctx context.Context, ev ledger.Event, evVars *expr.Event,
 	evOnly := expr.Vars{Event: evVars}
 	for _, t := range ar.triggers {
 		if t.Start != nil {
-			if !b.predicate(ctx, a, t, ev, evOnly) {
+			if !b.predicate(ctx, a, t, t.Predicate, ev, evOnly) {
 				continue
 			}
 			sid, err := b.start(ctx, a, t, ev, evOnly)
@@ -92,8 +92,13 @@ func (b *batch) action(ctx context.Context, ev ledger.Event, evVars *expr.Event,
 			}
 			continue
 		}
+		// Event terms decide before the session is looked up: an event they
+		// reject is no business of any session (and no intake record).
 		readsSession := t.Predicate.ReadsSession()
-		if !readsSession && !b.predicate(ctx, a, t, ev, evOnly) {
+		if !readsSession && !b.predicate(ctx, a, t, t.Predicate, ev, evOnly) {
+			continue
+		}
+		if t.Guard != nil && !b.predicate(ctx, a, t, t.Guard, ev, evOnly) {
 			continue
 		}
 		id, err := evalID(ctx, t.ResumeID, evOnly)
@@ -118,7 +123,7 @@ func (b *batch) action(ctx context.Context, ev ledger.Event, evVars *expr.Event,
 				return derr
 			}
 			vars := expr.Vars{Event: evVars, Session: &expr.Session{ID: s.ID, Input: input, StartedAt: s.StartedAt}}
-			if b.predicate(ctx, a, t, ev, vars) {
+			if b.predicate(ctx, a, t, t.Predicate, ev, vars) {
 				add(s.SID, t.Name)
 			}
 		default:
@@ -138,8 +143,8 @@ func (b *batch) action(ctx context.Context, ev ledger.Event, evVars *expr.Event,
 
 // predicate evaluates a trigger's predicate; an evaluation error is a
 // non-match recorded as a diagnostic.
-func (b *batch) predicate(ctx context.Context, a *action.Compiled, t *action.CompiledTrigger, ev ledger.Event, vars expr.Vars) bool {
-	v, err := t.Predicate.Eval(ctx, vars)
+func (b *batch) predicate(ctx context.Context, a *action.Compiled, t *action.CompiledTrigger, p *expr.Program, ev ledger.Event, vars expr.Vars) bool {
+	v, err := p.Eval(ctx, vars)
 	if err == nil {
 		if ok, isBool := v.(bool); isBool {
 			return ok
@@ -205,9 +210,10 @@ func (b *batch) start(ctx context.Context, a *action.Compiled, t *action.Compile
 	case !jsonvalue.Equal(s.Input, raw):
 		return 0, b.intake(ctx, a, t, ev, &id, ReasonInputConflict, "the open session has a different input")
 	}
-	if ev.CommitTime.Before(s.StartedAt) {
-		// S3: the session's origin is its earliest-committed start event.
-		if _, err := b.tx.Exec(ctx, `UPDATE sessions SET started_at = $2, origin_event_id = $3, updated_at = $4 WHERE sid = $1`,
+	if ev.CommitTime.Before(s.StartedAt) || s.OriginEventID == nil {
+		// S3: the session's origin is its earliest-committed start event
+		// delivered, and startedAt its commit time (never moved later).
+		if _, err := b.tx.Exec(ctx, `UPDATE sessions SET started_at = least(started_at, $2), origin_event_id = $3, updated_at = $4 WHERE sid = $1`,
 			s.SID, ev.CommitTime, ev.ID, b.now); err != nil {
 			return 0, fmt.Errorf("move session start: %w", err)
 		}
