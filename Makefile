@@ -56,7 +56,7 @@ bench: build
 	DATABASE_URL="$$url" exec $(BIN) bench
 
 generate:
-	$(GO) run github.com/99designs/gqlgen generate
+	$(GO) tool gqlgen generate
 
 lint:
 	files=$$(find . \( -path ./.pgdata -o -path ./.git -o -path ./bin \) -prune -o -name '*.go' -print); \
