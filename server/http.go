@@ -3,14 +3,21 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"mime"
 	"net/http"
+	"reflect"
 	"runtime/debug"
+	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
@@ -24,6 +31,7 @@ import (
 	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/graph"
 	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/jsonvalue"
 )
 
 // Limits of the GraphQL endpoint.
@@ -44,11 +52,12 @@ func GraphQL(r *graph.Resolver, log *slog.Logger) http.Handler {
 	srv.AddTransport(transport.POST{})
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	srv.SetParserTokenLimit(MaxTokens)
+	srv.SetValidationRulesFn(validationRules)
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
 	srv.Use(extension.FixedComplexityLimit(MaxComplexity))
 	srv.Use(depthLimit{max: MaxDepth})
-	srv.AroundFields(rejectNUL)
+	srv.AroundFields(checkText)
 	srv.SetErrorPresenter(presenter(log))
 	srv.SetRecoverFunc(func(ctx context.Context, v any) error {
 		log.Error("panic in resolver", "panic", v, "stack", string(debug.Stack()))
@@ -57,13 +66,60 @@ func GraphQL(r *graph.Resolver, log *slog.Logger) http.Handler {
 	return WithLoadersAndLimits(r, srv)
 }
 
-// WithLoadersAndLimits applies the body limit and per-request loaders.
+// WithLoadersAndLimits applies the body limit and per-request loaders. A
+// POST body is read and checked here, before gqlgen's transport sees it, so
+// that a body over MaxBodyBytes is refused with HTTP 413 and PAYLOAD_TOO_LARGE,
+// and one that is not a GraphQL request (not JSON, or not an object with a
+// string query) with HTTP 400 and BAD_USER_INPUT; gqlgen would report both
+// without a code (as INTERNAL here) and echo the whole body in its message.
 func WithLoadersAndLimits(r *graph.Resolver, h http.Handler) http.Handler {
 	h = graph.WithLoaders(r.LedgerStore, h)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		req.Body = http.MaxBytesReader(w, req.Body, MaxBodyBytes)
+		if req.Method == http.MethodPost && req.Header.Get("Upgrade") == "" {
+			if !readPost(w, req) {
+				return
+			}
+		}
 		h.ServeHTTP(w, req)
 	})
+}
+
+// readPost reads and checks a POST body, leaving it readable again in req.
+// It answers the request itself and returns false when the body is refused.
+func readPost(w http.ResponseWriter, req *http.Request) bool {
+	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, fault.BadInput, "a POST request's Content-Type is application/json")
+		return false
+	}
+	body, err := io.ReadAll(req.Body)
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, fault.PayloadTooLarge, fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes))
+		return false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, fault.BadInput, "the request body could not be read")
+		return false
+	}
+	var params graphql.RawParams
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&params); err != nil {
+		writeError(w, http.StatusBadRequest, fault.BadInput,
+			"the request body is not a GraphQL request: a JSON object with a string query and optional operationName, variables and extensions")
+		return false
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	return true
+}
+
+// writeError answers with one GraphQL error carrying code.
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(graphql.Response{Errors: gqlerror.List{{
+		Message: message, Extensions: map[string]any{"code": code}}}})
 }
 
 // DevPrincipal marks every request as the loopback dev principal.
@@ -120,6 +176,12 @@ func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			if errors.As(err, &ge) && ge.Extensions != nil && ge.Extensions["code"] != nil {
 				return gerr
 			}
+			if ge, ok := err.(*gqlerror.Error); ok && ge.Unwrap() == nil && len(ge.Path) == 0 {
+				// gqlgen's own request-level refusals without a code, such as
+				// malformed persisted-query extensions: the client's fault.
+				gerr.Extensions["code"] = fault.BadInput
+				return gerr
+			}
 			log.Error("internal error", "err", err, "path", gerr.Path.String())
 			gerr.Message = "internal error"
 			gerr.Extensions["code"] = fault.Internal
@@ -139,21 +201,99 @@ func argName(err error) string {
 	return ""
 }
 
-// rejectNUL refuses string arguments holding NUL characters, which
-// PostgreSQL text cannot store (HARD-PARTS 7).
-func rejectNUL(ctx context.Context, next graphql.Resolver) (any, error) {
+// checkText refuses arguments holding text PostgreSQL cannot store
+// (HARD-PARTS 7): a NUL character or invalid UTF-8 in any string, at any
+// depth of an input object (BAD_USER_INPUT), and JSON values inside input
+// objects that jsonvalue.Check refuses (INVALID_JSON, PAYLOAD_TOO_LARGE).
+// JSON arguments at the top level are left to the store that writes them,
+// which checks them with the same rules. Invalid UTF-8 reaches arguments
+// only undecoded (a GET query string): JSON bodies replace it with U+FFFD.
+func checkText(ctx context.Context, next graphql.Resolver) (any, error) {
 	fc := graphql.GetFieldContext(ctx)
 	if fc != nil && fc.IsResolver {
-		for name, v := range fc.Args {
-			if s, ok := v.(string); ok && strings.IndexByte(s, 0) >= 0 {
-				return nil, fault.New(fault.BadInput, name, "text may not contain the NUL character")
-			}
-			if s, ok := v.(*string); ok && s != nil && strings.IndexByte(*s, 0) >= 0 {
-				return nil, fault.New(fault.BadInput, name, "text may not contain the NUL character")
+		names := make([]string, 0, len(fc.Args))
+		for name := range fc.Args {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			if err := checkArg(reflect.ValueOf(fc.Args[name]), name, true); err != nil {
+				return nil, err
 			}
 		}
 	}
 	return next(ctx)
+}
+
+var jsonValueType = reflect.TypeFor[jsonvalue.Value]()
+
+// checkArg walks an argument's value; path names it as the client wrote it
+// (input.triggers[1].event), using the json names of struct fields, which
+// match the schema's.
+func checkArg(v reflect.Value, path string, top bool) error {
+	if !v.IsValid() {
+		return nil
+	}
+	if v.Type() == jsonValueType {
+		if top || v.Len() == 0 {
+			return nil
+		}
+		return jsonvalue.Check(v.Bytes(), path)
+	}
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return nil
+		}
+		return checkArg(v.Elem(), path, top)
+	case reflect.String:
+		s := v.String()
+		if strings.IndexByte(s, 0) >= 0 {
+			return fault.New(fault.BadInput, path, "text may not contain the NUL character")
+		}
+		if !utf8.ValidString(s) {
+			return fault.New(fault.BadInput, path, "text must be valid UTF-8")
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return nil // bytes such as a UUID
+		}
+		for i := range v.Len() {
+			if err := checkArg(v.Index(i), fmt.Sprintf("%s[%d]", path, i), false); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		keys := v.MapKeys()
+		sort.Slice(keys, func(i, j int) bool { return fmt.Sprint(keys[i]) < fmt.Sprint(keys[j]) })
+		for _, k := range keys {
+			if err := checkArg(k, path, false); err != nil {
+				return err
+			}
+			if err := checkArg(v.MapIndex(k), fmt.Sprintf("%s.%v", path, k), false); err != nil {
+				return err
+			}
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			if err := checkArg(v.Field(i), path+"."+name, false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Timeouts for the HTTP server.

@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/validator/core"
+	"github.com/vektah/gqlparser/v2/validator/rules"
 
 	"github.com/actionsledger/actionsledger/graph"
 	"github.com/actionsledger/actionsledger/graph/model"
@@ -66,9 +69,12 @@ func selectionDepth(set ast.SelectionSet, frags ast.FragmentDefinitionList, seen
 func complexity() graph.ComplexityRoot {
 	var c graph.ComplexityRoot
 	page := func(childComplexity int, first *int) int {
+		// An out-of-range first is refused by the resolver (BAD_USER_INPUT,
+		// field first), never served: weigh it as the largest page, so the
+		// client learns what is wrong with it rather than a complexity total.
 		n := graph.DefaultPage
 		if first != nil && *first > 0 {
-			n = *first
+			n = min(*first, graph.MaxPage)
 		}
 		return n * (childComplexity + 1)
 	}
@@ -84,4 +90,33 @@ func complexity() graph.ComplexityRoot {
 	// a turn's inputs are bounded by maxInputs (at most 1000); weigh them as a default page
 	c.ActionSessionTurn.Inputs = func(cc int) int { return graph.DefaultPage * (cc + 1) }
 	return c
+}
+
+// validationRules are gqlparser's rules plus numberLiterals.
+func validationRules() *rules.Rules {
+	r := rules.NewDefaultRules()
+	r.AddRule("NumberLiteralsInRange", numberLiterals)
+	return r
+}
+
+// numberLiterals refuses Int and Float literals that do not fit int64 and
+// float64. gqlparser converts literals to those types when it reads
+// arguments and panics when one overflows; its own validation range-checks
+// only Int arguments, not literals inside a JSON argument. Large numbers keep
+// their exact value when sent in variables.
+func numberLiterals(observers *core.Events, addError core.AddErrFunc) {
+	observers.OnValue(func(_ *core.Walker, v *ast.Value) {
+		var err error
+		switch v.Kind {
+		case ast.IntValue:
+			_, err = strconv.ParseInt(v.Raw, 10, 64)
+		case ast.FloatValue:
+			_, err = strconv.ParseFloat(v.Raw, 64)
+		default:
+			return
+		}
+		if err != nil {
+			addError(core.Message("the number %s is out of range for a literal; send it in a variable to keep its exact value", v.Raw), core.At(v.Position))
+		}
+	})
 }
