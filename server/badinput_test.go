@@ -1,0 +1,289 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actionsledger/actionsledger/server"
+)
+
+const appendEventOp = `mutation($type: String!, $data: JSON!, $ik: String) {
+  ledger { appendEvent(type: $type, data: $data, idempotencyKey: $ik) { id } } }`
+
+// operation builds a request body from a query and its variables.
+func operation(query string, vars map[string]any) []byte {
+	b, err := json.Marshal(map[string]any{"query": query, "variables": vars})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func putBody(ns, key string, value any) []byte {
+	return operation(putValueOp, map[string]any{"ns": ns, "key": key, "value": value})
+}
+
+// deepQuery nests value -> event -> record -> ... levels selections deep.
+func deepQuery(levels int) string {
+	var b strings.Builder
+	b.WriteString(`{ ledger { value(namespace: "a", key: "b") { `)
+	depth := 3 // ledger, value and the innermost leaf
+	for depth+2 <= levels {
+		b.WriteString(`event { record { ... on KVValue { `)
+		depth += 2
+	}
+	b.WriteString("key")
+	for range (depth - 3) / 2 {
+		b.WriteString(" } } }")
+	}
+	b.WriteString(" } } }")
+	return b.String()
+}
+
+// aliasedEvents asks for n aliases of a full page of events.
+func aliasedEvents(n int) string {
+	var b strings.Builder
+	b.WriteString("{ ledger {")
+	for i := range n {
+		fmt.Fprintf(&b, " e%d: events(first: 500) { nodes { id data } }", i)
+	}
+	b.WriteString(" } }")
+	return b.String()
+}
+
+// TestLedgerRejectsBadInput sends malformed requests and arguments: each
+// fails with a stable extensions.code (and extensions.field where one
+// argument is at fault), writes nothing, and leaves the server answering
+// (HARD-PARTS 7; L2, L3, L4).
+func TestLedgerRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.put(t, "seen", "k", map[string]any{"n": 1}, "") // something to page over
+	tooLong := strings.Repeat("x", 1<<20)
+	deep := any("leaf")
+	for range 70 {
+		deep = []any{deep}
+	}
+	valuesCursor := e.valuesCursor(t)
+
+	cases := []struct {
+		name   string
+		body   []byte
+		code   string
+		field  string // "" when no one argument is at fault
+		status int    // expected HTTP status; 0: 200
+	}{
+		// NUL characters (jsonb and text reject them).
+		{name: "NUL in a value string", body: putBody("ns", "k", map[string]any{"s": "a\x00b"}), code: "INVALID_JSON", field: "value"},
+		{name: "NUL in a value key", body: putBody("ns", "k", map[string]any{"a\x00": 1}), code: "INVALID_JSON", field: "value"},
+		{name: "NUL in a key", body: putBody("ns", "k\x00", 1), code: "BAD_USER_INPUT", field: "key"},
+		{name: "NUL in a namespace", body: putBody("n\x00s", "k", 1), code: "BAD_USER_INPUT", field: "namespace"},
+		{name: "NUL in an idempotency key", body: operation(putValueOp, map[string]any{"ns": "ns", "key": "k", "value": 1, "ik": "i\x00"}), code: "BAD_USER_INPUT", field: "idempotencyKey"},
+		{name: "NUL in event data", body: operation(appendEventOp, map[string]any{"type": "a.b", "data": []any{"\x00"}}), code: "INVALID_JSON", field: "data"},
+		{name: "NUL in a literal key", body: operation(`mutation { ledger { putValue(namespace: "ns", key: "k\u0000", value: 1) { key } } }`, nil), code: "BAD_USER_INPUT", field: "key"},
+		{name: "NUL in a query argument", body: operation(`{ ledger { value(namespace: "ns", key: "k\u0000") { key } } }`, nil), code: "BAD_USER_INPUT", field: "key"},
+		// Shapes and sizes of values and names.
+		{name: "value over 1 MiB", body: putBody("ns", "k", tooLong), code: "PAYLOAD_TOO_LARGE", field: "value"},
+		{name: "value nested too deep", body: putBody("ns", "k", deep), code: "INVALID_JSON", field: "value"},
+		{name: "namespace with a space", body: putBody("n s", "k", 1), code: "BAD_USER_INPUT", field: "namespace"},
+		{name: "empty key", body: putBody("ns", "", 1), code: "BAD_USER_INPUT", field: "key"},
+		{name: "reserved type schedule.", body: operation(appendEventOp, map[string]any{"type": "schedule.fired", "data": 1}), code: "RESERVED_EVENT_TYPE", field: "type"},
+		{name: "reserved type action_session.", body: operation(appendEventOp, map[string]any{"type": "action_session.responded", "data": 1}), code: "RESERVED_EVENT_TYPE", field: "type"},
+		{name: "reserved record type", body: operation(appendEventOp, map[string]any{"type": "account.inserted", "data": 1}), code: "RESERVED_EVENT_TYPE", field: "type"},
+		{name: "malformed event type", body: operation(appendEventOp, map[string]any{"type": "no spaces", "data": 1}), code: "BAD_USER_INPUT", field: "type"},
+		// UUIDs.
+		{name: "bad UUID literal", body: operation(`{ actions { action(id: "not-a-uuid") { id } } }`, nil), code: "BAD_USER_INPUT", field: "id"},
+		{name: "bad UUID variable", body: operation(`query($id: UUID!) { ledger { event(id: $id) { id } } }`, map[string]any{"id": "1234"}), code: "BAD_USER_INPUT", field: "id"},
+		{name: "UUID without hyphens", body: operation(`query($id: UUID!) { ledger { event(id: $id) { id } } }`, map[string]any{"id": strings.ReplaceAll(uuid.NewString(), "-", "")}), code: "BAD_USER_INPUT", field: "id"},
+		{name: "UUID of the wrong type", body: operation(`query($id: UUID!) { ledger { event(id: $id) { id } } }`, map[string]any{"id": 12}), code: "BAD_USER_INPUT", field: "id"},
+		// Unknown fields and wrong types.
+		{name: "unknown field", body: operation(`{ ledger { nope } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
+		{name: "unknown argument", body: operation(`{ ledger { events(last: 1) { nodes { id } } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
+		{name: "literal of the wrong type", body: operation(`mutation { ledger { putValue(namespace: 5, key: "k", value: 1) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
+		{name: "variable of the wrong type", body: putBody("ns", "k", nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
+		// gqlparser coerces a number variable to String (its decimal text), so a boolean it is.
+		{name: "variable of the wrong type (boolean for string)", body: operation(putValueOp, map[string]any{"ns": true, "key": "k", "value": 1}), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
+		{name: "unknown input field", body: operation(createActionOp, map[string]any{"id": uuid.NewString(), "input": map[string]any{"name": "x", "kind": "agent.echo", "colour": "red"}}), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
+		{name: "missing argument", body: operation(`mutation { ledger { putValue(namespace: "ns", value: 1) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
+		{name: "parse error", body: operation(`{ ledger { `, nil), code: "GRAPHQL_PARSE_FAILED", status: http.StatusUnprocessableEntity},
+		{name: "no operation", body: operation(``, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
+		// Request bodies.
+		{name: "malformed JSON body", body: []byte(`{"query": "{ ledger { events { nodes { id } } } }"`), code: "BAD_USER_INPUT", status: http.StatusBadRequest},
+		{name: "JSON body of the wrong shape", body: []byte(`["{ ledger { events { nodes { id } } } }"]`), code: "BAD_USER_INPUT", status: http.StatusBadRequest},
+		{name: "query of the wrong type", body: []byte(`{"query": 12}`), code: "BAD_USER_INPUT", status: http.StatusBadRequest},
+		{name: "body that is not JSON", body: []byte("query { ledger { events { nodes { id } } } }"), code: "BAD_USER_INPUT", status: http.StatusBadRequest},
+		{name: "body over 4 MiB", body: putBody("ns", "k", strings.Repeat("x", server.MaxBodyBytes)), code: "PAYLOAD_TOO_LARGE", status: http.StatusRequestEntityTooLarge},
+		{name: "bad persisted-query extension", body: []byte(`{"query": "{ ledger { events { nodes { id } } } }", "extensions": {"persistedQuery": 5}}`), code: "BAD_USER_INPUT"},
+		// Literals gqlparser cannot convert (it used to panic on them inside JSON arguments).
+		{name: "integer literal beyond int64 in a JSON argument", body: operation(`mutation { ledger { putValue(namespace: "ns", key: "k", value: {a: [99999999999999999999999]}) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
+		{name: "float literal beyond float64 in a JSON argument", body: operation(`mutation { ledger { putValue(namespace: "ns", key: "k", value: 1e1000000) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
+		{name: "float literal beyond float64 in a default value", body: operation(`mutation($v: JSON = 1e999999) { ledger { putValue(namespace: "ns", key: "k", value: $v) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
+		{name: "number beyond jsonb's range in a variable", body: putBody("ns", "k", json.RawMessage(`1e1000000`)), code: "INVALID_JSON", field: "value"},
+		// Limits on the shape of an operation.
+		{name: "nested deeper than the limit", body: operation(deepQuery(server.MaxDepth+2), nil), code: "DEPTH_LIMIT_EXCEEDED"},
+		{name: "complexity over the limit", body: operation(aliasedEvents(120), nil), code: "COMPLEXITY_LIMIT_EXCEEDED"},
+		{name: "first 0", body: operation(`{ ledger { events(first: 0) { nodes { id } } } }`, nil), code: "BAD_USER_INPUT", field: "first"},
+		{name: "first 100000", body: operation(`{ ledger { events(first: 100000) { nodes { id } } } }`, nil), code: "BAD_USER_INPUT", field: "first"},
+		{name: "first -1 on values", body: operation(`{ ledger { values(namespace: "seen", first: -1) { nodes { key } } } }`, nil), code: "BAD_USER_INPUT", field: "first"},
+		{name: "garbage after cursor", body: operation(`{ ledger { events(after: "!!garbage!!") { nodes { id } } } }`, nil), code: "BAD_USER_INPUT", field: "after"},
+		{name: "cursor of another connection", body: operation(`query($c: String) { ledger { events(after: $c) { nodes { id } } } }`, map[string]any{"c": valuesCursor}), code: "BAD_USER_INPUT", field: "after"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := e.ledgerRows(t)
+			r := e.doRaw(t, tc.body)
+			want := tc.status
+			if want == 0 {
+				want = http.StatusOK
+			}
+			require.Equal(t, want, r.Status, "errors: %+v", r.Errors)
+			requireError(t, r, tc.code, tc.field)
+			require.Equal(t, before, e.ledgerRows(t), "nothing is written")
+			e.requireAlive(t)
+		})
+	}
+	require.NotContains(t, e.logs.String(), "internal error", "no bad input is an internal error")
+
+	// The limits refuse only what is over them.
+	e.ok(t, deepQuery(server.MaxDepth), nil, nil)
+	e.ok(t, aliasedEvents(99), nil, nil) // 99 × 500 × (2 leaves + nodes + 1) + ledger = 198,001
+	e.ok(t, `{ ledger { events(first: 500) { nodes { id } } } }`, nil, nil)
+}
+
+// ledgerRows counts what ledger writes leave behind.
+func (e *env) ledgerRows(t testing.TB) [3]int {
+	return [3]int{
+		e.countRows(t, `SELECT count(*) FROM events`),
+		e.countRows(t, `SELECT count(*) FROM kv_values`),
+		e.countRows(t, `SELECT count(*) FROM idempotency_keys`),
+	}
+}
+
+// valuesCursor returns an endCursor of ledger.values (a cursor of another kind than events').
+func (e *env) valuesCursor(t testing.TB) string {
+	var out struct {
+		Ledger struct {
+			Values struct{ PageInfo struct{ EndCursor string } }
+		}
+	}
+	e.ok(t, `{ ledger { values(namespace: "seen") { pageInfo { endCursor } } } }`, nil, &out)
+	require.NotEmpty(t, out.Ledger.Values.PageInfo.EndCursor)
+	return out.Ledger.Values.PageInfo.EndCursor
+}
+
+// TestTextThatIsNotUTF8 pins down what happens to text that is not valid
+// Unicode (HARD-PARTS 7). The rule: request bodies are JSON, and the JSON
+// decoder replaces a lone surrogate escape ("\ud800") and any invalid UTF-8
+// byte with U+FFFD, so such text is stored with U+FFFD in its place (never a
+// server error). Text that reaches an argument undecoded, through a GET
+// query string, is refused with BAD_USER_INPUT naming the argument.
+func TestTextThatIsNotUTF8(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+
+	t.Run("lone surrogate in a JSON variable", func(t *testing.T) {
+		body := []byte(`{"query": ` + gqlString(putValueOp) + `, "variables": {"ns": "sur", "key": "k\ud800", "value": {"s": "a\udc00b", "\ud83d": 1}}}`)
+		r := e.doRaw(t, body)
+		require.Empty(t, r.Errors)
+		var out struct{ Ledger struct{ PutValue kv } }
+		require.NoError(t, json.Unmarshal(r.Data, &out))
+		require.Equal(t, "k\uFFFD", out.Ledger.PutValue.Key)
+		jsonEq(t, `{"s": "a\uFFFDb", "\uFFFD": 1}`, out.Ledger.PutValue.Value)
+		jsonEq(t, `{"s": "a\uFFFDb", "\uFFFD": 1}`, out.Ledger.PutValue.Event.Data)
+	})
+	t.Run("lone surrogate escape in a GraphQL literal", func(t *testing.T) {
+		var out struct{ Ledger struct{ PutValue kv } }
+		e.ok(t, `mutation { ledger { putValue(namespace: "sur", key: "lit\ud800", value: {s: "\udfff"}) {
+		    namespace key value version updatedAt event { id eventType position data } } } }`, nil, &out)
+		require.Equal(t, "lit\uFFFD", out.Ledger.PutValue.Key)
+		jsonEq(t, `{"s": "\uFFFD"}`, out.Ledger.PutValue.Value)
+	})
+	t.Run("invalid UTF-8 bytes in the body", func(t *testing.T) {
+		body := []byte(`{"query": ` + gqlString(putValueOp) + `, "variables": {"ns": "utf", "key": "k` + "\xff" + `", "value": {"s": "a` + "\xc3\x28" + `b"}}}`)
+		r := e.doRaw(t, body)
+		require.Empty(t, r.Errors)
+		var out struct{ Ledger struct{ PutValue kv } }
+		require.NoError(t, json.Unmarshal(r.Data, &out))
+		require.Equal(t, "k\uFFFD", out.Ledger.PutValue.Key)
+		jsonEq(t, `{"s": "a\uFFFD(b"}`, out.Ledger.PutValue.Value)
+	})
+	t.Run("invalid UTF-8 in a GET query string", func(t *testing.T) {
+		actionID := e.createMonitor(t)
+		for q, field := range map[string]string{
+			"{ ledger { value(namespace: \"utf\", key: \"k\xff\") { key } } }":                  "key",
+			"{ ledger { events(type: \"a\xff\") { nodes { id } } } }":                           "type",
+			"{ ledger { values(namespace: \"\xfe\") { nodes { key } } } }":                      "namespace",
+			"{ actions { action(id: \"" + actionID + "\") { session(id: \"\xff\") { id } } } }": "id",
+		} {
+			resp, err := e.srv.Client().Get(e.srv.URL + "/graphql?query=" + url.QueryEscape(q))
+			require.NoError(t, err)
+			var r response
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
+			resp.Body.Close()
+			requireError(t, r, "BAD_USER_INPUT", field)
+		}
+	})
+	e.requireAlive(t)
+	require.NotContains(t, e.logs.String(), "internal error")
+}
+
+// TestCloseSessionErrors: closing an unknown session, a closed one, or
+// without a reason fails with its code and writes nothing (I3, T8).
+func TestCloseSessionErrors(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	actionID := e.createMonitor(t)
+	acct := uuid.NewString()
+	e.put(t, "account", acct, map[string]any{"account_id": acct}, "")
+	poll(t, "the session", func() bool {
+		var out struct {
+			Actions struct {
+				Action struct{ Session *struct{ ID string } }
+			}
+		}
+		e.ok(t, `query($a: UUID!, $id: String!) { actions { action(id: $a) { session(id: $id) { id } } } }`,
+			map[string]any{"a": actionID, "id": acct}, &out)
+		return out.Actions.Action.Session != nil
+	})
+	const closeOp = `mutation($a: UUID!, $id: String!, $reason: String!) { actions {
+	    closeSession(actionId: $a, id: $id, reason: $reason) { status } } }`
+	closeVars := func(a, id, reason string) map[string]any { return map[string]any{"a": a, "id": id, "reason": reason} }
+	status := func() string {
+		var s string
+		require.NoError(t, e.app.Pool.QueryRow(t.Context(), `SELECT status FROM sessions WHERE id = $1`, acct).Scan(&s))
+		return s
+	}
+	for _, tc := range []struct {
+		name        string
+		vars        map[string]any
+		code, field string
+	}{
+		{"unknown session", closeVars(actionID, "nobody", "r"), "NOT_FOUND", "id"},
+		{"unknown action", closeVars(uuid.NewString(), acct, "r"), "NOT_FOUND", "id"},
+		{"empty reason", closeVars(actionID, acct, ""), "BAD_USER_INPUT", "reason"},
+		{"blank reason", closeVars(actionID, acct, " \t"), "BAD_USER_INPUT", "reason"},
+		{"NUL in the reason", closeVars(actionID, acct, "a\x00b"), "BAD_USER_INPUT", "reason"},
+		{"reason too long", closeVars(actionID, acct, strings.Repeat("r", 1001)), "BAD_USER_INPUT", "reason"},
+		{"bad action id", closeVars("nope", acct, "r"), "BAD_USER_INPUT", "actionId"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			requireError(t, e.do(t, closeOp, tc.vars), tc.code, tc.field)
+			require.Equal(t, "OPEN", status())
+		})
+	}
+	e.ok(t, closeOp, closeVars(actionID, acct, "done"), nil)
+	require.Equal(t, "CANCELLED", status())
+	r := e.do(t, closeOp, closeVars(actionID, acct, "again"))
+	requireError(t, r, "SESSION_CLOSED", "id")
+	var reason string
+	require.NoError(t, e.app.Pool.QueryRow(t.Context(), `SELECT reason FROM sessions WHERE id = $1`, acct).Scan(&reason))
+	require.Equal(t, "done", reason, "the second close changes nothing")
+	e.requireAlive(t)
+}

@@ -1,0 +1,30 @@
+package server_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestExamplesAreVerbatim checks testdata holds byte-identical copies of the
+// seed's operations (I2: they run unchanged). The shared examples live in
+// ../shared/examples next to the repository; without that folder (a plain
+// checkout) the comparison is skipped.
+func TestExamplesAreVerbatim(t *testing.T) {
+	t.Parallel()
+	shared := filepath.Join("..", "..", "shared", "examples")
+	if _, err := os.Stat(shared); errors.Is(err, fs.ErrNotExist) {
+		t.Skipf("%s is absent: cannot compare the seed examples", shared)
+	}
+	for _, name := range []string{"create_monitor.graphql", "session_query.graphql"} {
+		want, err := os.ReadFile(filepath.Join(shared, name))
+		require.NoError(t, err)
+		got, err := os.ReadFile(filepath.Join("testdata", name))
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got), "testdata/%s differs from the seed's", name)
+	}
+}
