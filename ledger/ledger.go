@@ -79,8 +79,9 @@ func (e Event) RecordAt() *KVValue {
 		Version: e.Record.Version, EventID: e.ID, UpdatedAt: e.CommitTime}
 }
 
-// NewEvent is an event to append.
+// NewEvent is an event to append. ID is generated when zero.
 type NewEvent struct {
+	ID     uuid.UUID
 	Type   string
 	Data   jsonvalue.Value
 	Record *RecordRef
@@ -151,82 +152,100 @@ func validateIdemKey(k string) error {
 }
 
 // Append appends events in tx and returns them with positions and their
-// shared commit time. It takes the ledger head (see the package doc), so call
-// it as the last write of the transaction. now is the caller's clock reading.
+// shared commit time. It takes the ledger head (see the package doc) in the
+// same statement that inserts the events, so call it as the last write of
+// the transaction: the head stays locked until the transaction ends. now is
+// the caller's clock reading; the commit time is the later of now and one
+// microsecond after the previous commit time, so it never decreases.
 func Append(ctx context.Context, tx pgx.Tx, now time.Time, evs ...NewEvent) ([]Event, error) {
 	if len(evs) == 0 {
 		return nil, nil
 	}
-	var last int64
-	var ct time.Time
-	err := tx.QueryRow(ctx, `
-		UPDATE ledger_head
-		   SET position = position + $1,
-		       commit_time = greatest(commit_time + interval '1 microsecond', $2::timestamptz)
-		 RETURNING position, commit_time`, len(evs), now).Scan(&last, &ct)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: take head: %w", err)
-	}
-	ct = ct.UTC()
-	out := make([]Event, len(evs))
-	b := &pgx.Batch{}
+	n := len(evs)
+	ids := make([]uuid.UUID, n)
+	types := make([]string, n)
+	datas := make([]string, n)
+	nss := make([]*string, n)
+	keys := make([]*string, n)
+	vers := make([]*int64, n)
 	for i, e := range evs {
+		ids[i] = e.ID
+		if ids[i] == uuid.Nil {
+			ids[i] = uuid.New()
+		}
+		types[i] = e.Type
 		data := e.Data
 		if len(data) == 0 {
 			data = jsonvalue.Value("null")
 		}
-		ev := Event{ID: uuid.New(), Position: last - int64(len(evs)) + 1 + int64(i), Type: e.Type,
-			Data: data, CommitTime: ct, Record: e.Record}
-		out[i] = ev
-		var ns, key *string
-		var ver *int64
+		evs[i].Data, datas[i] = data, string(data)
 		if e.Record != nil {
-			ns, key, ver = &e.Record.Namespace, &e.Record.Key, &e.Record.Version
+			nss[i], keys[i], vers[i] = &e.Record.Namespace, &e.Record.Key, &e.Record.Version
 		}
-		b.Queue(`INSERT INTO events (id, position, type, data, commit_time, record_namespace, record_key, record_version)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, ev.ID, ev.Position, ev.Type, []byte(data), ct, ns, key, ver)
 	}
-	b.Queue(`SELECT pg_notify($1, $2)`, NotifyChannel, fmt.Sprint(last))
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("ledger: insert events: %w", err)
+	var last int64
+	var ct time.Time
+	err := tx.QueryRow(ctx, `
+		WITH head AS (
+			UPDATE ledger_head
+			   SET position = position + $1,
+			       commit_time = greatest(commit_time + interval '1 microsecond', $2::timestamptz)
+			 RETURNING position, commit_time),
+		ins AS (
+			INSERT INTO events (id, position, type, data, commit_time, record_namespace, record_key, record_version)
+			SELECT e.id, head.position - $1 + e.ord, e.type, e.data::jsonb, head.commit_time, e.ns, e.key, e.ver
+			  FROM head, unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
+			       WITH ORDINALITY AS e (id, type, data, ns, key, ver, ord)
+			RETURNING 1)
+		SELECT head.position, head.commit_time, pg_notify($9, head.position::text), (SELECT count(*) FROM ins)
+		  FROM head`, n, now, ids, types, datas, nss, keys, vers, NotifyChannel).Scan(&last, &ct, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: append: %w", err)
+	}
+	ct = ct.UTC()
+	out := make([]Event, n)
+	for i, e := range evs {
+		out[i] = Event{ID: ids[i], Position: last - int64(n) + 1 + int64(i), Type: e.Type, Data: e.Data, CommitTime: ct, Record: e.Record}
 	}
 	return out, nil
 }
 
 // Put writes a key-value record in tx and appends its event,
 // <namespace>.inserted for the first write of the key and
-// <namespace>.updated after (L2). The event's data is the value. Like
-// Append, it takes the ledger head.
+// <namespace>.updated after (L2). The event's data is the value. The
+// record is written first and the ledger head taken last, so the head is
+// held only for the append itself.
 func Put(ctx context.Context, tx pgx.Tx, now time.Time, ns, key string, value jsonvalue.Value) (KVValue, Event, error) {
-	var version int64
-	err := tx.QueryRow(ctx, `SELECT version FROM kv_values WHERE namespace = $1 AND key = $2 FOR UPDATE`, ns, key).Scan(&version)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return KVValue{}, Event{}, fmt.Errorf("ledger: read record: %w", err)
+	eventID := uuid.New()
+	var kv KVValue
+	var inserted bool
+	// The event is inserted by Append below; kv_values.event_id is a deferred
+	// foreign key, checked at commit.
+	err := tx.QueryRow(ctx, `
+		INSERT INTO kv_values AS k (namespace, key, value, version, event_id, created_at, updated_at)
+		VALUES ($1, $2, $3, 1, $4, $5, $5)
+		ON CONFLICT (namespace, key) DO UPDATE
+		   SET value = EXCLUDED.value, version = k.version + 1, event_id = EXCLUDED.event_id, updated_at = EXCLUDED.updated_at
+		RETURNING namespace, key, value, version, event_id, created_at, (xmax = 0)`,
+		ns, key, []byte(value), eventID, now).Scan(
+		&kv.Namespace, &kv.Key, &kv.Value, &kv.Version, &kv.EventID, &kv.CreatedAt, &inserted)
+	if err != nil {
+		return KVValue{}, Event{}, fmt.Errorf("ledger: write record: %w", err)
 	}
 	typ := ns + ".updated"
-	if errors.Is(err, pgx.ErrNoRows) {
+	if inserted {
 		typ = ns + ".inserted"
-		version = 0
 	}
-	version++
-	evs, err := Append(ctx, tx, now, NewEvent{Type: typ, Data: value, Record: &RecordRef{Namespace: ns, Key: key, Version: version}})
+	evs, err := Append(ctx, tx, now, NewEvent{ID: eventID, Type: typ, Data: value, Record: &RecordRef{Namespace: ns, Key: key, Version: kv.Version}})
 	if err != nil {
 		return KVValue{}, Event{}, err
 	}
 	ev := evs[0]
-	var kv KVValue
-	err = tx.QueryRow(ctx, `
-		INSERT INTO kv_values (namespace, key, value, version, event_id, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $6)
-		ON CONFLICT (namespace, key) DO UPDATE
-		   SET value = EXCLUDED.value, version = EXCLUDED.version, event_id = EXCLUDED.event_id, updated_at = EXCLUDED.updated_at
-		RETURNING namespace, key, value, version, event_id, created_at, updated_at`,
-		ns, key, []byte(value), version, ev.ID, ev.CommitTime).Scan(
-		&kv.Namespace, &kv.Key, &kv.Value, &kv.Version, &kv.EventID, &kv.CreatedAt, &kv.UpdatedAt)
-	if err != nil {
-		return KVValue{}, Event{}, fmt.Errorf("ledger: write record: %w", err)
+	kv.CreatedAt = kv.CreatedAt.UTC()
+	if inserted {
+		kv.CreatedAt = ev.CommitTime
 	}
-	kv.CreatedAt, kv.UpdatedAt = kv.CreatedAt.UTC(), kv.UpdatedAt.UTC()
+	kv.UpdatedAt = ev.CommitTime
 	return kv, ev, nil
 }
 
@@ -418,11 +437,14 @@ func (s *Store) Event(ctx context.Context, id uuid.UUID) (Event, error) {
 	return e, err
 }
 
+// kvColumns reads a record; its updated time is its event's commit time.
+const kvColumns = `k.namespace, k.key, k.value, k.version, k.event_id, k.created_at, e.commit_time`
+
 // Value returns the current record under namespace and key, or nil when there is none.
 func (s *Store) Value(ctx context.Context, ns, key string) (*KVValue, error) {
 	var kv KVValue
-	err := s.pool.QueryRow(ctx, `SELECT namespace, key, value, version, event_id, created_at, updated_at
-		FROM kv_values WHERE namespace = $1 AND key = $2`, ns, key).Scan(
+	err := s.pool.QueryRow(ctx, `SELECT `+kvColumns+` FROM kv_values k JOIN events e ON e.id = k.event_id
+		WHERE k.namespace = $1 AND k.key = $2`, ns, key).Scan(
 		&kv.Namespace, &kv.Key, &kv.Value, &kv.Version, &kv.EventID, &kv.CreatedAt, &kv.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -437,8 +459,8 @@ func (s *Store) Value(ctx context.Context, ns, key string) (*KVValue, error) {
 // Values pages a namespace's current records in key order, after the given
 // key (empty for the start). first is capped at MaxPage.
 func (s *Store) Values(ctx context.Context, ns, afterKey string, first int) ([]KVValue, error) {
-	rows, err := s.pool.Query(ctx, `SELECT namespace, key, value, version, event_id, created_at, updated_at
-		FROM kv_values WHERE namespace = $1 AND key > $2 ORDER BY key LIMIT $3`, ns, afterKey, clampPage(first))
+	rows, err := s.pool.Query(ctx, `SELECT `+kvColumns+` FROM kv_values k JOIN events e ON e.id = k.event_id
+		WHERE k.namespace = $1 AND k.key > $2 ORDER BY k.key LIMIT $3`, ns, afterKey, clampPage(first))
 	if err != nil {
 		return nil, fmt.Errorf("ledger: read records: %w", err)
 	}

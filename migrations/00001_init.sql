@@ -28,7 +28,9 @@ CREATE TABLE kv_values (
     key        text NOT NULL,
     value      jsonb NOT NULL,
     version    bigint NOT NULL,
-    event_id   uuid NOT NULL REFERENCES events (id),
+    -- the record is written before its event (the event takes the ledger
+    -- head last), so the reference is checked at commit
+    event_id   uuid NOT NULL REFERENCES events (id) DEFERRABLE INITIALLY DEFERRED,
     created_at timestamptz NOT NULL,
     updated_at timestamptz NOT NULL,
     PRIMARY KEY (namespace, key)

@@ -7,7 +7,6 @@ package migrations
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"embed"
 	"encoding/hex"
 	"fmt"
@@ -16,7 +15,8 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 //go:embed *.sql
@@ -25,10 +25,13 @@ var files embed.FS
 // Apply brings the database at dsn up to the newest schema version.
 // Running it again is harmless.
 func Apply(ctx context.Context, dsn string) error {
-	db, err := sql.Open("pgx", dsn)
+	// Parse as a pool URL so pool settings (pool_max_conns, ...) in the URL
+	// are understood rather than sent to the server as parameters.
+	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return fmt.Errorf("migrations: open: %w", err)
+		return fmt.Errorf("migrations: %w", err)
 	}
+	db := stdlib.OpenDB(*cfg.ConnConfig)
 	defer db.Close()
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {

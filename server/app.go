@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,7 @@ type Config struct {
 	Workers     int           // concurrent turns (see turns.Config)
 	Lease       time.Duration // turn lease (see turns.Config)
 	Poll        time.Duration // fallback poll of dispatcher and executor (1s)
+	MaxConns    int           // database pool size (2*Workers + 8); pool_max_conns in the URL wins
 	Clock       clock.Clock   // defaults to the wall clock
 }
 
@@ -68,7 +70,19 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if err := migrations.Apply(ctx, cfg.DatabaseURL); err != nil {
 		return nil, err
 	}
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	if !strings.Contains(cfg.DatabaseURL, "pool_max_conns") {
+		// Turn workers, their heartbeats, the dispatcher and requests share
+		// the pool; the driver's default (4 on two cores) starves them.
+		pcfg.MaxConns = int32(cfg.MaxConns)
+		if pcfg.MaxConns <= 0 {
+			pcfg.MaxConns = int32(2*max(cfg.Workers, 4) + 8)
+		}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
@@ -107,8 +121,14 @@ func (a *App) Run(ctx context.Context) error {
 	defer cancel()
 	ledgerWake, turnsWake := make(chan struct{}, 1), make(chan struct{}, 1)
 	l := &pgxlisten.Listener{
-		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, a.cfg.DatabaseURL) },
-		LogError:       func(_ context.Context, err error) { a.log.Warn("listener", "err", err) },
+		Connect: func(ctx context.Context) (*pgx.Conn, error) {
+			return pgx.ConnectConfig(ctx, a.Pool.Config().ConnConfig.Copy())
+		},
+		LogError: func(ctx context.Context, err error) {
+			if ctx.Err() == nil {
+				a.log.Warn("listener", "err", err)
+			}
+		},
 		ReconnectDelay: time.Second,
 	}
 	l.Handle(ledger.NotifyChannel, wakeHandler(ledgerWake))

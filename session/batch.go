@@ -40,10 +40,14 @@ type diagEntry struct {
 	msg   string
 }
 
-// target is a session an event is about to be delivered to (S6: once per session).
+// target is a session an event is about to be delivered to (S6: once per
+// session, whatever number of triggers matched).
 type target struct {
-	sid      int64
+	id       string
 	triggers []string
+	// unchecked are resume triggers that named the session without looking
+	// it up; if it turns out missing or closed, each leaves an intake record.
+	unchecked []*action.CompiledTrigger
 }
 
 func (b *batch) event(ctx context.Context, ev ledger.Event) error {
@@ -67,15 +71,18 @@ func (b *batch) event(ctx context.Context, ev ledger.Event) error {
 func (b *batch) action(ctx context.Context, ev ledger.Event, evVars *expr.Event, ar actionRefs) error {
 	a := ar.action
 	var targets []*target
-	bySID := map[int64]*target{}
-	add := func(sid int64, trigger string) {
-		t := bySID[sid]
-		if t == nil {
-			t = &target{sid: sid}
-			bySID[sid] = t
-			targets = append(targets, t)
+	byID := map[string]*target{}
+	add := func(id string, t *action.CompiledTrigger, checked bool) {
+		tg := byID[id]
+		if tg == nil {
+			tg = &target{id: id}
+			byID[id] = tg
+			targets = append(targets, tg)
 		}
-		t.triggers = append(t.triggers, trigger)
+		tg.triggers = append(tg.triggers, t.Name)
+		if !checked {
+			tg.unchecked = append(tg.unchecked, t)
+		}
 	}
 	evOnly := expr.Vars{Event: evVars}
 	for _, t := range ar.triggers {
@@ -83,12 +90,12 @@ func (b *batch) action(ctx context.Context, ev ledger.Event, evVars *expr.Event,
 			if !b.predicate(ctx, a, t, t.Predicate, ev, evOnly) {
 				continue
 			}
-			sid, err := b.start(ctx, a, t, ev, evOnly)
+			id, ok, err := b.start(ctx, a, t, ev, evOnly)
 			if err != nil {
 				return err
 			}
-			if sid != 0 {
-				add(sid, t.Name)
+			if ok {
+				add(id, t, true)
 			}
 			continue
 		}
@@ -108,29 +115,27 @@ func (b *batch) action(ctx context.Context, ev ledger.Event, evVars *expr.Event,
 			}
 			continue
 		}
+		if !readsSession {
+			add(id, t, false) // looked up when delivered, in the same statement
+			continue
+		}
 		s, err := b.lock(ctx, a, id)
 		if err != nil {
 			return err
 		}
-		switch {
-		case s == nil:
-			err = b.intake(ctx, a, t, ev, &id, ReasonSessionNotFound, "no session with this id")
-		case s.Status.Final():
-			err = b.intake(ctx, a, t, ev, &id, ReasonSessionClosed, "the session is "+string(s.Status))
-		case readsSession:
-			input, derr := s.Input.Decode()
-			if derr != nil {
-				return derr
+		if s == nil || s.Status.Final() {
+			if err := b.missed(ctx, a, t, ev, id, s); err != nil {
+				return err
 			}
-			vars := expr.Vars{Event: evVars, Session: &expr.Session{ID: s.ID, Input: input, StartedAt: s.StartedAt}}
-			if b.predicate(ctx, a, t, t.Predicate, ev, vars) {
-				add(s.SID, t.Name)
-			}
-		default:
-			add(s.SID, t.Name)
+			continue
 		}
+		input, err := s.Input.Decode()
 		if err != nil {
 			return err
+		}
+		vars := expr.Vars{Event: evVars, Session: &expr.Session{ID: s.ID, Input: input, StartedAt: s.StartedAt}}
+		if b.predicate(ctx, a, t, t.Predicate, ev, vars) {
+			add(s.ID, t, true)
 		}
 	}
 	for _, tg := range targets {
@@ -139,6 +144,15 @@ func (b *batch) action(ctx context.Context, ev ledger.Event, evVars *expr.Event,
 		}
 	}
 	return nil
+}
+
+// missed records the intake record of a resume that named a session that
+// is missing (s nil) or closed.
+func (b *batch) missed(ctx context.Context, a *action.Compiled, t *action.CompiledTrigger, ev ledger.Event, id string, s *Session) error {
+	if s == nil {
+		return b.intake(ctx, a, t, ev, &id, ReasonSessionNotFound, "no session with this id")
+	}
+	return b.intake(ctx, a, t, ev, &id, ReasonSessionClosed, "the session is "+string(s.Status))
 }
 
 // predicate evaluates a trigger's predicate; an evaluation error is a
@@ -163,62 +177,62 @@ func (b *batch) predicate(ctx context.Context, a *action.Compiled, t *action.Com
 }
 
 // start maps the event to a session input and finds or creates the session
-// (S2, S3). It returns the session's key, or 0 when the event became an
-// intake record instead (S5).
-func (b *batch) start(ctx context.Context, a *action.Compiled, t *action.CompiledTrigger, ev ledger.Event, vars expr.Vars) (int64, error) {
+// (S2, S3), leaving it locked. It returns the session id, or ok false when
+// the event became an intake record instead (S5).
+func (b *batch) start(ctx context.Context, a *action.Compiled, t *action.CompiledTrigger, ev ledger.Event, vars expr.Vars) (id string, ok bool, err error) {
 	mapped, err := t.Start.Eval(ctx, vars)
 	if err != nil {
-		return 0, b.intake(ctx, a, t, ev, nil, ReasonMappingFailed, err.Error())
+		return "", false, b.intake(ctx, a, t, ev, nil, ReasonMappingFailed, err.Error())
 	}
 	raw, err := jsonvalue.Encode(mapped)
 	if err != nil {
-		return 0, b.intake(ctx, a, t, ev, nil, ReasonMappingFailed, "the mapped input is not JSON: "+err.Error())
+		return "", false, b.intake(ctx, a, t, ev, nil, ReasonMappingFailed, "the mapped input is not JSON: "+err.Error())
 	}
 	if err := jsonvalue.Check(raw, ""); err != nil {
-		return 0, b.intake(ctx, a, t, ev, nil, ReasonInputInvalid, err.Error())
+		return "", false, b.intake(ctx, a, t, ev, nil, ReasonInputInvalid, err.Error())
 	}
 	input, err := raw.Decode() // numbers as json.Number, as every reader sees them
 	if err != nil {
-		return 0, err
+		return "", false, err
 	}
 	if a.Session.Schema != nil {
 		if err := a.Session.Schema.Validate(input); err != nil {
-			return 0, b.intake(ctx, a, t, ev, nil, ReasonInputInvalid, err.Error())
+			return "", false, b.intake(ctx, a, t, ev, nil, ReasonInputInvalid, err.Error())
 		}
 	}
-	id, err := evalID(ctx, a.Session.ID, expr.Vars{Session: &expr.Session{Input: input}})
+	id, err = evalID(ctx, a.Session.ID, expr.Vars{Session: &expr.Session{Input: input}})
 	if err != nil {
-		return 0, b.intake(ctx, a, t, ev, nil, ReasonIDFailed, err.Error())
+		return "", false, b.intake(ctx, a, t, ev, nil, ReasonIDFailed, err.Error())
 	}
 	var sid int64
 	err = b.tx.QueryRow(ctx, `INSERT INTO sessions (action_id, id, version, input, status, origin_event_id, started_at, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, 'OPEN', $5, $6, $7, $7) ON CONFLICT (action_id, id) DO NOTHING RETURNING sid`,
 		a.ActionID, id, a.Version, []byte(raw), ev.ID, ev.CommitTime, b.now).Scan(&sid)
 	if err == nil {
-		return sid, nil
+		return id, true, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("create session: %w", err)
+		return "", false, fmt.Errorf("create session: %w", err)
 	}
 	s, err := b.lock(ctx, a, id)
 	if err != nil {
-		return 0, err
+		return "", false, err
 	}
 	switch {
 	case s.Status.Final():
-		return 0, b.intake(ctx, a, t, ev, &id, ReasonSessionClosed, "a closed session never starts again; it is "+string(s.Status))
+		return "", false, b.intake(ctx, a, t, ev, &id, ReasonSessionClosed, "a closed session never starts again; it is "+string(s.Status))
 	case !jsonvalue.Equal(s.Input, raw):
-		return 0, b.intake(ctx, a, t, ev, &id, ReasonInputConflict, "the open session has a different input")
+		return "", false, b.intake(ctx, a, t, ev, &id, ReasonInputConflict, "the open session has a different input")
 	}
 	if ev.CommitTime.Before(s.StartedAt) || s.OriginEventID == nil {
 		// S3: the session's origin is its earliest-committed start event
 		// delivered, and startedAt its commit time (never moved later).
 		if _, err := b.tx.Exec(ctx, `UPDATE sessions SET started_at = least(started_at, $2), origin_event_id = $3, updated_at = $4 WHERE sid = $1`,
 			s.SID, ev.CommitTime, ev.ID, b.now); err != nil {
-			return 0, fmt.Errorf("move session start: %w", err)
+			return "", false, fmt.Errorf("move session start: %w", err)
 		}
 	}
-	return s.SID, nil
+	return id, true, nil
 }
 
 // lock reads and row-locks the session addressed by a and id, or returns nil.
@@ -233,27 +247,48 @@ func (b *batch) lock(ctx context.Context, a *action.Compiled, id string) (*Sessi
 	return s, nil
 }
 
-// deliver appends the event as an EVENT input of the session, once (S6).
+// deliver appends the event as an EVENT input of the session, once (S6),
+// in one statement that also finds the session and takes the next place in
+// its delivery order. A session that is missing or closed gets nothing, and
+// each unchecked resume trigger that named it leaves an intake record.
 func (b *batch) deliver(ctx context.Context, a *action.Compiled, tg *target, ev ledger.Event) error {
 	starts := a.Session.StartsTurn(tg.triggers)
-	var seq int64
-	err := b.tx.QueryRow(ctx, `UPDATE sessions SET input_count = input_count + 1, updated_at = $2,
-		next_turn_at = CASE WHEN $3 THEN coalesce(next_turn_at, $2) ELSE next_turn_at END
-		WHERE sid = $1 AND status IN ('OPEN', 'WAITING') RETURNING input_count`, tg.sid, b.now, starts).Scan(&seq)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil // closed since it was locked: cannot happen under the row lock, kept as a guard
-	}
+	rows, err := b.tx.Query(ctx, `
+		WITH s AS (
+			UPDATE sessions SET input_count = input_count + 1, updated_at = $3,
+			       next_turn_at = CASE WHEN $4 THEN coalesce(next_turn_at, $3) ELSE next_turn_at END
+			 WHERE action_id = $1 AND id = $2 AND status IN ('OPEN', 'WAITING')
+			RETURNING sid, input_count)
+		INSERT INTO session_inputs (sid, seq, identity, kind, event_id, triggers, starts_turn, status, byte_size, delivered_at)
+		SELECT sid, input_count, $5, 'EVENT', $6, $7, $4, 'PENDING', $8, $3 FROM s
+		ON CONFLICT (sid, identity) DO NOTHING RETURNING sid`,
+		a.ActionID, tg.id, b.now, starts, "event/"+ev.ID.String(), ev.ID, tg.triggers, len(ev.Data))
 	if err != nil {
 		return fmt.Errorf("deliver: %w", err)
 	}
-	_, err = b.tx.Exec(ctx, `INSERT INTO session_inputs (sid, seq, identity, kind, event_id, triggers, starts_turn, status, byte_size, delivered_at)
-		VALUES ($1, $2, $3, 'EVENT', $4, $5, $6, 'PENDING', $7, $8) ON CONFLICT (sid, identity) DO NOTHING`,
-		tg.sid, seq, "event/"+ev.ID.String(), ev.ID, tg.triggers, starts, len(ev.Data), b.now)
-	if err != nil {
+	delivered := rows.Next()
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return fmt.Errorf("deliver: %w", err)
 	}
-	if starts {
-		b.notify = true
+	if delivered {
+		b.notify = b.notify || starts
+		return nil
+	}
+	if len(tg.unchecked) == 0 {
+		return nil // already delivered (a replayed batch)
+	}
+	s, err := b.lock(ctx, a, tg.id)
+	if err != nil {
+		return err
+	}
+	if s != nil && !s.Status.Final() {
+		return nil
+	}
+	for _, t := range tg.unchecked {
+		if err := b.missed(ctx, a, t, ev, tg.id, s); err != nil {
+			return err
+		}
 	}
 	return nil
 }

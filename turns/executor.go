@@ -89,23 +89,21 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // Run runs Workers loops until ctx ends. wake delivers turn notifications.
+// A notification wakes one idle worker; a worker that claims a turn wakes
+// another before running it, so a burst of runnable sessions fans out
+// without every notification stampeding every worker.
 func (e *Executor) Run(ctx context.Context, wake <-chan struct{}) error {
 	var wg sync.WaitGroup
-	kick := make(chan struct{}, e.cfg.Workers)
+	kick := make(chan struct{}, 1)
 	wg.Add(1)
-	go func() { // fan notifications out to the workers
+	go func() {
 		defer wg.Done()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-wake:
-				for i := 0; i < e.cfg.Workers; i++ {
-					select {
-					case kick <- struct{}{}:
-					default:
-					}
-				}
+				nudge(kick)
 			}
 		}
 	}()
@@ -120,16 +118,30 @@ func (e *Executor) Run(ctx context.Context, wake <-chan struct{}) error {
 	return nil
 }
 
-func (e *Executor) worker(ctx context.Context, kick <-chan struct{}) {
+func nudge(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Executor) worker(ctx context.Context, kick chan struct{}) {
 	t := time.NewTicker(e.cfg.Poll)
 	defer t.Stop()
 	for ctx.Err() == nil {
-		ran, err := e.RunOnce(ctx)
-		if err != nil && ctx.Err() == nil {
-			e.log.Error("turn failed to run", "err", err)
-		}
-		if ran && err == nil {
+		c, err := e.claim(ctx)
+		if err == nil && c != nil {
+			nudge(kick) // there may be more: let another worker look
+			if err := e.run(ctx, c); err != nil && ctx.Err() == nil {
+				e.log.Error("turn failed to run", "session", c.sess.ID, "turn", c.turn, "err", err)
+			}
 			continue
+		}
+		if err == nil {
+			_, err = e.Sweep(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
+			e.log.Error("claim failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -146,7 +158,7 @@ type claim struct {
 	turn    int
 	execID  uuid.UUID
 	inputs  []session.Input
-	attempt int // attempts already made
+	attempt int // attempts counted so far, the current one included
 	final   bool
 	endsAt  *time.Time
 	// exhausted: a re-claimed turn whose attempts are spent (the workers
@@ -227,6 +239,12 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 				return err
 			}
 			c.exhausted = c.attempt >= e.cfg.MaxAttempts
+			if !c.exhausted {
+				c.attempt++
+				if _, err := tx.Exec(ctx, `UPDATE executions SET attempts = $2 WHERE id = $1`, c.execID, c.attempt); err != nil {
+					return err
+				}
+			}
 			c.inputs, err = session.TurnInputs(ctx, tx, sid, c.turn)
 			return err
 		}
@@ -244,9 +262,9 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 			c = nil
 			return err
 		}
-		c.turn, c.execID, c.final, c.endsAt = sess.TurnCount+1, uuid.New(), false, sess.EndsAt
-		if _, err := tx.Exec(ctx, `INSERT INTO executions (id, action_id, version, sid, turn, status, started_at)
-			VALUES ($1, $2, $3, $4, $5, 'RUNNING', $6)`, c.execID, sess.ActionID, sess.Version, sid, c.turn, now); err != nil {
+		c.turn, c.execID, c.final, c.endsAt, c.attempt = sess.TurnCount+1, uuid.New(), false, sess.EndsAt, 1
+		if _, err := tx.Exec(ctx, `INSERT INTO executions (id, action_id, version, sid, turn, status, attempts, started_at)
+			VALUES ($1, $2, $3, $4, $5, 'RUNNING', 1, $6)`, c.execID, sess.ActionID, sess.Version, sid, c.turn, now); err != nil {
 			return fmt.Errorf("claim: execution: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO session_turns (sid, number, status, execution_id, final, ends_at, started_at)
@@ -354,20 +372,22 @@ func (e *Executor) run(ctx context.Context, c *claim) error {
 // up MaxAttempts (T7). stop reports that the lease was lost before an
 // attempt: the turn belongs to another worker now.
 func (e *Executor) attempts(ctx, runCtx context.Context, c *claim, h Handler, req *Request) (out *Outcome, runErr error, stop bool, err error) {
-	for {
-		c.attempt++
+	for first := true; ; first = false {
+		if !first { // the claim counted the first attempt
+			c.attempt++
+			// Fenced by the lease: a worker that lost its turn stops here.
+			tag, err := e.pool.Exec(ctx, `UPDATE executions x SET attempts = $2 FROM sessions s
+				WHERE x.id = $1 AND s.sid = $3 AND s.lease_token = $4`, c.execID, c.attempt, c.sess.SID, c.token)
+			if err != nil {
+				return nil, nil, false, err
+			}
+			if tag.RowsAffected() == 0 {
+				e.log.Warn("lease lost before an attempt; turn left to its new owner", "session", c.sess.ID, "turn", c.turn)
+				return nil, nil, true, nil
+			}
+		}
 		req.Attempt = c.attempt
 		req.Transcript.reset()
-		// Fenced by the lease: a worker that lost its turn stops here.
-		tag, err := e.pool.Exec(ctx, `UPDATE executions x SET attempts = $2 FROM sessions s
-			WHERE x.id = $1 AND s.sid = $3 AND s.lease_token = $4`, c.execID, c.attempt, c.sess.SID, c.token)
-		if err != nil {
-			return nil, nil, false, err
-		}
-		if tag.RowsAffected() == 0 {
-			e.log.Warn("lease lost before an attempt; turn left to its new owner", "session", c.sess.ID, "turn", c.turn)
-			return nil, nil, true, nil
-		}
 		out, runErr = e.attempt(runCtx, h, req)
 		if runErr == nil {
 			if verr := out.validate(); verr != nil {
