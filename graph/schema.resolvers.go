@@ -151,7 +151,7 @@ func (r *actionSessionResolver) Inputs(ctx context.Context, obj *session.Session
 	if err != nil {
 		return nil, err
 	}
-	afterSeq, err := decodeCursorInt(after, "input")
+	afterKey, err := decodeCursor(after, "input")
 	if err != nil {
 		return nil, err
 	}
@@ -160,14 +160,14 @@ func (r *actionSessionResolver) Inputs(ctx context.Context, obj *session.Session
 		s := string(*status)
 		st = &s
 	}
-	list, err := r.SessionStore.Inputs(ctx, obj.SID, afterSeq, n+1, st)
+	list, err := r.SessionStore.Inputs(ctx, obj.SID, afterKey, n+1, st)
 	if err != nil {
 		return nil, err
 	}
 	list, more := trim(list, n)
 	var end *string
 	if len(list) > 0 {
-		end = cursorInt("input", list[len(list)-1].Seq)
+		end = cursor("input", list[len(list)-1].OrderKey)
 	}
 	return &model.ActionSessionInputConnection{Nodes: list, PageInfo: pageInfo(more, end)}, nil
 }

@@ -259,8 +259,8 @@ func (b *batch) deliver(ctx context.Context, a *action.Compiled, tg *target, ev 
 			       next_turn_at = CASE WHEN $4 THEN coalesce(next_turn_at, $3) ELSE next_turn_at END
 			 WHERE action_id = $1 AND id = $2 AND status IN ('OPEN', 'WAITING')
 			RETURNING sid, input_count)
-		INSERT INTO session_inputs (sid, seq, identity, kind, event_id, triggers, starts_turn, status, byte_size, delivered_at)
-		SELECT sid, input_count, $5, 'EVENT', $6, $7, $4, 'PENDING', $8, $3 FROM s
+		INSERT INTO session_inputs (sid, seq, identity, kind, event_id, triggers, starts_turn, status, byte_size, delivered_at, order_key)
+		SELECT sid, input_count, $5, 'EVENT', $6, $7, $4, 'PENDING', $8, $3, lpad(input_count::text, 20, '0') FROM s
 		ON CONFLICT (sid, identity) DO NOTHING RETURNING sid`,
 		a.ActionID, tg.id, b.now, starts, "event/"+ev.ID.String(), ev.ID, tg.triggers, len(ev.Data))
 	if err != nil {

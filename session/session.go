@@ -94,6 +94,11 @@ type Input struct {
 	Turn        *int
 	ByteSize    int
 	DeliveredAt time.Time
+	// CALL inputs: the call's execution and the execution that made the call.
+	ExecutionID       *uuid.UUID
+	CallerExecutionID *uuid.UUID
+	// OrderKey sorts a session's inputs in listing order (X5 for CALLs).
+	OrderKey string
 }
 
 // IntakeRecord is an event that matched a trigger but could not start or
@@ -207,26 +212,34 @@ func (st *Store) List(ctx context.Context, actionID uuid.UUID, beforeSID int64, 
 }
 
 // InputColumns lists the session_inputs columns ScanInput reads, in order.
-const InputColumns = `sid, seq, identity, kind, event_id, triggers, starts_turn, status, turn, byte_size, delivered_at`
+const InputColumns = `sid, seq, identity, kind, event_id, triggers, starts_turn, status, turn, byte_size, delivered_at,
+	execution_id, caller_execution_id, order_key`
 
 // ScanInput scans a row of InputColumns.
 func ScanInput(row pgx.CollectableRow) (Input, error) {
 	var in Input
 	err := row.Scan(&in.SID, &in.Seq, &in.Identity, &in.Kind, &in.EventID, &in.Triggers, &in.StartsTurn,
-		&in.Status, &in.Turn, &in.ByteSize, &in.DeliveredAt)
+		&in.Status, &in.Turn, &in.ByteSize, &in.DeliveredAt, &in.ExecutionID, &in.CallerExecutionID, &in.OrderKey)
 	in.DeliveredAt = in.DeliveredAt.UTC()
 	return in, err
 }
 
-// Inputs pages a session's inputs in delivery order after sequence afterSeq,
-// optionally of one status.
-func (st *Store) Inputs(ctx context.Context, sid, afterSeq int64, first int, status *string) ([]Input, error) {
-	rows, err := st.pool.Query(ctx, `SELECT `+InputColumns+` FROM session_inputs
-		WHERE sid = $1 AND seq > $2 AND ($4::text IS NULL OR status = $4) ORDER BY seq LIMIT $3`, sid, afterSeq, first, status)
+// Inputs pages a session's inputs in listing order (delivery order; for a
+// tool session's calls, the order their transactions began, X5) after the
+// order key afterKey ("" for the start), optionally of one status. q is a
+// pool or a transaction (a transaction sees its own uncommitted calls).
+func Inputs(ctx context.Context, q ledger.Querier, sid int64, afterKey string, first int, status *string) ([]Input, error) {
+	rows, err := q.Query(ctx, `SELECT `+InputColumns+` FROM session_inputs
+		WHERE sid = $1 AND order_key > $2 AND ($4::text IS NULL OR status = $4) ORDER BY order_key LIMIT $3`, sid, afterKey, first, status)
 	if err != nil {
 		return nil, fmt.Errorf("session: inputs: %w", err)
 	}
 	return pgx.CollectRows(rows, ScanInput)
+}
+
+// Inputs pages a session's inputs; see the package function Inputs.
+func (st *Store) Inputs(ctx context.Context, sid int64, afterKey string, first int, status *string) ([]Input, error) {
+	return Inputs(ctx, st.pool, sid, afterKey, first, status)
 }
 
 // TurnInputs returns the inputs a turn took, in delivery order.
@@ -236,7 +249,8 @@ func (st *Store) TurnInputs(ctx context.Context, sid int64, turn int) ([]Input, 
 
 // TurnInputs reads the inputs a turn took through q, in delivery order.
 func TurnInputs(ctx context.Context, q ledger.Querier, sid int64, turn int) ([]Input, error) {
-	rows, err := q.Query(ctx, `SELECT i.sid, i.seq, i.identity, i.kind, i.event_id, i.triggers, i.starts_turn, i.status, i.turn, i.byte_size, i.delivered_at
+	rows, err := q.Query(ctx, `SELECT i.sid, i.seq, i.identity, i.kind, i.event_id, i.triggers, i.starts_turn, i.status, i.turn, i.byte_size, i.delivered_at,
+		i.execution_id, i.caller_execution_id, i.order_key
 		FROM turn_inputs t JOIN session_inputs i ON i.sid = t.sid AND i.seq = t.seq
 		WHERE t.sid = $1 AND t.turn = $2 ORDER BY t.seq`, sid, turn)
 	if err != nil {

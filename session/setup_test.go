@@ -113,7 +113,7 @@ func (f *fixture) sessionCount(actionID uuid.UUID) int {
 // inputs returns a session's inputs in delivery order.
 func (f *fixture) inputs(s *session.Session) []session.Input {
 	f.t.Helper()
-	in, err := f.app.Sessions.Inputs(f.ctx, s.SID, 0, 1000, nil)
+	in, err := f.app.Sessions.Inputs(f.ctx, s.SID, "", 1000, nil)
 	require.NoError(f.t, err)
 	return in
 }

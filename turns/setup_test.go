@@ -177,7 +177,7 @@ func (b *bundle) session(actionID uuid.UUID, id string) *session.Session {
 
 func (b *bundle) inputs(sid int64) []session.Input {
 	b.t.Helper()
-	ins, err := b.app.Sessions.Inputs(b.ctx, sid, 0, 1000, nil)
+	ins, err := b.app.Sessions.Inputs(b.ctx, sid, "", 1000, nil)
 	require.NoError(b.t, err)
 	return ins
 }
