@@ -216,36 +216,19 @@ func Append(ctx context.Context, tx pgx.Tx, now time.Time, evs ...NewEvent) ([]E
 // record is written first and the ledger head taken last, so the head is
 // held only for the append itself.
 func Put(ctx context.Context, tx pgx.Tx, now time.Time, ns, key string, value jsonvalue.Value) (KVValue, Event, error) {
-	eventID := uuid.New()
-	var kv KVValue
-	var inserted bool
-	// The event is inserted by Append below; kv_values.event_id is a deferred
-	// foreign key, checked at commit.
-	err := tx.QueryRow(ctx, `
-		INSERT INTO kv_values AS k (namespace, key, value, version, event_id, created_at, updated_at)
-		VALUES ($1, $2, $3, 1, $4, $5, $5)
-		ON CONFLICT (namespace, key) DO UPDATE
-		   SET value = EXCLUDED.value, version = k.version + 1, event_id = EXCLUDED.event_id, updated_at = EXCLUDED.updated_at
-		RETURNING namespace, key, value, version, event_id, created_at, (xmax = 0)`,
-		ns, key, []byte(value), eventID, now).Scan(
-		&kv.Namespace, &kv.Key, &kv.Value, &kv.Version, &kv.EventID, &kv.CreatedAt, &inserted)
+	ne, _, created, err := putRecord(ctx, tx, now, ns, key, value)
 	if err != nil {
-		return KVValue{}, Event{}, fmt.Errorf("ledger: write record: %w", err)
+		return KVValue{}, Event{}, err
 	}
-	typ := ns + ".updated"
-	if inserted {
-		typ = ns + ".inserted"
-	}
-	evs, err := Append(ctx, tx, now, NewEvent{ID: eventID, Type: typ, Data: value, Record: &RecordRef{Namespace: ns, Key: key, Version: kv.Version}})
+	evs, err := Append(ctx, tx, now, ne)
 	if err != nil {
 		return KVValue{}, Event{}, err
 	}
 	ev := evs[0]
-	kv.CreatedAt = kv.CreatedAt.UTC()
-	if inserted {
+	kv := KVValue{Namespace: ns, Key: key, Value: value, Version: ne.Record.Version, EventID: ev.ID, CreatedAt: created, UpdatedAt: ev.CommitTime}
+	if kv.Version == 1 {
 		kv.CreatedAt = ev.CommitTime
 	}
-	kv.UpdatedAt = ev.CommitTime
 	return kv, ev, nil
 }
 

@@ -1,0 +1,103 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/actionsledger/actionsledger/jsonvalue"
+)
+
+// Writer writes records inside a longer transaction (a turn, a tool call)
+// and defers the events those writes append until Flush, just before the
+// transaction commits. Record rows are written at once, so reads in the
+// transaction see them; the ledger head is taken only by Flush, so a slow
+// handler never holds up other appenders. Not safe for concurrent use.
+type Writer struct {
+	tx      pgx.Tx
+	now     func() time.Time
+	pending []NewEvent
+}
+
+// NewWriter returns a Writer on tx; now reads the injected clock.
+func NewWriter(tx pgx.Tx, now func() time.Time) *Writer { return &Writer{tx: tx, now: now} }
+
+// Tx returns the transaction the writer writes in.
+func (w *Writer) Tx() pgx.Tx { return w.tx }
+
+// Get reads a record as this transaction sees it (its own writes included).
+func (w *Writer) Get(ctx context.Context, ns, key string) (jsonvalue.Value, bool, error) {
+	var v []byte
+	err := w.tx.QueryRow(ctx, `SELECT value FROM kv_values WHERE namespace = $1 AND key = $2`, ns, key).Scan(&v)
+	if err == pgx.ErrNoRows {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("ledger: read record: %w", err)
+	}
+	return v, true, nil
+}
+
+// Put writes a record and queues its event (L2); it returns the record's
+// new version. Validation as for Store.PutValue; errors are *fault.Error.
+func (w *Writer) Put(ctx context.Context, ns, key string, value jsonvalue.Value) (int64, error) {
+	if err := ValidateNamespace(ns, "namespace"); err != nil {
+		return 0, err
+	}
+	if err := ValidateKey(key, "key"); err != nil {
+		return 0, err
+	}
+	if err := jsonvalue.Check(value, "value"); err != nil {
+		return 0, err
+	}
+	ev, version, _, err := putRecord(ctx, w.tx, w.now(), ns, key, value)
+	if err != nil {
+		return 0, err
+	}
+	w.pending = append(w.pending, ev)
+	return version, nil
+}
+
+// Append queues an event with no record.
+func (w *Writer) Append(ev NewEvent) { w.pending = append(w.pending, ev) }
+
+// Flush appends the queued events (taking the ledger head) and returns
+// them. Call it as the last write before commit.
+func (w *Writer) Flush(ctx context.Context) ([]Event, error) {
+	if len(w.pending) == 0 {
+		return nil, nil
+	}
+	evs, err := Append(ctx, w.tx, w.now(), w.pending...)
+	if err != nil {
+		return nil, err
+	}
+	w.pending = nil
+	return evs, nil
+}
+
+// putRecord writes the record row and returns the event to append for it.
+func putRecord(ctx context.Context, tx pgx.Tx, now time.Time, ns, key string, value jsonvalue.Value) (NewEvent, int64, time.Time, error) {
+	eventID := uuid.New()
+	var version int64
+	var inserted bool
+	var created time.Time
+	// The event is appended later (the head is taken last); kv_values.event_id
+	// is a deferred foreign key, checked at commit.
+	err := tx.QueryRow(ctx, `
+		INSERT INTO kv_values AS k (namespace, key, value, version, event_id, created_at, updated_at)
+		VALUES ($1, $2, $3, 1, $4, $5, $5)
+		ON CONFLICT (namespace, key) DO UPDATE
+		   SET value = EXCLUDED.value, version = k.version + 1, event_id = EXCLUDED.event_id, updated_at = EXCLUDED.updated_at
+		RETURNING version, (xmax = 0), created_at`, ns, key, []byte(value), eventID, now).Scan(&version, &inserted, &created)
+	if err != nil {
+		return NewEvent{}, 0, time.Time{}, fmt.Errorf("ledger: write record: %w", err)
+	}
+	typ := ns + ".updated"
+	if inserted {
+		typ = ns + ".inserted"
+	}
+	return NewEvent{ID: eventID, Type: typ, Data: value, Record: &RecordRef{Namespace: ns, Key: key, Version: version}}, version, created.UTC(), nil
+}
