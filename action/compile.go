@@ -26,13 +26,16 @@ const (
 	maxMappingLeaves  = 256
 	maxMappingDepth   = 8
 	maxTriggerNameLen = 64
+	// MaxSourceLen is the largest action source, in bytes.
+	MaxSourceLen = 256 << 10
 )
 
 var namePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
 
-// KindChecker validates a handler kind and its config; it returns
+// KindChecker validates a handler kind with its config and source, and
+// whether the kind can serve calls when tool is true; it returns
 // *fault.Error values with codes UnknownKind or InvalidConfig.
-type KindChecker func(kind string, config jsonvalue.Value) error
+type KindChecker func(kind string, config jsonvalue.Value, source *string, tool bool) error
 
 // Compiled is one action version ready to run: every expression compiled
 // and type-checked, the input schema compiled. Immutable; shared freely.
@@ -43,6 +46,16 @@ type Compiled struct {
 	FromPosition int64 // triggers match events after this position
 	Triggers     []*CompiledTrigger
 	Session      *CompiledSession
+	Tool         *CompiledTool
+}
+
+// CompiledTool is a compiled tool block.
+type CompiledTool struct {
+	Name   string
+	Schema *inputschema.Schema // nil: any object
+	// Session maps tool.input to the tool session's input (ToolMapping role);
+	// nil when calls record no history.
+	Session *Mapping
 }
 
 // CompiledTrigger is a trigger with its programs.
@@ -156,7 +169,10 @@ func (c *compiler) compile(kinds KindChecker) *Compiled {
 		c.fail("name", fault.BadInput, "a name is 1-%d characters", MaxNameLen)
 	}
 	if kinds != nil {
-		c.add(kinds(def.Kind, def.Config), "")
+		c.add(kinds(def.Kind, def.Config, def.Source, def.Tool != nil), "")
+	}
+	if def.Source != nil && len(*def.Source) > MaxSourceLen {
+		c.fail("source", fault.PayloadTooLarge, "source is at most %d bytes", MaxSourceLen)
 	}
 	if len(def.Config) > 0 {
 		c.add(jsonvalue.Check(def.Config, "config"), "")
@@ -223,10 +239,17 @@ func (c *compiler) compile(kinds KindChecker) *Compiled {
 		}
 	}
 
-	if def.Session != nil {
-		out.Session = c.session(def.Session, schema, names, hasStart)
-	} else {
-		c.fail("session", fault.NotImplemented, "actions without a session block are not supported yet")
+	toolSession := def.Tool != nil && def.Tool.Session != nil
+	if def.Tool != nil {
+		out.Tool = c.tool(def.Tool, def.Session, schema)
+	}
+	switch {
+	case def.Session != nil:
+		out.Session = c.session(def.Session, schema, names, hasStart || toolSession)
+	case len(def.Triggers) > 0:
+		c.fail("session", fault.NotImplemented, "actions with triggers but no session block are not supported yet")
+	case def.Tool == nil:
+		c.fail("tool", fault.InvalidAction, "an action needs triggers with a session block, or a tool block")
 	}
 	return out
 }
@@ -238,7 +261,7 @@ func (c *compiler) session(sd *SessionDef, schema *inputschema.Schema, triggers 
 		c.checkPaths(cs.ID, schema, "session.id")
 	}
 	if !hasStart {
-		c.fail("triggers", fault.InvalidAction, "an action with a session needs a start trigger")
+		c.fail("triggers", fault.InvalidAction, "an action with a session needs a start trigger or a tool with a session")
 	}
 	entries := map[string]bool{}
 	if len(sd.Schedule) > MaxScheduleItems {
@@ -300,6 +323,43 @@ func (c *compiler) session(sd *SessionDef, schema *inputschema.Schema, triggers 
 	return cs
 }
 
+// tool compiles the tool block (X1): its input schema and, for a tool with a
+// session, the start mapping over tool.input. A tool session has no
+// triggers, turns, ends or schedule.
+func (c *compiler) tool(td *ToolDef, sd *SessionDef, sessionSchema *inputschema.Schema) *CompiledTool {
+	ct := &CompiledTool{Name: td.Name}
+	if !namePattern.MatchString(td.Name) || len(td.Name) > maxTriggerNameLen {
+		c.fail("tool.name", fault.BadInput, "a tool name is 1-%d letters, digits, _ or -, starting with a letter or _", maxTriggerNameLen)
+	}
+	if td.Description != nil && len(*td.Description) > 4000 {
+		c.fail("tool.description", fault.BadInput, "a description is at most 4000 bytes")
+	}
+	if len(td.InputSchema) > 0 && string(td.InputSchema) != "null" {
+		s, err := inputschema.Compile(td.InputSchema)
+		c.add(err, "tool.inputSchema")
+		ct.Schema = s
+	}
+	if td.Session == nil {
+		return ct
+	}
+	if sd == nil {
+		c.fail("tool.session", fault.InvalidAction, "a tool with a session needs the action's session block (its id and inputSchema)")
+		return ct
+	}
+	if len(c.def.Triggers) > 0 {
+		c.fail("triggers", fault.InvalidAction, "a tool with a session has no triggers: every call starts its session")
+	}
+	if sd.Turns != nil || sd.Ends != nil || len(sd.Schedule) > 0 {
+		c.fail("session", fault.InvalidAction, "a tool session has no turns, ends or schedule: it records calls only")
+	}
+	if td.Session.Start == nil {
+		c.fail("tool.session.start", fault.InvalidAction, "a tool session needs a start mapping over tool.input")
+		return ct
+	}
+	ct.Session = c.mappingRole(expr.ToolMapping, td.Session.Start.Input, sessionSchema, "tool.session.start.input")
+	return ct
+}
+
 // checkPaths enforces A3: a path into session.input must exist in a closed inputSchema.
 func (c *compiler) checkPaths(p *expr.Program, schema *inputschema.Schema, field string) {
 	if schema == nil {
@@ -313,6 +373,10 @@ func (c *compiler) checkPaths(p *expr.Program, schema *inputschema.Schema, field
 }
 
 func (c *compiler) mapping(raw jsonvalue.Value, schema *inputschema.Schema, field string) *Mapping {
+	return c.mappingRole(expr.StartMapping, raw, schema, field)
+}
+
+func (c *compiler) mappingRole(role expr.Role, raw jsonvalue.Value, schema *inputschema.Schema, field string) *Mapping {
 	v, err := raw.Decode()
 	if err != nil {
 		c.fail(field, fault.InvalidJSON, "not valid JSON: %v", err)
@@ -320,11 +384,11 @@ func (c *compiler) mapping(raw jsonvalue.Value, schema *inputschema.Schema, fiel
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		c.fail(field, fault.InvalidAction, "a start mapping is an object whose values are CEL expressions over event")
+		c.fail(field, fault.InvalidAction, "a start mapping is an object whose values are CEL expressions")
 		return nil
 	}
 	leaves := 0
-	m := c.mappingNode(obj, field, 0, &leaves)
+	m := c.mappingNode(role, obj, field, 0, &leaves)
 	if m == nil {
 		return nil
 	}
@@ -348,7 +412,7 @@ func (c *compiler) mapping(raw jsonvalue.Value, schema *inputschema.Schema, fiel
 	return m
 }
 
-func (c *compiler) mappingNode(obj map[string]any, field string, depth int, leaves *int) *Mapping {
+func (c *compiler) mappingNode(role expr.Role, obj map[string]any, field string, depth int, leaves *int) *Mapping {
 	if depth > maxMappingDepth {
 		c.fail(field, fault.InvalidAction, "a start mapping nests at most %d levels", maxMappingDepth)
 		return nil
@@ -364,14 +428,14 @@ func (c *compiler) mappingNode(obj map[string]any, field string, depth int, leav
 				c.fail(field, fault.InvalidAction, "a start mapping has at most %d expressions", maxMappingLeaves)
 				return nil
 			}
-			p := c.program(expr.StartMapping, x, f)
+			p := c.program(role, x, f)
 			if p == nil {
 				ok = false
 				continue
 			}
 			m.Fields[k] = &Mapping{Program: p}
 		case map[string]any:
-			sub := c.mappingNode(x, f, depth+1, leaves)
+			sub := c.mappingNode(role, x, f, depth+1, leaves)
 			if sub == nil {
 				ok = false
 				continue

@@ -11,11 +11,30 @@ import (
 // Definition is an action as the client defines it. It is stored verbatim
 // as JSON per version and read back through GraphQL.
 type Definition struct {
-	Name     string          `json:"name"`
-	Kind     string          `json:"kind"`
-	Config   jsonvalue.Value `json:"config,omitempty"`
-	Triggers []Trigger       `json:"triggers"`
-	Session  *SessionDef     `json:"session,omitempty"`
+	Name   string          `json:"name"`
+	Kind   string          `json:"kind"`
+	Config jsonvalue.Value `json:"config,omitempty"`
+	// Source is the action's code, for kinds that run code (starlark).
+	Source   *string     `json:"source,omitempty"`
+	Triggers []Trigger   `json:"triggers"`
+	Session  *SessionDef `json:"session,omitempty"`
+	Tool     *ToolDef    `json:"tool,omitempty"`
+}
+
+// ToolDef makes the action callable as a tool (X1-X6): by operators through
+// GraphQL, and by handlers and other tools.
+type ToolDef struct {
+	Name        string          `json:"name"`
+	Description *string         `json:"description,omitempty"`
+	InputSchema jsonvalue.Value `json:"inputSchema,omitempty"`
+	// Session, when set, records every call in a tool session whose input
+	// the start mapping builds from tool.input (X1).
+	Session *ToolSessionDef `json:"session,omitempty"`
+}
+
+// ToolSessionDef is a tool's session: its start mapping over tool.input.
+type ToolSessionDef struct {
+	Start *StartRole `json:"start"`
 }
 
 // Trigger matches ledger events with a CEL predicate (Event) and, in an

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actionsledger/actionsledger/jsonvalue"
 )
@@ -16,22 +17,74 @@ import (
 // transaction commits. Record rows are written at once, so reads in the
 // transaction see them; the ledger head is taken only by Flush, so a slow
 // handler never holds up other appenders. Not safe for concurrent use.
+//
+// The transaction begins on first use (a handler that never touches the
+// ledger holds no transaction while it runs).
 type Writer struct {
+	pool    *pgxpool.Pool
 	tx      pgx.Tx
 	now     func() time.Time
 	pending []NewEvent
+	calls   int
 }
 
-// NewWriter returns a Writer on tx; now reads the injected clock.
-func NewWriter(tx pgx.Tx, now func() time.Time) *Writer { return &Writer{tx: tx, now: now} }
+// NewWriter returns a Writer whose transaction begins on pool when first
+// needed; now reads the injected clock.
+func NewWriter(pool *pgxpool.Pool, now func() time.Time) *Writer { return &Writer{pool: pool, now: now} }
 
-// Tx returns the transaction the writer writes in.
-func (w *Writer) Tx() pgx.Tx { return w.tx }
+// Tx returns the writer's transaction, beginning it if needed.
+func (w *Writer) Tx(ctx context.Context) (pgx.Tx, error) {
+	if w.tx == nil {
+		tx, err := w.pool.Begin(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: begin: %w", err)
+		}
+		w.tx = tx
+	}
+	return w.tx, nil
+}
+
+// Now reads the writer's clock.
+func (w *Writer) Now() time.Time { return w.now() }
+
+// NextCall numbers the calls made in this transaction, from 1 (X5).
+func (w *Writer) NextCall() int {
+	w.calls++
+	return w.calls
+}
+
+// Commit flushes the queued events and commits; a writer that never began
+// commits nothing.
+func (w *Writer) Commit(ctx context.Context) error {
+	if w.tx == nil {
+		return nil
+	}
+	if _, err := w.Flush(ctx); err != nil {
+		return err
+	}
+	err := w.tx.Commit(ctx)
+	w.tx = nil
+	return err
+}
+
+// Rollback abandons the transaction and everything queued. Safe to call
+// more than once and after Commit.
+func (w *Writer) Rollback(ctx context.Context) {
+	if w.tx != nil {
+		_ = w.tx.Rollback(ctx)
+		w.tx = nil
+	}
+	w.pending, w.calls = nil, 0
+}
 
 // Get reads a record as this transaction sees it (its own writes included).
 func (w *Writer) Get(ctx context.Context, ns, key string) (jsonvalue.Value, bool, error) {
+	tx, err := w.Tx(ctx)
+	if err != nil {
+		return nil, false, err
+	}
 	var v []byte
-	err := w.tx.QueryRow(ctx, `SELECT value FROM kv_values WHERE namespace = $1 AND key = $2`, ns, key).Scan(&v)
+	err = tx.QueryRow(ctx, `SELECT value FROM kv_values WHERE namespace = $1 AND key = $2`, ns, key).Scan(&v)
 	if err == pgx.ErrNoRows {
 		return nil, false, nil
 	}
@@ -53,7 +106,11 @@ func (w *Writer) Put(ctx context.Context, ns, key string, value jsonvalue.Value)
 	if err := jsonvalue.Check(value, "value"); err != nil {
 		return 0, err
 	}
-	ev, version, _, err := putRecord(ctx, w.tx, w.now(), ns, key, value)
+	tx, err := w.Tx(ctx)
+	if err != nil {
+		return 0, err
+	}
+	ev, version, _, err := putRecord(ctx, tx, w.now(), ns, key, value)
 	if err != nil {
 		return 0, err
 	}
@@ -70,7 +127,11 @@ func (w *Writer) Flush(ctx context.Context) ([]Event, error) {
 	if len(w.pending) == 0 {
 		return nil, nil
 	}
-	evs, err := Append(ctx, w.tx, w.now(), w.pending...)
+	tx, err := w.Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := Append(ctx, tx, w.now(), w.pending...)
 	if err != nil {
 		return nil, err
 	}

@@ -67,6 +67,10 @@ type Executor struct {
 	log     *slog.Logger
 	cfg     Config
 
+	// EnvFunc, when set, gives each attempt its Env over the attempt's
+	// writer; execID is the running execution (the parent of its tool calls).
+	EnvFunc func(w *ledger.Writer, execID uuid.UUID) Env
+
 	// sleep waits between retries; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
 }
@@ -337,13 +341,14 @@ func (e *Executor) run(ctx context.Context, c *claim) error {
 	if err != nil {
 		return err
 	}
-	h, herr := e.kinds.Handler(comp.Def.Kind, comp.Def.Config)
+	h, herr := e.kinds.Handler(comp.Def.Kind, Spec{Config: comp.Def.Config, Source: comp.Def.Source})
 	req, err := e.request(ctx, c, comp)
 	if err != nil {
 		return err
 	}
 	var out *Outcome
 	var runErr error
+	var w *ledger.Writer
 	switch {
 	case herr != nil:
 		runErr = herr
@@ -351,10 +356,13 @@ func (e *Executor) run(ctx context.Context, c *claim) error {
 		runErr = Permanent(fmt.Errorf("the execution did not finish in %d attempts (the workers running it stopped)", c.attempt))
 	default:
 		var stop bool
-		out, runErr, stop, err = e.attempts(ctx, runCtx, c, h, req)
+		out, w, runErr, stop, err = e.attempts(ctx, runCtx, c, h, req)
 		if err != nil || stop {
 			return err
 		}
+	}
+	if w != nil {
+		defer w.Rollback(context.WithoutCancel(ctx))
 	}
 	select {
 	case <-lost:
@@ -365,13 +373,17 @@ func (e *Executor) run(ctx context.Context, c *claim) error {
 	if ctx.Err() != nil {
 		return ctx.Err() // shutting down: the lease expires and another worker runs the turn
 	}
-	return e.commit(ctx, c, req.Transcript.Entries(), out, runErr)
+	return e.commit(ctx, c, w, req.Transcript.Entries(), out, runErr)
 }
 
 // attempts runs the handler until it succeeds, fails permanently or uses
 // up MaxAttempts (T7). stop reports that the lease was lost before an
 // attempt: the turn belongs to another worker now.
-func (e *Executor) attempts(ctx, runCtx context.Context, c *claim, h Handler, req *Request) (out *Outcome, runErr error, stop bool, err error) {
+//
+// Each attempt runs in a transaction of its own (begun when the handler
+// first reaches the ledger or a tool): a failed attempt's writes roll back,
+// and the successful attempt's writer is returned so the turn commits in it.
+func (e *Executor) attempts(ctx, runCtx context.Context, c *claim, h Handler, req *Request) (out *Outcome, w *ledger.Writer, runErr error, stop bool, err error) {
 	for first := true; ; first = false {
 		if !first { // the claim counted the first attempt
 			c.attempt++
@@ -379,26 +391,34 @@ func (e *Executor) attempts(ctx, runCtx context.Context, c *claim, h Handler, re
 			tag, err := e.pool.Exec(ctx, `UPDATE executions x SET attempts = $2 FROM sessions s
 				WHERE x.id = $1 AND s.sid = $3 AND s.lease_token = $4`, c.execID, c.attempt, c.sess.SID, c.token)
 			if err != nil {
-				return nil, nil, false, err
+				return nil, nil, nil, false, err
 			}
 			if tag.RowsAffected() == 0 {
 				e.log.Warn("lease lost before an attempt; turn left to its new owner", "session", c.sess.ID, "turn", c.turn)
-				return nil, nil, true, nil
+				return nil, nil, nil, true, nil
 			}
 		}
 		req.Attempt = c.attempt
 		req.Transcript.reset()
+		w = ledger.NewWriter(e.pool, e.clock.Now)
+		if e.EnvFunc != nil {
+			req.Env = e.EnvFunc(w, c.execID)
+		}
 		out, runErr = e.attempt(runCtx, h, req)
 		if runErr == nil {
 			if verr := out.validate(); verr != nil {
 				runErr = Permanent(fmt.Errorf("action_output_invalid: %w", verr))
 			}
 		}
-		if runErr == nil || IsPermanent(runErr) || c.attempt >= e.cfg.MaxAttempts || runCtx.Err() != nil {
-			return out, runErr, false, nil
+		if runErr == nil {
+			return out, w, nil, false, nil
+		}
+		w.Rollback(context.WithoutCancel(ctx))
+		if IsPermanent(runErr) || c.attempt >= e.cfg.MaxAttempts || runCtx.Err() != nil {
+			return out, nil, runErr, false, nil
 		}
 		if e.sleep(runCtx, e.cfg.Backoff<<(c.attempt-1)) != nil {
-			return out, runErr, false, nil
+			return out, nil, runErr, false, nil
 		}
 	}
 }
@@ -463,7 +483,7 @@ func (e *Executor) request(ctx context.Context, c *claim, comp *action.Compiled)
 	return &Request{
 		ActionID: c.sess.ActionID, Version: c.sess.Version, SessionID: c.sess.ID,
 		Input: c.sess.Input, State: c.sess.State, Inputs: views, Turn: c.turn,
-		Final: c.final, EndsAt: c.endsAt, ExecutionID: c.execID, Config: comp.Def.Config,
+		Final: c.final, EndsAt: c.endsAt, ExecutionID: c.execID, Spec: Spec{Config: comp.Def.Config, Source: comp.Def.Source},
 		Transcript: &Transcript{now: e.clock.Now},
 	}, nil
 }
@@ -473,8 +493,35 @@ func (e *Executor) request(ctx context.Context, c *claim, comp *action.Compiled)
 // commit, or none. A failed execution fails the turn and the session and
 // leaves the inputs pending (T7). A session closed meanwhile gets the turn
 // CANCELLED and nothing else.
-func (e *Executor) commit(ctx context.Context, c *claim, transcript []Entry, out *Outcome, runErr error) error {
-	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+//
+// A successful turn commits in its handler's transaction (w), so the
+// handler's ledger writes and tool calls commit with it; a failed turn
+// commits its record in a fresh transaction.
+func (e *Executor) commit(ctx context.Context, c *claim, w *ledger.Writer, transcript []Entry, out *Outcome, runErr error) error {
+	if w == nil || runErr != nil {
+		if w != nil {
+			w.Rollback(ctx)
+		}
+		w = ledger.NewWriter(e.pool, e.clock.Now)
+	}
+	tx, err := w.Tx(ctx)
+	if err != nil {
+		return err
+	}
+	committed := false
+	err = e.record(ctx, tx, c, transcript, out, runErr, &committed)
+	if err != nil || !committed {
+		w.Rollback(ctx)
+		return err
+	}
+	return w.Commit(ctx)
+}
+
+// record writes the turn's outcome in tx; committed reports whether the
+// transaction is to commit (false when the lease was taken over).
+func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript []Entry, out *Outcome, runErr error, committed *bool) error {
+	*committed = true
+	return func() error {
 		now := e.clock.Now()
 		var status session.Status
 		var token int64
@@ -483,6 +530,7 @@ func (e *Executor) commit(ctx context.Context, c *claim, transcript []Entry, out
 		}
 		if token != c.token {
 			e.log.Warn("lease taken over; turn not committed", "session", c.sess.ID, "turn", c.turn)
+			*committed = false
 			return nil
 		}
 		if err := insertTranscript(ctx, tx, c.execID, transcript); err != nil {
@@ -536,7 +584,7 @@ func (e *Executor) commit(ctx context.Context, c *claim, transcript []Entry, out
 			return err
 		}
 		return nil
-	})
+	}()
 }
 
 // finish settles the turn and its execution.

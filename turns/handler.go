@@ -40,7 +40,10 @@ type Request struct {
 	EndsAt      *time.Time      `json:"ends_at"`
 	ExecutionID uuid.UUID       `json:"execution_id"`
 	Attempt     int             `json:"attempt"`
-	Config      jsonvalue.Value `json:"-"`
+	Spec        Spec            `json:"-"`
+	// Env reaches the ledger and tools inside the turn's transaction; nil
+	// when the executor was built without tools.
+	Env Env `json:"-"`
 	// Transcript collects the execution's transcript entries. It is reset
 	// before each attempt so a retry starts clean.
 	Transcript *Transcript `json:"-"`
@@ -129,14 +132,68 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
+// Spec is an action's handler settings: its config and, for kinds that
+// run code, its source.
+type Spec struct {
+	Config jsonvalue.Value
+	Source *string
+}
+
+// Env is what a handler or tool may do beyond computing, inside the
+// transaction its turn (or call) commits in (T6, X4): read and write ledger
+// records, find sessions and call tools. Record writes and calls commit with
+// the turn or roll back with it.
+type Env interface {
+	// LedgerGet reads a record as the transaction sees it.
+	LedgerGet(ctx context.Context, namespace, key string) (jsonvalue.Value, bool, error)
+	// LedgerPut writes a record (its event is appended at commit) and returns its version.
+	LedgerPut(ctx context.Context, namespace, key string, value jsonvalue.Value) (int64, error)
+	// Session finds a session by action id and session id; nil when there is none (X6).
+	Session(ctx context.Context, actionID, id string) (*SessionView, error)
+	// CallTool calls a tool action with input and returns its output.
+	CallTool(ctx context.Context, actionID string, input jsonvalue.Value) (jsonvalue.Value, error)
+	// Now reads the service's clock.
+	Now() time.Time
+}
+
+// SessionView is a session as a handler reads it.
+type SessionView struct {
+	ID     string
+	Input  jsonvalue.Value
+	Status string
+	// Inputs are the session's inputs in listing order, each a JSON object;
+	// for a tool session, its calls (the transaction's own uncommitted ones included).
+	Inputs []jsonvalue.Value
+}
+
+// ToolHandler serves calls of a tool action (X1-X6).
+type ToolHandler interface {
+	// Call returns the call's output. Errors fail the call (and, for a call
+	// made by a handler, that handler's attempt).
+	Call(ctx context.Context, req *CallRequest) (jsonvalue.Value, error)
+}
+
+// CallRequest is one tool call.
+type CallRequest struct {
+	ActionID    uuid.UUID
+	Version     int
+	ExecutionID uuid.UUID
+	Input       jsonvalue.Value
+	// Session is the tool session the call records in; nil for a tool without one.
+	Session *SessionView
+	Env     Env
+}
+
 // Kind is a registered handler kind.
 type Kind struct {
 	// Name is the kind as actions name it, e.g. agent.echo.
 	Name string
-	// New validates config and returns the kind's handler for it. Errors
+	// New validates the spec and returns the kind's turn handler. Errors
 	// should be *fault.Error with code fault.InvalidConfig, naming the field
-	// under "config".
-	New func(config jsonvalue.Value) (Handler, error)
+	// ("config..." or "source").
+	New func(spec Spec) (Handler, error)
+	// NewTool, when set, returns the kind's handler for tool calls.
+	NewTool func(spec Spec) (ToolHandler, error)
 }
 
 // Registry holds the handler kinds a server offers.
@@ -163,27 +220,47 @@ func (r *Registry) Names() []string {
 	return out
 }
 
-// Check validates a kind and its config (used at createAction, A1).
-// Errors: fault.UnknownKind (field kind), fault.InvalidConfig.
-func (r *Registry) Check(kind string, config jsonvalue.Value) error {
-	_, err := r.Handler(kind, config)
+// Check validates a kind with its config and source, and that it can serve
+// tool calls when tool is set (an action.KindChecker). Errors:
+// fault.UnknownKind (field kind), fault.InvalidConfig.
+func (r *Registry) Check(kind string, config jsonvalue.Value, source *string, tool bool) error {
+	spec := Spec{Config: config, Source: source}
+	if tool {
+		_, err := r.Tool(kind, spec)
+		return err
+	}
+	_, err := r.Handler(kind, spec)
 	return err
 }
 
-// Handler returns the handler for kind configured with config.
-func (r *Registry) Handler(kind string, config jsonvalue.Value) (Handler, error) {
+// Handler returns the turn handler for kind configured with spec.
+func (r *Registry) Handler(kind string, spec Spec) (Handler, error) {
 	k, ok := r.kinds[kind]
 	if !ok {
 		return nil, fault.New(fault.UnknownKind, "kind", "unknown handler kind %q; known kinds: %v", kind, r.Names())
 	}
-	h, err := k.New(config)
-	if err != nil {
-		if fault.As(err) == nil {
-			err = fault.New(fault.InvalidConfig, "config", "%v", err)
-		}
-		return nil, err
+	h, err := k.New(spec)
+	return h, configError(err)
+}
+
+// Tool returns the tool handler for kind configured with spec.
+func (r *Registry) Tool(kind string, spec Spec) (ToolHandler, error) {
+	k, ok := r.kinds[kind]
+	if !ok {
+		return nil, fault.New(fault.UnknownKind, "kind", "unknown handler kind %q; known kinds: %v", kind, r.Names())
 	}
-	return h, nil
+	if k.NewTool == nil {
+		return nil, fault.New(fault.InvalidConfig, "kind", "kind %q cannot serve tool calls", kind)
+	}
+	h, err := k.NewTool(spec)
+	return h, configError(err)
+}
+
+func configError(err error) error {
+	if err != nil && fault.As(err) == nil {
+		return fault.New(fault.InvalidConfig, "config", "%v", err)
+	}
+	return err
 }
 
 // validate checks an outcome's shape (T5); the error message says what is wrong.

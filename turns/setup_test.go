@@ -63,7 +63,7 @@ func setup(t *testing.T, run runFunc) *bundle {
 	app, err := server.New(ctx, server.Config{DatabaseURL: pgtest.NewDB(t), Clock: clk}, log)
 	require.NoError(t, err)
 	t.Cleanup(app.Close)
-	kinds := turns.NewRegistry(echo.Kind(), turns.Kind{Name: probeKind, New: func(jsonvalue.Value) (turns.Handler, error) {
+	kinds := turns.NewRegistry(echo.Kind(), turns.Kind{Name: probeKind, New: func(turns.Spec) (turns.Handler, error) {
 		return run, nil
 	}})
 	return &bundle{t: t, ctx: ctx, app: app, clock: clk, kinds: kinds, actions: action.NewStore(app.Pool, clk, kinds.Check), log: log}

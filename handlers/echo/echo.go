@@ -33,7 +33,11 @@ type Config struct {
 
 // Kind returns the kind for a turns.Registry.
 func Kind() turns.Kind {
-	return turns.Kind{Name: KindName, New: func(raw jsonvalue.Value) (turns.Handler, error) {
+	return turns.Kind{Name: KindName, New: func(spec turns.Spec) (turns.Handler, error) {
+		raw := spec.Config
+		if spec.Source != nil {
+			return nil, fault.New(fault.InvalidConfig, "source", "agent.echo runs no source")
+		}
 		var cfg Config
 		if len(raw) > 0 && string(raw) != "null" {
 			dec := json.NewDecoder(bytes.NewReader(raw))
