@@ -30,7 +30,9 @@ type Writer struct {
 
 // NewWriter returns a Writer whose transaction begins on pool when first
 // needed; now reads the injected clock.
-func NewWriter(pool *pgxpool.Pool, now func() time.Time) *Writer { return &Writer{pool: pool, now: now} }
+func NewWriter(pool *pgxpool.Pool, now func() time.Time) *Writer {
+	return &Writer{pool: pool, now: now}
+}
 
 // Tx returns the writer's transaction, beginning it if needed.
 func (w *Writer) Tx(ctx context.Context) (pgx.Tx, error) {
