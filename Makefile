@@ -56,7 +56,7 @@ bench: build
 	DATABASE_URL="$$url" exec $(BIN) bench
 
 generate:
-	$(GO) tool gqlgen generate
+	$(GO) run ./graph/gen
 
 lint:
 	files=$$(find . \( -path ./.pgdata -o -path ./.git -o -path ./bin \) -prune -o -name '*.go' -print); \

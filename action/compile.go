@@ -217,6 +217,7 @@ func (c *compiler) compile(kinds KindChecker) *Compiled {
 			c.fail(f+".session", fault.InvalidAction, "with a session block every trigger needs a session role: start or resume")
 			ct.Predicate = c.program(expr.StartPredicate, t.Event, f+".event")
 		case role.Start != nil && role.Resume != nil:
+			hasStart = true // one error is enough
 			c.fail(f+".session", fault.InvalidAction, "a trigger has exactly one of start and resume")
 		case role.Start != nil:
 			hasStart = true

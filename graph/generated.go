@@ -9418,17 +9418,15 @@ func (ec *executionContext) _ActionsMutation(ctx context.Context, sel ast.Select
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("ActionsMutation")
 		case "createAction":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._ActionsMutation_createAction(ctx, field, obj)
-				})
+			out.Values[i] = ec._ActionsMutation_createAction(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "closeSession":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._ActionsMutation_closeSession(ctx, field, obj)
-				})
+			out.Values[i] = ec._ActionsMutation_closeSession(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -10015,17 +10013,15 @@ func (ec *executionContext) _LedgerMutation(ctx context.Context, sel ast.Selecti
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("LedgerMutation")
 		case "putValue":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._LedgerMutation_putValue(ctx, field, obj)
-				})
+			out.Values[i] = ec._LedgerMutation_putValue(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "appendEvent":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._LedgerMutation_appendEvent(ctx, field, obj)
-				})
+			out.Values[i] = ec._LedgerMutation_appendEvent(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}

@@ -2,7 +2,7 @@
 // and the domain packages and hold no business rules of their own.
 package graph
 
-//go:generate go run github.com/99designs/gqlgen generate
+//go:generate go run ../graph/gen
 
 import (
 	"log/slog"

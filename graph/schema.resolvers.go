@@ -8,6 +8,7 @@ package graph
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/actionsledger/actionsledger/action"
@@ -36,6 +37,9 @@ func (r *actionResolver) Versions(ctx context.Context, obj *action.Action) ([]ac
 
 // Session is the resolver for the session field.
 func (r *actionResolver) Session(ctx context.Context, obj *action.Action, id string) (*session.Session, error) {
+	if len(id) > session.MaxIDLen {
+		return nil, fault.New(fault.BadInput, "id", "a session id is at most %d bytes", session.MaxIDLen)
+	}
 	return r.SessionStore.Get(ctx, obj.ID, id)
 }
 
@@ -142,6 +146,9 @@ func (r *actionSessionResolver) Turns(ctx context.Context, obj *session.Session,
 
 // Turn is the resolver for the turn field.
 func (r *actionSessionResolver) Turn(ctx context.Context, obj *session.Session, number int) (*turns.Turn, error) {
+	if number < 1 || number > math.MaxInt32 {
+		return nil, nil
+	}
 	return r.TurnStore.Turn(ctx, obj.SID, number)
 }
 

@@ -172,6 +172,9 @@ func (a *App) Run(ctx context.Context) error {
 			_ = srv.Shutdown(sctx)
 		}()
 	}
+	if a.cfg.Addr == "" {
+		a.log.Info("worker running: dispatcher and turn executor", "workers", a.cfg.Workers)
+	}
 	var err error
 	select {
 	case <-ctx.Done():

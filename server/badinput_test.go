@@ -266,7 +266,7 @@ func TestCloseSessionErrors(t *testing.T) {
 		code, field string
 	}{
 		{"unknown session", closeVars(actionID, "nobody", "r"), "NOT_FOUND", "id"},
-		{"unknown action", closeVars(uuid.NewString(), acct, "r"), "NOT_FOUND", "id"},
+		{"unknown action", closeVars(uuid.NewString(), acct, "r"), "NOT_FOUND", "actionId"},
 		{"empty reason", closeVars(actionID, acct, ""), "BAD_USER_INPUT", "reason"},
 		{"blank reason", closeVars(actionID, acct, " \t"), "BAD_USER_INPUT", "reason"},
 		{"NUL in the reason", closeVars(actionID, acct, "a\x00b"), "BAD_USER_INPUT", "reason"},

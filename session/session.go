@@ -303,6 +303,9 @@ func (st *Store) Close(ctx context.Context, actionID uuid.UUID, id, reason strin
 	if strings.TrimSpace(reason) == "" || len(reason) > MaxReasonLen || !utf8.ValidString(reason) || strings.IndexByte(reason, 0) >= 0 {
 		return nil, fault.New(fault.BadInput, "reason", "a reason is 1-%d bytes of text", MaxReasonLen)
 	}
+	if id == "" || len(id) > MaxIDLen {
+		return nil, fault.New(fault.BadInput, "id", "a session id is 1-%d bytes", MaxIDLen)
+	}
 	now := st.clock.Now()
 	s, err := scanSession(st.pool.QueryRow(ctx, `UPDATE sessions SET status = 'CANCELLED', reason = $3, closed_at = $4,
 		updated_at = $4, next_turn_at = NULL
@@ -313,7 +316,14 @@ func (st *Store) Close(ctx context.Context, actionID uuid.UUID, id, reason strin
 			return nil, gerr
 		}
 		if cur == nil {
-			return nil, fault.New(fault.NotFound, "id", "no session %q for this action", id)
+			var exists bool
+			if err := st.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM actions WHERE id = $1)`, actionID).Scan(&exists); err != nil {
+				return nil, err
+			}
+			if !exists {
+				return nil, fault.New(fault.NotFound, "actionId", "no action with this id")
+			}
+			return nil, fault.New(fault.NotFound, "id", "this action has no session with this id")
 		}
 		return nil, fault.New(fault.SessionClosed, "id", "the session is already %s", cur.Status)
 	}

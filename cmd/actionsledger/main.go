@@ -58,6 +58,9 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cli.DatabaseURL == "" {
+		kctx.Fatalf("DATABASE_URL (or --database-url) is empty")
+	}
 	kctx.BindTo(ctx, (*context.Context)(nil))
 	if err := kctx.Run(&cli.globals, log); err != nil {
 		fmt.Fprintln(os.Stderr, "actionsledger:", err)

@@ -43,7 +43,7 @@ func Kind() turns.Kind {
 			dec := json.NewDecoder(bytes.NewReader(raw))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&cfg); err != nil {
-				return nil, fault.New(fault.InvalidConfig, "config", "agent.echo takes {agent_id: string, sleep_ms: integer}: %v", err)
+				return nil, fault.New(fault.InvalidConfig, "config", "agent.echo takes {agent_id: string, sleep_ms: integer from 0 to %d} and nothing else", MaxSleep.Milliseconds())
 			}
 		}
 		if len(cfg.AgentID) > 200 {

@@ -1,0 +1,398 @@
+// Package tools calls tool actions (SPEC X1-X6): directly, by an operator
+// through GraphQL, or from a handler or another tool inside the caller's
+// transaction. A tool with a session records each committed call as a CALL
+// input of that session.
+//
+// How the X rules are met:
+//   - X2 a call finds or creates its session in a short transaction of its
+//     own before the call runs (INSERT ... ON CONFLICT DO NOTHING), so
+//     concurrent first calls all succeed and a session whose first call rolls
+//     back exists with no history; calls never lock the session row, and
+//     CALL inputs take their sequence from a database sequence, so calls
+//     never wait for one another.
+//   - X3 the session's input must equal the call's mapped input; its status
+//     is read when the call starts (a closed session fails the call with
+//     SESSION_CLOSED before anything runs or is written).
+//   - X4 the execution and the CALL input are written in the caller's
+//     transaction: they commit or roll back with it.
+//   - X5 a CALL input's order key is (transaction begin time, transaction
+//     id, call number within the transaction); a transaction reads its own
+//     uncommitted calls.
+//   - X6 session lookups run in the caller's transaction at READ COMMITTED,
+//     so they see a session created after the transaction began.
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/expr"
+	"github.com/actionsledger/actionsledger/internal/clock"
+	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/ledger"
+	"github.com/actionsledger/actionsledger/session"
+	"github.com/actionsledger/actionsledger/turns"
+)
+
+// MaxDepth is how deeply tool calls may nest (a tool calling a tool ...).
+const MaxDepth = 8
+
+// Error codes of calls, in addition to those of internal/fault.
+const (
+	// CodeNotATool: the action has no tool block.
+	CodeNotATool = "NOT_A_TOOL"
+	// CodeSessionInputConflict: the tool session exists with a different input (X3).
+	CodeSessionInputConflict = "SESSION_INPUT_CONFLICT"
+	// CodeCallFailed: the tool's code failed; the message says why.
+	CodeCallFailed = "TOOL_CALL_FAILED"
+)
+
+// Service calls tools.
+type Service struct {
+	pool    *pgxpool.Pool
+	actions *action.Store
+	kinds   *turns.Registry
+	clock   clock.Clock
+	log     *slog.Logger
+}
+
+// NewService returns a Service.
+func NewService(pool *pgxpool.Pool, actions *action.Store, kinds *turns.Registry, c clock.Clock, log *slog.Logger) *Service {
+	return &Service{pool: pool, actions: actions, kinds: kinds, clock: c, log: log}
+}
+
+// Result is a committed (or, inside a caller's transaction, pending) call.
+type Result struct {
+	ExecutionID uuid.UUID
+	ActionID    uuid.UUID
+	Output      jsonvalue.Value
+	// SID is the tool session's key; 0 for a tool without a session.
+	SID       int64
+	SessionID string
+}
+
+// Call makes a direct call (an operator's, through GraphQL) in a
+// transaction of its own and commits it. Errors: fault.NotFound,
+// CodeNotATool, fault.BadInput (input fails the tool's inputSchema, field
+// input), CodeSessionInputConflict, fault.SessionClosed, CodeCallFailed.
+func (s *Service) Call(ctx context.Context, actionID uuid.UUID, input jsonvalue.Value) (*Result, error) {
+	if err := jsonvalue.Check(input, "input"); err != nil {
+		return nil, err
+	}
+	w := ledger.NewWriter(s.pool, s.clock.Now)
+	defer w.Rollback(context.WithoutCancel(ctx))
+	res, err := s.call(ctx, w, nil, 0, actionID, input)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("tools: commit call: %w", err)
+	}
+	return res, nil
+}
+
+// Env returns the Env a handler (or a tool) running as execution caller
+// gets: ledger reads and writes through w, session lookups, and tool calls
+// recorded in w's transaction with caller as their parent.
+func (s *Service) Env(w *ledger.Writer, caller uuid.UUID) turns.Env {
+	return &env{s: s, w: w, caller: caller}
+}
+
+// call runs one tool call inside w's transaction.
+func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID, depth int, actionID uuid.UUID, input jsonvalue.Value) (*Result, error) {
+	if depth > MaxDepth {
+		return nil, fault.New(CodeCallFailed, "", "tool calls nest deeper than %d", MaxDepth)
+	}
+	a, err := s.actions.Get(ctx, actionID)
+	if err != nil {
+		return nil, err
+	}
+	if a == nil {
+		return nil, fault.New(fault.NotFound, "actionId", "no action with this id")
+	}
+	comp, err := s.actions.Compiled(ctx, a.ID, a.CurrentVersion)
+	if err != nil {
+		return nil, err
+	}
+	if comp.Tool == nil {
+		return nil, fault.New(CodeNotATool, "actionId", "action %q is not a tool", comp.Def.Name)
+	}
+	decoded, err := input.Decode()
+	if err != nil {
+		return nil, fault.New(fault.InvalidJSON, "input", "%v", err)
+	}
+	if comp.Tool.Schema != nil {
+		if err := comp.Tool.Schema.Validate(decoded); err != nil {
+			return nil, fault.New(fault.BadInput, "input", "the input does not match the tool's inputSchema: %s", messageOf(err))
+		}
+	}
+	h, err := s.kinds.Tool(comp.Def.Kind, turns.Spec{Config: comp.Def.Config, Source: comp.Def.Source})
+	if err != nil {
+		return nil, err
+	}
+	var sess *session.Session
+	var view *turns.SessionView
+	if comp.Tool.Session != nil {
+		sess, err = s.ensureSession(ctx, comp, decoded)
+		if err != nil {
+			return nil, err
+		}
+	}
+	tx, err := w.Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if sess != nil {
+		// X3: the status as the call starts decides.
+		var status session.Status
+		if err := tx.QueryRow(ctx, `SELECT status FROM sessions WHERE sid = $1`, sess.SID).Scan(&status); err != nil {
+			return nil, fmt.Errorf("tools: session status: %w", err)
+		}
+		if status.Final() {
+			return nil, fault.New(fault.SessionClosed, "", "the tool session %q is %s", sess.ID, status)
+		}
+		view, err = sessionView(ctx, tx, sess)
+		if err != nil {
+			return nil, err
+		}
+	}
+	now := s.clock.Now()
+	execID := uuid.New()
+	var sid *int64
+	if sess != nil {
+		sid = &sess.SID
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO executions (id, action_id, version, sid, parent_id, status, attempts, input, started_at)
+		VALUES ($1, $2, $3, $4, $5, 'RUNNING', 1, $6, $7)`, execID, comp.ActionID, comp.Version, sid, caller, []byte(input), now); err != nil {
+		return nil, fmt.Errorf("tools: execution: %w", err)
+	}
+	out, err := s.run(ctx, h, &turns.CallRequest{ActionID: comp.ActionID, Version: comp.Version, ExecutionID: execID,
+		Input: input, Session: view, Env: &env{s: s, w: w, caller: execID, depth: depth + 1}})
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		out = jsonvalue.Value("null")
+	}
+	if err := jsonvalue.Check(out, "output"); err != nil {
+		return nil, fault.New(CodeCallFailed, "", "the tool's output cannot be stored: %s", messageOf(err))
+	}
+	if _, err := tx.Exec(ctx, `UPDATE executions SET status = 'SUCCEEDED', output = $2, finished_at = $3 WHERE id = $1`,
+		execID, []byte(out), s.clock.Now()); err != nil {
+		return nil, fmt.Errorf("tools: execution: %w", err)
+	}
+	res := &Result{ExecutionID: execID, ActionID: comp.ActionID, Output: out}
+	if sess != nil {
+		res.SID, res.SessionID = sess.SID, sess.ID
+		// X4, X5: one CALL input, ordered by the transaction's begin time,
+		// its id and the call's number within it.
+		_, err := tx.Exec(ctx, `INSERT INTO session_inputs (sid, seq, identity, kind, triggers, starts_turn, status, byte_size,
+				delivered_at, execution_id, caller_execution_id, order_key)
+			VALUES ($1, nextval('session_call_seq'), $2, 'CALL', '{}', false, 'CONSUMED', $3, $4, $5, $6,
+				to_char(transaction_timestamp() AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSUS') || '.' ||
+				lpad(pg_current_xact_id()::text, 20, '0') || '.' || lpad($7::text, 6, '0'))`,
+			sess.SID, execID.String(), len(input), now, execID, caller, w.NextCall())
+		if err != nil {
+			return nil, fmt.Errorf("tools: record call: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// run calls the tool handler, turning a panic into an error.
+func (s *Service) run(ctx context.Context, h turns.ToolHandler, req *turns.CallRequest) (out jsonvalue.Value, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fault.New(CodeCallFailed, "", "the tool panicked: %v", r)
+		}
+	}()
+	out, err = h.Call(ctx, req)
+	if err != nil && fault.As(err) == nil {
+		err = &fault.Error{Code: CodeCallFailed, Message: err.Error(), Err: err}
+	}
+	return out, err
+}
+
+// ensureSession finds the call's tool session or creates it, committed at
+// once in its own transaction (X2). Errors: CodeCallFailed (the mapping or
+// id fails), fault.BadInput (the mapped input fails the session schema),
+// CodeSessionInputConflict, fault.SessionClosed.
+func (s *Service) ensureSession(ctx context.Context, comp *action.Compiled, toolInput any) (*session.Session, error) {
+	mapped, err := comp.Tool.Session.Eval(ctx, expr.Vars{ToolInput: toolInput})
+	if err != nil {
+		return nil, fault.New(CodeCallFailed, "input", "the tool session mapping failed: %v", err)
+	}
+	raw, err := jsonvalue.Encode(mapped)
+	if err != nil {
+		return nil, fault.New(CodeCallFailed, "input", "the tool session input is not JSON: %v", err)
+	}
+	sessInput, err := raw.Decode()
+	if err != nil {
+		return nil, err
+	}
+	if comp.Session.Schema != nil {
+		if err := comp.Session.Schema.Validate(sessInput); err != nil {
+			return nil, fault.New(fault.BadInput, "input", "the tool session input does not match inputSchema: %s", messageOf(err))
+		}
+	}
+	v, err := comp.Session.ID.Eval(ctx, expr.Vars{Session: &expr.Session{Input: sessInput}})
+	if err != nil {
+		return nil, fault.New(CodeCallFailed, "input", "the session id expression failed: %v", err)
+	}
+	id, ok := v.(string)
+	if !ok || id == "" || len(id) > session.MaxIDLen || strings.IndexByte(id, 0) >= 0 {
+		return nil, fault.New(CodeCallFailed, "input", "the session id must be 1-%d bytes of text", session.MaxIDLen)
+	}
+	now := s.clock.Now()
+	if _, err := s.pool.Exec(ctx, `INSERT INTO sessions (action_id, id, version, input, status, started_at, created_at, updated_at, kind)
+		VALUES ($1, $2, $3, $4, 'OPEN', $5, $5, $5, 'TOOL') ON CONFLICT (action_id, id) DO NOTHING`,
+		comp.ActionID, id, comp.Version, []byte(raw), now); err != nil {
+		return nil, fmt.Errorf("tools: create session: %w", err)
+	}
+	sess, err := session.NewStore(s.pool, s.clock).Get(ctx, comp.ActionID, id)
+	if err != nil {
+		return nil, err
+	}
+	if sess == nil {
+		return nil, fmt.Errorf("tools: session %q vanished", id)
+	}
+	if sess.Status.Final() {
+		return nil, fault.New(fault.SessionClosed, "", "the tool session %q is %s", id, sess.Status)
+	}
+	if !jsonvalue.Equal(sess.Input, raw) {
+		return nil, fault.New(CodeSessionInputConflict, "input", "the tool session %q exists with a different input", id)
+	}
+	return sess, nil
+}
+
+// sessionView reads a session and its inputs as tx sees them.
+func sessionView(ctx context.Context, tx pgx.Tx, sess *session.Session) (*turns.SessionView, error) {
+	ins, err := session.Inputs(ctx, tx, sess.SID, "", 1000, nil)
+	if err != nil {
+		return nil, err
+	}
+	v := &turns.SessionView{ID: sess.ID, Input: sess.Input, Status: string(sess.Status)}
+	if len(ins) == 0 {
+		return v, nil
+	}
+	var calls []uuid.UUID
+	for _, in := range ins {
+		if in.ExecutionID != nil {
+			calls = append(calls, *in.ExecutionID)
+		}
+	}
+	execs := map[uuid.UUID][2][]byte{}
+	rows, err := tx.Query(ctx, `SELECT id, input, output FROM executions WHERE id = ANY($1)`, calls)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var id uuid.UUID
+		var in, out []byte
+		if err := rows.Scan(&id, &in, &out); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		execs[id] = [2][]byte{in, out}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, in := range ins {
+		item := map[string]any{"identity": in.Identity, "kind": in.Kind, "delivered_at": in.DeliveredAt.Format(time.RFC3339Nano)}
+		if in.ExecutionID != nil {
+			x := execs[*in.ExecutionID]
+			item["execution_id"] = in.ExecutionID.String()
+			item["input"], item["output"] = json.RawMessage(orNull(x[0])), json.RawMessage(orNull(x[1]))
+		}
+		if in.CallerExecutionID != nil {
+			item["caller_execution_id"] = in.CallerExecutionID.String()
+		}
+		raw, err := jsonvalue.Encode(item)
+		if err != nil {
+			return nil, err
+		}
+		v.Inputs = append(v.Inputs, raw)
+	}
+	return v, nil
+}
+
+func orNull(b []byte) []byte {
+	if len(b) == 0 {
+		return []byte("null")
+	}
+	return b
+}
+
+func messageOf(err error) string {
+	if fe := fault.As(err); fe != nil {
+		return fe.Message
+	}
+	return err.Error()
+}
+
+// env is a handler's or tool's Env.
+type env struct {
+	s      *Service
+	w      *ledger.Writer
+	caller uuid.UUID
+	depth  int
+}
+
+func (e *env) LedgerGet(ctx context.Context, ns, key string) (jsonvalue.Value, bool, error) {
+	return e.w.Get(ctx, ns, key)
+}
+
+func (e *env) LedgerPut(ctx context.Context, ns, key string, value jsonvalue.Value) (int64, error) {
+	return e.w.Put(ctx, ns, key, value)
+}
+
+func (e *env) Now() time.Time { return e.s.clock.Now() }
+
+func (e *env) Session(ctx context.Context, actionID, id string) (*turns.SessionView, error) {
+	aid, err := uuid.Parse(actionID)
+	if err != nil {
+		return nil, fault.New(fault.BadInput, "action_id", "%q is not a UUID", actionID)
+	}
+	tx, err := e.w.Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	row := tx.QueryRow(ctx, `SELECT sid FROM sessions WHERE action_id = $1 AND id = $2`, aid, id)
+	var sid int64
+	if err := row.Scan(&sid); errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	sess, err := session.BySID(ctx, tx, sid)
+	if err != nil || sess == nil {
+		return nil, err
+	}
+	return sessionView(ctx, tx, sess)
+}
+
+func (e *env) CallTool(ctx context.Context, actionID string, input jsonvalue.Value) (jsonvalue.Value, error) {
+	aid, err := uuid.Parse(actionID)
+	if err != nil {
+		return nil, fault.New(fault.BadInput, "action_id", "%q is not a UUID", actionID)
+	}
+	caller := e.caller
+	res, err := e.s.call(ctx, e.w, &caller, e.depth, aid, input)
+	if err != nil {
+		return nil, err
+	}
+	return res.Output, nil
+}
