@@ -18,6 +18,7 @@ import (
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/session"
+	"github.com/actionsledger/actionsledger/tools"
 	"github.com/actionsledger/actionsledger/turns"
 	"github.com/google/uuid"
 	gqlparser "github.com/vektah/gqlparser/v2"
@@ -49,6 +50,7 @@ type ResolverRoot interface {
 	LedgerQuery() LedgerQueryResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
+	ToolCall() ToolCallResolver
 	TriggerDiagnostic() TriggerDiagnosticResolver
 }
 
@@ -78,6 +80,8 @@ type ComplexityRoot struct {
 		Kind     func(childComplexity int) int
 		Name     func(childComplexity int) int
 		Session  func(childComplexity int) int
+		Source   func(childComplexity int) int
+		Tool     func(childComplexity int) int
 		Triggers func(childComplexity int) int
 	}
 
@@ -106,8 +110,10 @@ type ComplexityRoot struct {
 	}
 
 	ActionSessionInput struct {
+		Caller      func(childComplexity int) int
 		DeliveredAt func(childComplexity int) int
 		Event       func(childComplexity int) int
+		Execution   func(childComplexity int) int
 		Identity    func(childComplexity int) int
 		Kind        func(childComplexity int) int
 		Seq         func(childComplexity int) int
@@ -146,6 +152,7 @@ type ComplexityRoot struct {
 	}
 
 	ActionsMutation struct {
+		CallTool     func(childComplexity int, actionID uuid.UUID, input jsonvalue.Value) int
 		CloseSession func(childComplexity int, actionID uuid.UUID, id string, reason string) int
 		CreateAction func(childComplexity int, id uuid.UUID, input action.Definition) int
 	}
@@ -182,6 +189,7 @@ type ComplexityRoot struct {
 		Error      func(childComplexity int) int
 		FinishedAt func(childComplexity int) int
 		ID         func(childComplexity int) int
+		Input      func(childComplexity int) int
 		Invocation func(childComplexity int) int
 		Session    func(childComplexity int) int
 		StartedAt  func(childComplexity int) int
@@ -271,6 +279,23 @@ type ComplexityRoot struct {
 		Input func(childComplexity int) int
 	}
 
+	ToolCall struct {
+		Execution func(childComplexity int) int
+		Output    func(childComplexity int) int
+		Session   func(childComplexity int) int
+	}
+
+	ToolDefinition struct {
+		Description func(childComplexity int) int
+		InputSchema func(childComplexity int) int
+		Name        func(childComplexity int) int
+		Session     func(childComplexity int) int
+	}
+
+	ToolSessionDefinition struct {
+		Start func(childComplexity int) int
+	}
+
 	TranscriptConnection struct {
 		Nodes    func(childComplexity int) int
 		PageInfo func(childComplexity int) int
@@ -341,6 +366,9 @@ type ActionSessionInputResolver interface {
 	Status(ctx context.Context, obj *session.Input) (model.InputStatus, error)
 
 	Event(ctx context.Context, obj *session.Input) (*ledger.Event, error)
+
+	Execution(ctx context.Context, obj *session.Input) (*turns.Execution, error)
+	Caller(ctx context.Context, obj *session.Input) (*turns.Execution, error)
 }
 type ActionSessionTurnResolver interface {
 	Status(ctx context.Context, obj *turns.Turn) (model.TurnStatus, error)
@@ -351,6 +379,7 @@ type ActionSessionTurnResolver interface {
 type ActionsMutationResolver interface {
 	CreateAction(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, input action.Definition) (*action.Version, error)
 	CloseSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, reason string) (*session.Session, error)
+	CallTool(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, input jsonvalue.Value) (*tools.Result, error)
 }
 type ActionsQueryResolver interface {
 	Action(ctx context.Context, obj *model.ActionsQuery, id uuid.UUID) (*action.Action, error)
@@ -398,6 +427,11 @@ type MutationResolver interface {
 type QueryResolver interface {
 	Actions(ctx context.Context) (*model.ActionsQuery, error)
 	Ledger(ctx context.Context) (*model.LedgerQuery, error)
+}
+type ToolCallResolver interface {
+	Execution(ctx context.Context, obj *tools.Result) (*turns.Execution, error)
+
+	Session(ctx context.Context, obj *tools.Result) (*session.Session, error)
 }
 type TriggerDiagnosticResolver interface {
 	LastEvent(ctx context.Context, obj *session.Diagnostic) (*ledger.Event, error)
@@ -528,6 +562,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionDefinition.Session(childComplexity), true
+	case "ActionDefinition.source":
+		if e.ComplexityRoot.ActionDefinition.Source == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionDefinition.Source(childComplexity), true
+	case "ActionDefinition.tool":
+		if e.ComplexityRoot.ActionDefinition.Tool == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionDefinition.Tool(childComplexity), true
 	case "ActionDefinition.triggers":
 		if e.ComplexityRoot.ActionDefinition.Triggers == nil {
 			break
@@ -660,6 +706,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ActionSessionConnection.PageInfo(childComplexity), true
 
+	case "ActionSessionInput.caller":
+		if e.ComplexityRoot.ActionSessionInput.Caller == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSessionInput.Caller(childComplexity), true
 	case "ActionSessionInput.deliveredAt":
 		if e.ComplexityRoot.ActionSessionInput.DeliveredAt == nil {
 			break
@@ -672,6 +724,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSessionInput.Event(childComplexity), true
+	case "ActionSessionInput.execution":
+		if e.ComplexityRoot.ActionSessionInput.Execution == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSessionInput.Execution(childComplexity), true
 	case "ActionSessionInput.identity":
 		if e.ComplexityRoot.ActionSessionInput.Identity == nil {
 			break
@@ -815,6 +873,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ActionVersion.Version(childComplexity), true
 
+	case "ActionsMutation.callTool":
+		if e.ComplexityRoot.ActionsMutation.CallTool == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_callTool_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.CallTool(childComplexity, args["actionId"].(uuid.UUID), args["input"].(jsonvalue.Value)), true
 	case "ActionsMutation.closeSession":
 		if e.ComplexityRoot.ActionsMutation.CloseSession == nil {
 			break
@@ -971,6 +1040,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Execution.ID(childComplexity), true
+	case "Execution.input":
+		if e.ComplexityRoot.Execution.Input == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Execution.Input(childComplexity), true
 	case "Execution.invocation":
 		if e.ComplexityRoot.Execution.Invocation == nil {
 			break
@@ -1292,6 +1367,57 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.StartRole.Input(childComplexity), true
 
+	case "ToolCall.execution":
+		if e.ComplexityRoot.ToolCall.Execution == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolCall.Execution(childComplexity), true
+	case "ToolCall.output":
+		if e.ComplexityRoot.ToolCall.Output == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolCall.Output(childComplexity), true
+	case "ToolCall.session":
+		if e.ComplexityRoot.ToolCall.Session == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolCall.Session(childComplexity), true
+
+	case "ToolDefinition.description":
+		if e.ComplexityRoot.ToolDefinition.Description == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolDefinition.Description(childComplexity), true
+	case "ToolDefinition.inputSchema":
+		if e.ComplexityRoot.ToolDefinition.InputSchema == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolDefinition.InputSchema(childComplexity), true
+	case "ToolDefinition.name":
+		if e.ComplexityRoot.ToolDefinition.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolDefinition.Name(childComplexity), true
+	case "ToolDefinition.session":
+		if e.ComplexityRoot.ToolDefinition.Session == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolDefinition.Session(childComplexity), true
+
+	case "ToolSessionDefinition.start":
+		if e.ComplexityRoot.ToolSessionDefinition.Start == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolSessionDefinition.Start(childComplexity), true
+
 	case "TranscriptConnection.nodes":
 		if e.ComplexityRoot.TranscriptConnection.Nodes == nil {
 			break
@@ -1432,6 +1558,8 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ScheduleEntryInput", ec.unmarshalInputScheduleEntryInput),
 			graphql.NewInputUnmarshaler("SessionInput", ec.unmarshalInputSessionInput),
 			graphql.NewInputUnmarshaler("StartInput", ec.unmarshalInputStartInput),
+			graphql.NewInputUnmarshaler("ToolInput", ec.unmarshalInputToolInput),
+			graphql.NewInputUnmarshaler("ToolSessionInput", ec.unmarshalInputToolSessionInput),
 			graphql.NewInputUnmarshaler("TriggerInput", ec.unmarshalInputTriggerInput),
 			graphql.NewInputUnmarshaler("TriggerSessionInput", ec.unmarshalInputTriggerSessionInput),
 			graphql.NewInputUnmarshaler("TurnsInput", ec.unmarshalInputTurnsInput),
@@ -1619,6 +1747,20 @@ type ActionsMutation {
   createAction(id: UUID!, input: ActionInput!): ActionVersion!
   "Ends a session by an operator (I3): status CANCELLED with the reason; it takes no more inputs."
   closeSession(actionId: UUID!, id: String!, reason: String!): ActionSession!
+  """
+  Calls a tool action directly (X1-X6), in a transaction of its own. The
+  input must match the tool's inputSchema. A tool with a session records the
+  call as a CALL input of its session, created on the first call.
+  """
+  callTool(actionId: UUID!, input: JSON!): ToolCall!
+}
+
+"A committed tool call."
+type ToolCall {
+  execution: Execution!
+  output: JSON
+  "The tool session the call was recorded in; null for a tool without a session."
+  session: ActionSession
 }
 
 type Action {
@@ -1654,8 +1796,23 @@ type ActionDefinition {
   name: String!
   kind: String!
   config: JSON
+  "The action's code, for kinds that run code (starlark)."
+  source: String
   triggers: [Trigger!]!
   session: SessionDefinition
+  tool: ToolDefinition
+}
+
+type ToolDefinition {
+  name: String!
+  description: String
+  inputSchema: JSON
+  session: ToolSessionDefinition
+}
+
+type ToolSessionDefinition {
+  "Object whose leaves are CEL expressions over ` + "`" + `tool.input` + "`" + `, building the tool session's input."
+  start: StartRole!
 }
 
 type Trigger {
@@ -1695,11 +1852,28 @@ type TurnsDefinition {
 
 input ActionInput {
   name: String!
-  "Handler kind, e.g. agent.echo."
+  "Handler kind: agent.echo or starlark."
   kind: String!
   config: JSON
+  "The action's code, for kinds that run code (starlark): at most 256 KiB."
+  source: String
   triggers: [TriggerInput!]
   session: SessionInput
+  "Makes the action callable as a tool."
+  tool: ToolInput
+}
+
+input ToolInput {
+  name: String!
+  description: String
+  "JSON Schema every call's input must match (an object schema)."
+  inputSchema: JSON
+  "Record calls in a tool session, keyed by the action's session.id over the mapped input."
+  session: ToolSessionInput
+}
+
+input ToolSessionInput {
+  start: StartInput!
 }
 
 input TriggerInput {
@@ -1860,6 +2034,10 @@ type ActionSessionInput {
   deliveredAt: Time!
   "Number of the turn that took it, if any."
   turn: Int
+  "CALL inputs: the call's execution (its input and output are the call's)."
+  execution: Execution
+  "CALL inputs: the execution that made the call; null for a direct call."
+  caller: Execution
 }
 
 type ActionSessionInputConnection {
@@ -1905,6 +2083,8 @@ type Execution {
   session: ActionSession
   "How many times the handler ran (retries included)."
   attempts: Int!
+  "What a tool call was given (its effective input); null for turns."
+  input: JSON
   error: String
   startedAt: Time!
   finishedAt: Time
@@ -1985,10 +2165,14 @@ func (ec *executionContext) childFields_ActionDefinition(ctx context.Context, fi
 		return ec.fieldContext_ActionDefinition_kind(ctx, field)
 	case "config":
 		return ec.fieldContext_ActionDefinition_config(ctx, field)
+	case "source":
+		return ec.fieldContext_ActionDefinition_source(ctx, field)
 	case "triggers":
 		return ec.fieldContext_ActionDefinition_triggers(ctx, field)
 	case "session":
 		return ec.fieldContext_ActionDefinition_session(ctx, field)
+	case "tool":
+		return ec.fieldContext_ActionDefinition_tool(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionDefinition", field.Name)
 }
@@ -2059,6 +2243,10 @@ func (ec *executionContext) childFields_ActionSessionInput(ctx context.Context, 
 		return ec.fieldContext_ActionSessionInput_deliveredAt(ctx, field)
 	case "turn":
 		return ec.fieldContext_ActionSessionInput_turn(ctx, field)
+	case "execution":
+		return ec.fieldContext_ActionSessionInput_execution(ctx, field)
+	case "caller":
+		return ec.fieldContext_ActionSessionInput_caller(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionSessionInput", field.Name)
 }
@@ -2127,6 +2315,8 @@ func (ec *executionContext) childFields_ActionsMutation(ctx context.Context, fie
 		return ec.fieldContext_ActionsMutation_createAction(ctx, field)
 	case "closeSession":
 		return ec.fieldContext_ActionsMutation_closeSession(ctx, field)
+	case "callTool":
+		return ec.fieldContext_ActionsMutation_callTool(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionsMutation", field.Name)
 }
@@ -2197,6 +2387,8 @@ func (ec *executionContext) childFields_Execution(ctx context.Context, field gra
 		return ec.fieldContext_Execution_session(ctx, field)
 	case "attempts":
 		return ec.fieldContext_Execution_attempts(ctx, field)
+	case "input":
+		return ec.fieldContext_Execution_input(ctx, field)
 	case "error":
 		return ec.fieldContext_Execution_error(ctx, field)
 	case "startedAt":
@@ -2351,6 +2543,40 @@ func (ec *executionContext) childFields_StartRole(ctx context.Context, field gra
 		return ec.fieldContext_StartRole_input(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type StartRole", field.Name)
+}
+
+func (ec *executionContext) childFields_ToolCall(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "execution":
+		return ec.fieldContext_ToolCall_execution(ctx, field)
+	case "output":
+		return ec.fieldContext_ToolCall_output(ctx, field)
+	case "session":
+		return ec.fieldContext_ToolCall_session(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ToolCall", field.Name)
+}
+
+func (ec *executionContext) childFields_ToolDefinition(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_ToolDefinition_name(ctx, field)
+	case "description":
+		return ec.fieldContext_ToolDefinition_description(ctx, field)
+	case "inputSchema":
+		return ec.fieldContext_ToolDefinition_inputSchema(ctx, field)
+	case "session":
+		return ec.fieldContext_ToolDefinition_session(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ToolDefinition", field.Name)
+}
+
+func (ec *executionContext) childFields_ToolSessionDefinition(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "start":
+		return ec.fieldContext_ToolSessionDefinition_start(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ToolSessionDefinition", field.Name)
 }
 
 func (ec *executionContext) childFields_TranscriptConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2674,6 +2900,28 @@ func (ec *executionContext) field_Action_sessions_args(ctx context.Context, rawA
 		return nil, err
 	}
 	args["status"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_callTool_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (jsonvalue.Value, error) {
+			return ec.unmarshalNJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
 	return args, nil
 }
 
@@ -3491,6 +3739,29 @@ func (ec *executionContext) fieldContext_ActionDefinition_config(_ context.Conte
 	return graphql.NewScalarFieldContext("ActionDefinition", field, false, false, "JSON")
 }
 
+func (ec *executionContext) _ActionDefinition_source(ctx context.Context, field graphql.CollectedField, obj *action.Definition) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionDefinition_source(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Source, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionDefinition_source(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActionDefinition", field, false, false, "String")
+}
+
 func (ec *executionContext) _ActionDefinition_triggers(ctx context.Context, field graphql.CollectedField, obj *action.Definition) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3550,6 +3821,38 @@ func (ec *executionContext) fieldContext_ActionDefinition_session(_ context.Cont
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_SessionDefinition(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionDefinition_tool(ctx context.Context, field graphql.CollectedField, obj *action.Definition) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionDefinition_tool(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tool, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *action.ToolDef) graphql.Marshaler {
+			return ec.marshalOToolDefinition2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐToolDef(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionDefinition_tool(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionDefinition",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ToolDefinition(ctx, field)
 		},
 	}
 	return fc, nil
@@ -4261,6 +4564,70 @@ func (ec *executionContext) fieldContext_ActionSessionInput_turn(_ context.Conte
 	return graphql.NewScalarFieldContext("ActionSessionInput", field, false, false, "Int")
 }
 
+func (ec *executionContext) _ActionSessionInput_execution(ctx context.Context, field graphql.CollectedField, obj *session.Input) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSessionInput_execution(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionSessionInput().Execution(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *turns.Execution) graphql.Marshaler {
+			return ec.marshalOExecution2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐExecution(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSessionInput_execution(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionSessionInput",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Execution(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionSessionInput_caller(ctx context.Context, field graphql.CollectedField, obj *session.Input) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSessionInput_caller(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionSessionInput().Caller(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *turns.Execution) graphql.Marshaler {
+			return ec.marshalOExecution2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐExecution(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSessionInput_caller(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionSessionInput",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Execution(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ActionSessionInputConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.ActionSessionInputConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4812,6 +5179,50 @@ func (ec *executionContext) fieldContext_ActionsMutation_closeSession(ctx contex
 	return fc, nil
 }
 
+func (ec *executionContext) _ActionsMutation_callTool(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_callTool(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsMutation().CallTool(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["input"].(jsonvalue.Value))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *tools.Result) graphql.Marshaler {
+			return ec.marshalNToolCall2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋtoolsᚐResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_callTool(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ToolCall(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_callTool_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ActionsQuery_action(ctx context.Context, field graphql.CollectedField, obj *model.ActionsQuery) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5357,6 +5768,29 @@ func (ec *executionContext) _Execution_attempts(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_Execution_attempts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Execution", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Execution_input(ctx context.Context, field graphql.CollectedField, obj *turns.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Execution_input(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Input, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v jsonvalue.Value) graphql.Marshaler {
+			return ec.marshalOJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Execution_input(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Execution", field, false, false, "JSON")
 }
 
 func (ec *executionContext) _Execution_error(ctx context.Context, field graphql.CollectedField, obj *turns.Execution) (ret graphql.Marshaler) {
@@ -6739,6 +7173,226 @@ func (ec *executionContext) _StartRole_input(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_StartRole_input(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("StartRole", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _ToolCall_execution(ctx context.Context, field graphql.CollectedField, obj *tools.Result) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolCall_execution(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ToolCall().Execution(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *turns.Execution) graphql.Marshaler {
+			return ec.marshalNExecution2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐExecution(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolCall_execution(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ToolCall",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Execution(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ToolCall_output(ctx context.Context, field graphql.CollectedField, obj *tools.Result) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolCall_output(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Output, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v jsonvalue.Value) graphql.Marshaler {
+			return ec.marshalOJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ToolCall_output(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolCall", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _ToolCall_session(ctx context.Context, field graphql.CollectedField, obj *tools.Result) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolCall_session(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ToolCall().Session(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Session) graphql.Marshaler {
+			return ec.marshalOActionSession2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSession(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ToolCall_session(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ToolCall",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSession(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ToolDefinition_name(ctx context.Context, field graphql.CollectedField, obj *action.ToolDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolDefinition_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolDefinition_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolDefinition", field, false, false, "String")
+}
+
+func (ec *executionContext) _ToolDefinition_description(ctx context.Context, field graphql.CollectedField, obj *action.ToolDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolDefinition_description(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Description, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ToolDefinition_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolDefinition", field, false, false, "String")
+}
+
+func (ec *executionContext) _ToolDefinition_inputSchema(ctx context.Context, field graphql.CollectedField, obj *action.ToolDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolDefinition_inputSchema(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InputSchema, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v jsonvalue.Value) graphql.Marshaler {
+			return ec.marshalOJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ToolDefinition_inputSchema(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolDefinition", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _ToolDefinition_session(ctx context.Context, field graphql.CollectedField, obj *action.ToolDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolDefinition_session(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Session, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *action.ToolSessionDef) graphql.Marshaler {
+			return ec.marshalOToolSessionDefinition2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐToolSessionDef(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ToolDefinition_session(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ToolDefinition",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ToolSessionDefinition(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ToolSessionDefinition_start(ctx context.Context, field graphql.CollectedField, obj *action.ToolSessionDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolSessionDefinition_start(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Start, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *action.StartRole) graphql.Marshaler {
+			return ec.marshalNStartRole2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐStartRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolSessionDefinition_start(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ToolSessionDefinition",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StartRole(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _TranscriptConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.TranscriptConnection) (ret graphql.Marshaler) {
@@ -8339,7 +8993,7 @@ func (ec *executionContext) unmarshalInputActionInput(ctx context.Context, obj a
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "kind", "config", "triggers", "session"}
+	fieldsInOrder := [...]string{"name", "kind", "config", "source", "triggers", "session", "tool"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -8367,6 +9021,13 @@ func (ec *executionContext) unmarshalInputActionInput(ctx context.Context, obj a
 				return it, err
 			}
 			it.Config = data
+		case "source":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("source"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Source = data
 		case "triggers":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("triggers"))
 			data, err := ec.unmarshalOTriggerInput2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐTriggerᚄ(ctx, v)
@@ -8381,6 +9042,13 @@ func (ec *executionContext) unmarshalInputActionInput(ctx context.Context, obj a
 				return it, err
 			}
 			it.Session = data
+		case "tool":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tool"))
+			data, err := ec.unmarshalOToolInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐToolDef(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Tool = data
 		}
 	}
 	return it, nil
@@ -8612,6 +9280,111 @@ func (ec *executionContext) unmarshalInputStartInput(ctx context.Context, obj an
 func UnmarshalStartInput(ctx context.Context, raw any) (action.StartRole, error) {
 	var out action.StartRole
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "StartInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputToolInput(ctx context.Context, obj any) (action.ToolDef, error) {
+	var it action.ToolDef
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "description", "inputSchema", "session"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "description":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("description"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Description = data
+		case "inputSchema":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("inputSchema"))
+			data, err := ec.unmarshalOJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.InputSchema = data
+		case "session":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("session"))
+			data, err := ec.unmarshalOToolSessionInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐToolSessionDef(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Session = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalToolInput unmarshals raw into the ToolInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalToolInput(ctx context.Context, raw any) (action.ToolDef, error) {
+	var out action.ToolDef
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ToolInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputToolSessionInput(ctx context.Context, obj any) (action.ToolSessionDef, error) {
+	var it action.ToolSessionDef
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"start"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "start":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("start"))
+			data, err := ec.unmarshalNStartInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐStartRole(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Start = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalToolSessionInput unmarshals raw into the ToolSessionInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalToolSessionInput(ctx context.Context, raw any) (action.ToolSessionDef, error) {
+	var out action.ToolSessionDef
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ToolSessionInput", raw, &out)
 	return out, err
 }
 
@@ -8954,6 +9727,11 @@ func (ec *executionContext) _ActionDefinition(ctx context.Context, sel ast.Selec
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "source":
+			out.Values[i] = ec._ActionDefinition_source(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "triggers":
 			out.Values[i] = ec._ActionDefinition_triggers(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -8961,6 +9739,11 @@ func (ec *executionContext) _ActionDefinition(ctx context.Context, sel ast.Selec
 			}
 		case "session":
 			out.Values[i] = ec._ActionDefinition_session(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "tool":
+			out.Values[i] = ec._ActionDefinition_tool(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -9188,6 +9971,18 @@ func (ec *executionContext) _ActionSessionInput(ctx context.Context, sel ast.Sel
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "execution":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionSessionInput_execution(ctx, field, obj)
+				})
+		case "caller":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionSessionInput_caller(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -9424,6 +10219,11 @@ func (ec *executionContext) _ActionsMutation(ctx context.Context, sel ast.Select
 			}
 		case "closeSession":
 			out.Values[i] = ec._ActionsMutation_closeSession(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "callTool":
+			out.Values[i] = ec._ActionsMutation_callTool(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -9673,6 +10473,11 @@ func (ec *executionContext) _Execution(ctx context.Context, sel ast.SelectionSet
 		case "attempts":
 			out.Values[i] = ec._Execution_attempts(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "input":
+			out.Values[i] = ec._Execution_input(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "error":
@@ -10330,6 +11135,132 @@ func (ec *executionContext) _StartRole(ctx context.Context, sel ast.SelectionSet
 			out.Values[i] = graphql.MarshalString("StartRole")
 		case "input":
 			out.Values[i] = ec._StartRole_input(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var toolCallImplementors = []string{"ToolCall"}
+
+func (ec *executionContext) _ToolCall(ctx context.Context, sel ast.SelectionSet, obj *tools.Result) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, toolCallImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ToolCall")
+		case "execution":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ToolCall_execution(ctx, field, obj)
+				})
+		case "output":
+			out.Values[i] = ec._ToolCall_output(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "session":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ToolCall_session(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var toolDefinitionImplementors = []string{"ToolDefinition"}
+
+func (ec *executionContext) _ToolDefinition(ctx context.Context, sel ast.SelectionSet, obj *action.ToolDef) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, toolDefinitionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ToolDefinition")
+		case "name":
+			out.Values[i] = ec._ToolDefinition_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "description":
+			out.Values[i] = ec._ToolDefinition_description(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "inputSchema":
+			out.Values[i] = ec._ToolDefinition_inputSchema(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "session":
+			out.Values[i] = ec._ToolDefinition_session(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var toolSessionDefinitionImplementors = []string{"ToolSessionDefinition"}
+
+func (ec *executionContext) _ToolSessionDefinition(ctx context.Context, sel ast.SelectionSet, obj *action.ToolSessionDef) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, toolSessionDefinitionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ToolSessionDefinition")
+		case "start":
+			out.Values[i] = ec._ToolSessionDefinition_start(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -11457,6 +12388,19 @@ func (ec *executionContext) marshalNSessionStatus2githubᚗcomᚋactionsledger�
 	return v
 }
 
+func (ec *executionContext) unmarshalNStartInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐStartRole(ctx context.Context, v any) (*action.StartRole, error) {
+	res, err := ec.unmarshalInputStartInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNStartRole2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐStartRole(ctx context.Context, sel ast.SelectionSet, v *action.StartRole) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "StartRole!")
+		return graphql.Null
+	}
+	return ec._StartRole(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -11512,6 +12456,14 @@ func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel as
 		graphql.AddInvalidNullFromMarshaler(ctx, "Time!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNToolCall2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋtoolsᚐResult(ctx context.Context, sel ast.SelectionSet, v *tools.Result) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ToolCall!")
+		return graphql.Null
+	}
+	return ec._ToolCall(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNTranscriptConnection2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐTranscriptConnection(ctx context.Context, sel ast.SelectionSet, v *model.TranscriptConnection) graphql.Marshaler {
@@ -11818,6 +12770,13 @@ func (ec *executionContext) marshalOEvent2ᚖgithubᚗcomᚋactionsledgerᚋacti
 	return ec._Event(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalOExecution2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐExecution(ctx context.Context, sel ast.SelectionSet, v *turns.Execution) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Execution(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOInputStatus2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInputStatus(ctx context.Context, v any) (*model.InputStatus, error) {
 	if v == nil {
 		return nil, nil
@@ -12031,6 +12990,36 @@ func (ec *executionContext) marshalOTime2ᚖtimeᚐTime(ctx context.Context, sel
 	_ = ctx
 	res := model.MarshalTime(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOToolDefinition2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐToolDef(ctx context.Context, sel ast.SelectionSet, v *action.ToolDef) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ToolDefinition(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOToolInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐToolDef(ctx context.Context, v any) (*action.ToolDef, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputToolInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOToolSessionDefinition2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐToolSessionDef(ctx context.Context, sel ast.SelectionSet, v *action.ToolSessionDef) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ToolSessionDefinition(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOToolSessionInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐToolSessionDef(ctx context.Context, v any) (*action.ToolSessionDef, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputToolSessionInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalOTriggerInput2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐTriggerᚄ(ctx context.Context, v any) ([]action.Trigger, error) {

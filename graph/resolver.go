@@ -11,6 +11,7 @@ import (
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/session"
+	"github.com/actionsledger/actionsledger/tools"
 	"github.com/actionsledger/actionsledger/turns"
 )
 
@@ -20,6 +21,7 @@ type Resolver struct {
 	ActionStore  *action.Store
 	SessionStore *session.Store
 	TurnStore    *turns.Store
+	Tools        *tools.Service
 	Clock        clock.Clock
 	Log          *slog.Logger
 }

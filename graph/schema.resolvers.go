@@ -17,6 +17,7 @@ import (
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/session"
+	"github.com/actionsledger/actionsledger/tools"
 	"github.com/actionsledger/actionsledger/turns"
 	"github.com/google/uuid"
 )
@@ -197,6 +198,22 @@ func (r *actionSessionInputResolver) Event(ctx context.Context, obj *session.Inp
 	return r.event(ctx, *obj.EventID)
 }
 
+// Execution is the resolver for the execution field.
+func (r *actionSessionInputResolver) Execution(ctx context.Context, obj *session.Input) (*turns.Execution, error) {
+	if obj.ExecutionID == nil {
+		return nil, nil
+	}
+	return r.TurnStore.Execution(ctx, *obj.ExecutionID)
+}
+
+// Caller is the resolver for the caller field.
+func (r *actionSessionInputResolver) Caller(ctx context.Context, obj *session.Input) (*turns.Execution, error) {
+	if obj.CallerExecutionID == nil {
+		return nil, nil
+	}
+	return r.TurnStore.Execution(ctx, *obj.CallerExecutionID)
+}
+
 // Status is the resolver for the status field.
 func (r *actionSessionTurnResolver) Status(ctx context.Context, obj *turns.Turn) (model.TurnStatus, error) {
 	return model.TurnStatus(obj.Status), nil
@@ -236,6 +253,15 @@ func (r *actionsMutationResolver) CreateAction(ctx context.Context, obj *model.A
 // CloseSession is the resolver for the closeSession field.
 func (r *actionsMutationResolver) CloseSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, reason string) (*session.Session, error) {
 	return r.SessionStore.Close(ctx, actionID, id, reason)
+}
+
+// CallTool is the resolver for the callTool field.
+func (r *actionsMutationResolver) CallTool(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, input jsonvalue.Value) (*tools.Result, error) {
+	res, err := r.Tools.Call(ctx, actionID, input)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // Action is the resolver for the action field.
@@ -480,6 +506,23 @@ func (r *queryResolver) Ledger(ctx context.Context) (*model.LedgerQuery, error) 
 	return &model.LedgerQuery{}, nil
 }
 
+// Execution is the resolver for the execution field.
+func (r *toolCallResolver) Execution(ctx context.Context, obj *tools.Result) (*turns.Execution, error) {
+	x, err := r.TurnStore.Execution(ctx, obj.ExecutionID)
+	if err == nil && x == nil {
+		err = fmt.Errorf("execution %s of a tool call is missing", obj.ExecutionID)
+	}
+	return x, err
+}
+
+// Session is the resolver for the session field.
+func (r *toolCallResolver) Session(ctx context.Context, obj *tools.Result) (*session.Session, error) {
+	if obj.SID == 0 {
+		return nil, nil
+	}
+	return r.SessionStore.BySID(ctx, obj.SID)
+}
+
 // LastEvent is the resolver for the lastEvent field.
 func (r *triggerDiagnosticResolver) LastEvent(ctx context.Context, obj *session.Diagnostic) (*ledger.Event, error) {
 	return r.event(ctx, obj.LastEventID)
@@ -534,6 +577,9 @@ func (r *Resolver) Mutation() MutationResolver { return &mutationResolver{r} }
 // Query returns QueryResolver implementation.
 func (r *Resolver) Query() QueryResolver { return &queryResolver{r} }
 
+// ToolCall returns ToolCallResolver implementation.
+func (r *Resolver) ToolCall() ToolCallResolver { return &toolCallResolver{r} }
+
 // TriggerDiagnostic returns TriggerDiagnosticResolver implementation.
 func (r *Resolver) TriggerDiagnostic() TriggerDiagnosticResolver {
 	return &triggerDiagnosticResolver{r}
@@ -555,5 +601,6 @@ type (
 	ledgerQueryResolver        struct{ *Resolver }
 	mutationResolver           struct{ *Resolver }
 	queryResolver              struct{ *Resolver }
+	toolCallResolver           struct{ *Resolver }
 	triggerDiagnosticResolver  struct{ *Resolver }
 )

@@ -23,6 +23,7 @@ import (
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/migrations"
 	"github.com/actionsledger/actionsledger/session"
+	"github.com/actionsledger/actionsledger/tools"
 	"github.com/actionsledger/actionsledger/turns"
 )
 
@@ -48,6 +49,7 @@ type App struct {
 	Turns      *turns.Store
 	Dispatcher *session.Dispatcher
 	Executor   *turns.Executor
+	Tools      *tools.Service
 	Resolver   *graph.Resolver
 	cfg        Config
 	log        *slog.Logger
@@ -98,8 +100,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Dispatcher = session.NewDispatcher(pool, a.Actions, a.Clock, log)
 	a.Executor = turns.NewExecutor(pool, a.Actions, a.Kinds, a.Clock, log, turns.Config{
 		Workers: cfg.Workers, Lease: cfg.Lease, Poll: cfg.Poll})
+	a.Tools = tools.NewService(pool, a.Actions, a.Kinds, a.Clock, log)
+	a.Executor.EnvFunc = a.Tools.Env
 	a.Resolver = &graph.Resolver{LedgerStore: a.Ledger, ActionStore: a.Actions, SessionStore: a.Sessions,
-		TurnStore: a.Turns, Clock: a.Clock, Log: log}
+		TurnStore: a.Turns, Tools: a.Tools, Clock: a.Clock, Log: log}
 	return a, nil
 }
 

@@ -48,16 +48,6 @@ import (
 // MaxDepth is how deeply tool calls may nest (a tool calling a tool ...).
 const MaxDepth = 8
 
-// Error codes of calls, in addition to those of internal/fault.
-const (
-	// CodeNotATool: the action has no tool block.
-	CodeNotATool = "NOT_A_TOOL"
-	// CodeSessionInputConflict: the tool session exists with a different input (X3).
-	CodeSessionInputConflict = "SESSION_INPUT_CONFLICT"
-	// CodeCallFailed: the tool's code failed; the message says why.
-	CodeCallFailed = "TOOL_CALL_FAILED"
-)
-
 // Service calls tools.
 type Service struct {
 	pool    *pgxpool.Pool
@@ -84,8 +74,8 @@ type Result struct {
 
 // Call makes a direct call (an operator's, through GraphQL) in a
 // transaction of its own and commits it. Errors: fault.NotFound,
-// CodeNotATool, fault.BadInput (input fails the tool's inputSchema, field
-// input), CodeSessionInputConflict, fault.SessionClosed, CodeCallFailed.
+// fault.NotATool, fault.BadInput (input fails the tool's inputSchema, field
+// input), fault.SessionInputConflict, fault.SessionClosed, fault.CallFailed.
 func (s *Service) Call(ctx context.Context, actionID uuid.UUID, input jsonvalue.Value) (*Result, error) {
 	if err := jsonvalue.Check(input, "input"); err != nil {
 		return nil, err
@@ -112,7 +102,7 @@ func (s *Service) Env(w *ledger.Writer, caller uuid.UUID) turns.Env {
 // call runs one tool call inside w's transaction.
 func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID, depth int, actionID uuid.UUID, input jsonvalue.Value) (*Result, error) {
 	if depth > MaxDepth {
-		return nil, fault.New(CodeCallFailed, "", "tool calls nest deeper than %d", MaxDepth)
+		return nil, fault.New(fault.CallFailed, "", "tool calls nest deeper than %d", MaxDepth)
 	}
 	a, err := s.actions.Get(ctx, actionID)
 	if err != nil {
@@ -126,7 +116,7 @@ func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 		return nil, err
 	}
 	if comp.Tool == nil {
-		return nil, fault.New(CodeNotATool, "actionId", "action %q is not a tool", comp.Def.Name)
+		return nil, fault.New(fault.NotATool, "actionId", "action %q is not a tool", comp.Def.Name)
 	}
 	decoded, err := input.Decode()
 	if err != nil {
@@ -186,7 +176,7 @@ func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 		out = jsonvalue.Value("null")
 	}
 	if err := jsonvalue.Check(out, "output"); err != nil {
-		return nil, fault.New(CodeCallFailed, "", "the tool's output cannot be stored: %s", messageOf(err))
+		return nil, fault.New(fault.CallFailed, "", "the tool's output cannot be stored: %s", messageOf(err))
 	}
 	if _, err := tx.Exec(ctx, `UPDATE executions SET status = 'SUCCEEDED', output = $2, finished_at = $3 WHERE id = $1`,
 		execID, []byte(out), s.clock.Now()); err != nil {
@@ -214,28 +204,28 @@ func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 func (s *Service) run(ctx context.Context, h turns.ToolHandler, req *turns.CallRequest) (out jsonvalue.Value, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			out, err = nil, fault.New(CodeCallFailed, "", "the tool panicked: %v", r)
+			out, err = nil, fault.New(fault.CallFailed, "", "the tool panicked: %v", r)
 		}
 	}()
 	out, err = h.Call(ctx, req)
 	if err != nil && fault.As(err) == nil {
-		err = &fault.Error{Code: CodeCallFailed, Message: err.Error(), Err: err}
+		err = &fault.Error{Code: fault.CallFailed, Message: err.Error(), Err: err}
 	}
 	return out, err
 }
 
 // ensureSession finds the call's tool session or creates it, committed at
-// once in its own transaction (X2). Errors: CodeCallFailed (the mapping or
+// once in its own transaction (X2). Errors: fault.CallFailed (the mapping or
 // id fails), fault.BadInput (the mapped input fails the session schema),
-// CodeSessionInputConflict, fault.SessionClosed.
+// fault.SessionInputConflict, fault.SessionClosed.
 func (s *Service) ensureSession(ctx context.Context, comp *action.Compiled, toolInput any) (*session.Session, error) {
 	mapped, err := comp.Tool.Session.Eval(ctx, expr.Vars{ToolInput: toolInput})
 	if err != nil {
-		return nil, fault.New(CodeCallFailed, "input", "the tool session mapping failed: %v", err)
+		return nil, fault.New(fault.CallFailed, "input", "the tool session mapping failed: %v", err)
 	}
 	raw, err := jsonvalue.Encode(mapped)
 	if err != nil {
-		return nil, fault.New(CodeCallFailed, "input", "the tool session input is not JSON: %v", err)
+		return nil, fault.New(fault.CallFailed, "input", "the tool session input is not JSON: %v", err)
 	}
 	sessInput, err := raw.Decode()
 	if err != nil {
@@ -248,11 +238,11 @@ func (s *Service) ensureSession(ctx context.Context, comp *action.Compiled, tool
 	}
 	v, err := comp.Session.ID.Eval(ctx, expr.Vars{Session: &expr.Session{Input: sessInput}})
 	if err != nil {
-		return nil, fault.New(CodeCallFailed, "input", "the session id expression failed: %v", err)
+		return nil, fault.New(fault.CallFailed, "input", "the session id expression failed: %v", err)
 	}
 	id, ok := v.(string)
 	if !ok || id == "" || len(id) > session.MaxIDLen || strings.IndexByte(id, 0) >= 0 {
-		return nil, fault.New(CodeCallFailed, "input", "the session id must be 1-%d bytes of text", session.MaxIDLen)
+		return nil, fault.New(fault.CallFailed, "input", "the session id must be 1-%d bytes of text", session.MaxIDLen)
 	}
 	now := s.clock.Now()
 	if _, err := s.pool.Exec(ctx, `INSERT INTO sessions (action_id, id, version, input, status, started_at, created_at, updated_at, kind)
@@ -271,7 +261,7 @@ func (s *Service) ensureSession(ctx context.Context, comp *action.Compiled, tool
 		return nil, fault.New(fault.SessionClosed, "", "the tool session %q is %s", id, sess.Status)
 	}
 	if !jsonvalue.Equal(sess.Input, raw) {
-		return nil, fault.New(CodeSessionInputConflict, "input", "the tool session %q exists with a different input", id)
+		return nil, fault.New(fault.SessionInputConflict, "input", "the tool session %q exists with a different input", id)
 	}
 	return sess, nil
 }

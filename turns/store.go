@@ -38,6 +38,7 @@ type Execution struct {
 	ParentID   *uuid.UUID
 	Status     string // RUNNING, SUCCEEDED, FAILED, HELD, CANCELLED
 	Attempts   int
+	Input      jsonvalue.Value
 	Output     jsonvalue.Value
 	Error      *string
 	StartedAt  time.Time
@@ -85,11 +86,11 @@ func (s *Store) Turn(ctx context.Context, sid int64, number int) (*Turn, error) 
 	return &t, err
 }
 
-const executionColumns = `id, action_id, version, sid, turn, parent_id, status, attempts, output, error, started_at, finished_at`
+const executionColumns = `id, action_id, version, sid, turn, parent_id, status, attempts, input, output, error, started_at, finished_at`
 
 func scanExecution(r pgx.CollectableRow) (Execution, error) {
 	var x Execution
-	err := r.Scan(&x.ID, &x.ActionID, &x.Version, &x.SID, &x.Turn, &x.ParentID, &x.Status, &x.Attempts, &x.Output, &x.Error, &x.StartedAt, &x.FinishedAt)
+	err := r.Scan(&x.ID, &x.ActionID, &x.Version, &x.SID, &x.Turn, &x.ParentID, &x.Status, &x.Attempts, &x.Input, &x.Output, &x.Error, &x.StartedAt, &x.FinishedAt)
 	x.StartedAt = x.StartedAt.UTC()
 	return x, err
 }

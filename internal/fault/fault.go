@@ -37,6 +37,12 @@ const (
 	IdempotencyConflict = "IDEMPOTENCY_CONFLICT"
 	// ReservedEventType: the event type is written only by the service itself.
 	ReservedEventType = "RESERVED_EVENT_TYPE"
+	// NotATool: callTool on an action without a tool block.
+	NotATool = "NOT_A_TOOL"
+	// SessionInputConflict: a tool session exists with a different input (X3).
+	SessionInputConflict = "SESSION_INPUT_CONFLICT"
+	// CallFailed: a tool's code failed; the message says why.
+	CallFailed = "TOOL_CALL_FAILED"
 	// NotImplemented: the feature is recognised but not available in this build.
 	NotImplemented = "NOT_IMPLEMENTED"
 	// Forbidden: the principal may not do this.
