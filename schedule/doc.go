@@ -1,0 +1,47 @@
+// Package schedule is the arithmetic of a session's clock (SPEC C1-C6): it
+// parses clock entries (a cron expression in an IANA timezone, or an every
+// period) and answers two questions about a session that started at
+// startedAt and may end at endsAt: when does an entry next fire after a
+// given instant, and which firings are due between the last one a turn took
+// and now. It has no state and touches no database: the durable timers that
+// act on these answers live in package session, and turns record firings.
+//
+// # Firing times
+//
+// An every entry fires at startedAt + k·every for k = 1, 2, ...: the times
+// are derived from startedAt alone, never from the previous firing, so a
+// restart or a late timer never makes them drift. A cron entry fires at each
+// time its expression matches strictly after startedAt. No entry fires at or
+// after the session's end.
+//
+// # Cron and daylight saving
+//
+// A cron expression (five fields, or a descriptor such as @daily) names wall
+// clock times in its timezone. Matching is done on the wall clock, and each
+// matching wall time is then placed on the time line by these rules:
+//
+//   - A wall time that occurs once fires at that instant.
+//   - A wall time that does not exist (it falls in a spring-forward gap) fires
+//     once, at the first instant after the gap: 02:30 on the night New York
+//     moves from 02:00 to 03:00 fires at 03:00 EDT; 00:00 on the night
+//     Santiago moves from 00:00 to 01:00 fires at 01:00. Several matching
+//     times inside one gap (02:00, 02:15, 02:30, ...) and a match at the end
+//     of the gap itself (03:00) are one firing.
+//   - A wall time that occurs twice (a fall-back repeats it) fires once, at
+//     its first occurrence. So `*/15 * * * *` is silent during the repeated
+//     hour: its wall times have already fired. Use every for a period in
+//     real time.
+//
+// Lord Howe's 30-minute shifts follow the same rules. The timezone database
+// is compiled into the binary (time/tzdata), so firing times do not depend
+// on the host's copy.
+//
+// # Refused entries
+//
+// ParseCron refuses a TZ= or CRON_TZ= prefix (the timezone has its own
+// field; robfig/cron also panics on a bare prefix), @every (use every),
+// expressions that never match (0 0 30 2 *), timezones Go cannot load and
+// "Local" (which would depend on the server). ParseEvery refuses periods
+// under one second and periods that are not a whole number of microseconds
+// (the precision times are stored with).
+package schedule
