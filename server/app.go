@@ -19,6 +19,7 @@ import (
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/graph"
 	"github.com/actionsledger/actionsledger/handlers/echo"
+	"github.com/actionsledger/actionsledger/handlers/script"
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/migrations"
@@ -56,7 +57,7 @@ type App struct {
 }
 
 // Kinds returns the handler kinds this build offers.
-func Kinds() *turns.Registry { return turns.NewRegistry(echo.Kind()) }
+func Kinds() *turns.Registry { return turns.NewRegistry(echo.Kind(), script.Kind()) }
 
 // New migrates the database and builds the parts (nothing runs yet).
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {

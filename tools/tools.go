@@ -94,7 +94,7 @@ func (s *Service) Call(ctx context.Context, actionID uuid.UUID, input jsonvalue.
 
 // Env returns the Env a handler (or a tool) running as execution caller
 // gets: ledger reads and writes through w, session lookups, and tool calls
-// recorded in w's transaction with caller as their parent.
+// recorded in w's transaction with caller as their parent (uuid.Nil: none).
 func (s *Service) Env(w *ledger.Writer, caller uuid.UUID) turns.Env {
 	return &env{s: s, w: w, caller: caller}
 }
@@ -191,7 +191,7 @@ func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 				delivered_at, execution_id, caller_execution_id, order_key)
 			VALUES ($1, nextval('session_call_seq'), $2, 'CALL', '{}', false, 'CONSUMED', $3, $4, $5, $6,
 				to_char(transaction_timestamp() AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSUS') || '.' ||
-				lpad(pg_current_xact_id()::text, 20, '0') || '.' || lpad($7::text, 6, '0'))`,
+				lpad(pg_current_xact_id()::text, 20, '0') || '.' || lpad($7::int::text, 6, '0'))`,
 			sess.SID, execID.String(), len(input), now, execID, caller, w.NextCall())
 		if err != nil {
 			return nil, fmt.Errorf("tools: record call: %w", err)
@@ -379,8 +379,12 @@ func (e *env) CallTool(ctx context.Context, actionID string, input jsonvalue.Val
 	if err != nil {
 		return nil, fault.New(fault.BadInput, "action_id", "%q is not a UUID", actionID)
 	}
-	caller := e.caller
-	res, err := e.s.call(ctx, e.w, &caller, e.depth, aid, input)
+	var caller *uuid.UUID
+	if e.caller != uuid.Nil {
+		c := e.caller
+		caller = &c
+	}
+	res, err := e.s.call(ctx, e.w, caller, e.depth, aid, input)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,268 @@
+// Package script is the starlark handler kind: an action whose source is a
+// Starlark program. As a turn handler it defines turn(event); as a tool it
+// defines call(event). Both run in the sandbox of package starlarkrt, with
+// the ledger, sessions and tools reached through the turn's (or call's)
+// transaction (T5, T6, X1-X6).
+//
+// turn(event) receives
+//
+//	{"session": {"id", "input"}, "state", "inputs": [...], "turn", "final",
+//	 "ends_at", "action_id", "execution_id"}
+//
+// and returns {"state", "status", "output", "reason"} (status OPEN,
+// COMPLETED or FAILED; reason required for the last two). call(event)
+// receives {"input", "session": {"id", "input", "status", "inputs"} or None,
+// "action_id", "execution_id"} and returns the call's output.
+//
+// Config (optional): {"max_steps": int, "timeout_ms": int} within the
+// sandbox's caps.
+package script
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/starlarkrt"
+	"github.com/actionsledger/actionsledger/turns"
+)
+
+// KindName is the kind actions name.
+const KindName = "starlark"
+
+// Caps on config.
+const (
+	MaxSteps   = 100_000_000
+	MaxTimeout = 60 * time.Second
+)
+
+// Config is the kind's configuration.
+type Config struct {
+	MaxSteps  uint64 `json:"max_steps"`
+	TimeoutMS int64  `json:"timeout_ms"`
+}
+
+const filename = "action.star"
+
+// Kind returns the kind for a turns.Registry.
+func Kind() turns.Kind {
+	return turns.Kind{
+		Name: KindName,
+		New: func(spec turns.Spec) (turns.Handler, error) {
+			src, lim, err := prepare(spec, "turn")
+			if err != nil {
+				return nil, err
+			}
+			return &turnHandler{src: src, lim: lim}, nil
+		},
+		NewTool: func(spec turns.Spec) (turns.ToolHandler, error) {
+			src, lim, err := prepare(spec, "call")
+			if err != nil {
+				return nil, err
+			}
+			return &toolHandler{src: src, lim: lim}, nil
+		},
+	}
+}
+
+func prepare(spec turns.Spec, entry string) (string, starlarkrt.Limits, error) {
+	var lim starlarkrt.Limits
+	if spec.Source == nil || *spec.Source == "" {
+		return "", lim, fault.New(fault.InvalidConfig, "source", "a starlark action needs source defining %s(event)", entry)
+	}
+	var cfg Config
+	if len(spec.Config) > 0 && string(spec.Config) != "null" {
+		dec := json.NewDecoder(bytes.NewReader(spec.Config))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&cfg); err != nil {
+			return "", lim, fault.New(fault.InvalidConfig, "config", "starlark takes {max_steps: integer, timeout_ms: integer} and nothing else")
+		}
+	}
+	if cfg.MaxSteps > MaxSteps {
+		return "", lim, fault.New(fault.InvalidConfig, "config.max_steps", "max_steps is at most %d", MaxSteps)
+	}
+	if cfg.TimeoutMS < 0 || time.Duration(cfg.TimeoutMS)*time.Millisecond > MaxTimeout {
+		return "", lim, fault.New(fault.InvalidConfig, "config.timeout_ms", "timeout_ms is 0-%d", MaxTimeout.Milliseconds())
+	}
+	lim.MaxSteps, lim.Timeout = cfg.MaxSteps, time.Duration(cfg.TimeoutMS)*time.Millisecond
+	if err := starlarkrt.Check(filename, *spec.Source, entry); err != nil {
+		return "", lim, fault.WithField(err, "source")
+	}
+	return *spec.Source, lim, nil
+}
+
+type turnHandler struct {
+	src string
+	lim starlarkrt.Limits
+}
+
+type turnEvent struct {
+	Session     sessionArg        `json:"session"`
+	State       jsonvalue.Value   `json:"state"`
+	Inputs      []turns.InputView `json:"inputs"`
+	Turn        int               `json:"turn"`
+	Final       bool              `json:"final"`
+	EndsAt      *time.Time        `json:"ends_at"`
+	ActionID    string            `json:"action_id"`
+	ExecutionID string            `json:"execution_id"`
+}
+
+type sessionArg struct {
+	ID     string            `json:"id"`
+	Input  jsonvalue.Value   `json:"input"`
+	Status string            `json:"status,omitempty"`
+	Inputs []jsonvalue.Value `json:"inputs,omitempty"`
+}
+
+// Run calls turn(event) and reads its outcome (T5). Script failures are not
+// retried (the same inputs fail the same way); a malformed outcome fails the
+// turn with action_output_invalid.
+func (h *turnHandler) Run(ctx context.Context, req *turns.Request) (*turns.Outcome, error) {
+	ev, err := jsonvalue.Encode(turnEvent{
+		Session: sessionArg{ID: req.SessionID, Input: req.Input}, State: orNull(req.State), Inputs: req.Inputs,
+		Turn: req.Turn, Final: req.Final, EndsAt: req.EndsAt, ActionID: req.ActionID.String(), ExecutionID: req.ExecutionID.String(),
+	})
+	if err != nil {
+		return nil, turns.Permanent(err)
+	}
+	out, err := starlarkrt.Call(ctx, filename, h.src, "turn", ev, host{req.Env}, h.lim)
+	if err != nil {
+		req.Transcript.Add("error", scriptError(err))
+		return nil, turns.Permanent(err)
+	}
+	o, err := outcome(out)
+	if err != nil {
+		return nil, turns.Permanent(fmt.Errorf("action_output_invalid: %w", err))
+	}
+	return o, nil
+}
+
+// outcome reads turn()'s result: an object with status and optional state,
+// output and reason, nothing else.
+func outcome(raw jsonvalue.Value) (*turns.Outcome, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, errors.New("turn() must return a dict with status and optionally state, output and reason")
+	}
+	o := &turns.Outcome{}
+	for k, v := range m {
+		switch k {
+		case "status", "reason":
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return nil, fmt.Errorf("%s must be a string", k)
+			}
+			if k == "status" {
+				o.Status = s
+			} else {
+				o.Reason = s
+			}
+		case "state":
+			o.State = jsonvalue.Value(v)
+		case "output":
+			o.Output = jsonvalue.Value(v)
+		default:
+			return nil, fmt.Errorf("unknown key %q in turn()'s result (allowed: status, state, output, reason)", k)
+		}
+	}
+	if o.Status == "" {
+		return nil, errors.New("turn()'s result has no status")
+	}
+	return o, nil
+}
+
+type toolHandler struct {
+	src string
+	lim starlarkrt.Limits
+}
+
+type callEvent struct {
+	Input       jsonvalue.Value `json:"input"`
+	Session     *sessionArg     `json:"session"`
+	ActionID    string          `json:"action_id"`
+	ExecutionID string          `json:"execution_id"`
+}
+
+// Call calls call(event) and returns its result as the call's output.
+func (h *toolHandler) Call(ctx context.Context, req *turns.CallRequest) (jsonvalue.Value, error) {
+	ev := callEvent{Input: req.Input, ActionID: req.ActionID.String(), ExecutionID: req.ExecutionID.String()}
+	if s := req.Session; s != nil {
+		ev.Session = &sessionArg{ID: s.ID, Input: s.Input, Status: s.Status, Inputs: s.Inputs}
+		if ev.Session.Inputs == nil {
+			ev.Session.Inputs = []jsonvalue.Value{}
+		}
+	}
+	raw, err := jsonvalue.Encode(ev)
+	if err != nil {
+		return nil, err
+	}
+	out, err := starlarkrt.Call(ctx, filename, h.src, "call", raw, host{req.Env}, h.lim)
+	if err != nil {
+		return nil, &fault.Error{Code: fault.CallFailed, Message: scriptError(err)["message"].(string), Err: err}
+	}
+	return out, nil
+}
+
+func scriptError(err error) map[string]any {
+	var se *starlarkrt.ScriptError
+	if errors.As(err, &se) {
+		return map[string]any{"message": se.Error(), "kind": se.Kind, "backtrace": se.Backtrace}
+	}
+	return map[string]any{"message": err.Error()}
+}
+
+func orNull(v jsonvalue.Value) jsonvalue.Value {
+	if len(v) == 0 {
+		return jsonvalue.Value("null")
+	}
+	return v
+}
+
+// host adapts a turns.Env to the sandbox's Host.
+type host struct{ env turns.Env }
+
+var errNoEnv = errors.New("this handler runs without ledger or tool access")
+
+func (h host) LedgerGet(ctx context.Context, ns, key string) (jsonvalue.Value, bool, error) {
+	if h.env == nil {
+		return nil, false, errNoEnv
+	}
+	return h.env.LedgerGet(ctx, ns, key)
+}
+
+func (h host) LedgerPut(ctx context.Context, ns, key string, value jsonvalue.Value) (int64, error) {
+	if h.env == nil {
+		return 0, errNoEnv
+	}
+	return h.env.LedgerPut(ctx, ns, key, value)
+}
+
+func (h host) Session(ctx context.Context, actionID, id string) (*starlarkrt.SessionView, error) {
+	if h.env == nil {
+		return nil, errNoEnv
+	}
+	v, err := h.env.Session(ctx, actionID, id)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	return &starlarkrt.SessionView{ID: v.ID, Input: v.Input, Status: v.Status, Inputs: v.Inputs}, nil
+}
+
+func (h host) CallTool(ctx context.Context, actionID string, input jsonvalue.Value) (jsonvalue.Value, error) {
+	if h.env == nil {
+		return nil, errNoEnv
+	}
+	return h.env.CallTool(ctx, actionID, input)
+}
+
+func (h host) Now() time.Time {
+	if h.env == nil {
+		return time.Now().UTC()
+	}
+	return h.env.Now()
+}
