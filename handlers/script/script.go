@@ -112,11 +112,19 @@ type turnEvent struct {
 	ExecutionID string            `json:"execution_id"`
 }
 
+// sessionArg is event["session"] of a turn.
 type sessionArg struct {
+	ID    string          `json:"id"`
+	Input jsonvalue.Value `json:"input"`
+}
+
+// toolSessionArg is event["session"] of a call: the tool session with its
+// earlier calls (X6).
+type toolSessionArg struct {
 	ID     string            `json:"id"`
 	Input  jsonvalue.Value   `json:"input"`
-	Status string            `json:"status,omitempty"`
-	Inputs []jsonvalue.Value `json:"inputs,omitempty"`
+	Status string            `json:"status"`
+	Inputs []jsonvalue.Value `json:"inputs"`
 }
 
 // Run calls turn(event) and reads its outcome (T5). Script failures are not
@@ -183,7 +191,7 @@ type toolHandler struct {
 
 type callEvent struct {
 	Input       jsonvalue.Value `json:"input"`
-	Session     *sessionArg     `json:"session"`
+	Session     *toolSessionArg `json:"session"`
 	ActionID    string          `json:"action_id"`
 	ExecutionID string          `json:"execution_id"`
 }
@@ -192,7 +200,7 @@ type callEvent struct {
 func (h *toolHandler) Call(ctx context.Context, req *turns.CallRequest) (jsonvalue.Value, error) {
 	ev := callEvent{Input: req.Input, ActionID: req.ActionID.String(), ExecutionID: req.ExecutionID.String()}
 	if s := req.Session; s != nil {
-		ev.Session = &sessionArg{ID: s.ID, Input: s.Input, Status: s.Status, Inputs: s.Inputs}
+		ev.Session = &toolSessionArg{ID: s.ID, Input: s.Input, Status: s.Status, Inputs: s.Inputs}
 		if ev.Session.Inputs == nil {
 			ev.Session.Inputs = []jsonvalue.Value{}
 		}
