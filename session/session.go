@@ -237,6 +237,29 @@ func Inputs(ctx context.Context, q ledger.Querier, sid int64, afterKey string, f
 	return pgx.CollectRows(rows, ScanInput)
 }
 
+// LatestInputs returns a session's last n inputs in listing order, and how
+// many it has in all, as q sees them (a transaction sees its own calls).
+func LatestInputs(ctx context.Context, q ledger.Querier, sid int64, n int) ([]Input, int, error) {
+	rows, err := q.Query(ctx, `SELECT `+InputColumns+` FROM session_inputs WHERE sid = $1 ORDER BY order_key DESC LIMIT $2`, sid, n)
+	if err != nil {
+		return nil, 0, fmt.Errorf("session: inputs: %w", err)
+	}
+	ins, err := pgx.CollectRows(rows, ScanInput)
+	if err != nil {
+		return nil, 0, err
+	}
+	for i, j := 0, len(ins)-1; i < j; i, j = i+1, j-1 {
+		ins[i], ins[j] = ins[j], ins[i]
+	}
+	total := len(ins)
+	if total == n {
+		if err := q.QueryRow(ctx, `SELECT count(*) FROM session_inputs WHERE sid = $1`, sid).Scan(&total); err != nil {
+			return nil, 0, err
+		}
+	}
+	return ins, total, nil
+}
+
 // Inputs pages a session's inputs; see the package function Inputs.
 func (st *Store) Inputs(ctx context.Context, sid int64, afterKey string, first int, status *string) ([]Input, error) {
 	return Inputs(ctx, st.pool, sid, afterKey, first, status)

@@ -378,10 +378,11 @@ func sessionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 		}
 	}
 	return starlarkstruct.FromStringDict(starlark.String("session"), starlark.StringDict{
-		"id":     starlark.String(sv.ID),
-		"input":  input,
-		"status": starlark.String(sv.Status),
-		"inputs": starlark.NewList(inputs),
+		"id":          starlark.String(sv.ID),
+		"input":       input,
+		"status":      starlark.String(sv.Status),
+		"inputs":      starlark.NewList(inputs),
+		"input_count": starlark.MakeInt(sv.InputCount),
 	}), nil
 }
 

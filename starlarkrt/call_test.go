@@ -241,7 +241,7 @@ def main(event):
 `
 	out := mustCall(t, h, src, `{}`)
 	require.JSONEq(t, `{"id": "acc-1", "input": {"account_id": "acc-1"}, "status": "OPEN", "calls": 2, "last": 2, "missing": null,
-        "whole": {"id": "acc-1", "input": {"account_id": "acc-1"}, "status": "OPEN", "inputs": [{"kind": "CALL", "output": {"n": 1}}, {"kind": "CALL", "output": {"n": 2}}]}}`, out)
+        "whole": {"id": "acc-1", "input": {"account_id": "acc-1"}, "status": "OPEN", "input_count": 0, "inputs": [{"kind": "CALL", "output": {"n": 1}}, {"kind": "CALL", "output": {"n": 2}}]}}`, out)
 	require.Equal(t, []string{"Session tool-1 acc-1", "Session tool-1 nobody"}, h.recorded())
 }
 

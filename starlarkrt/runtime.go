@@ -96,9 +96,11 @@ type SessionView struct {
 	ID     string
 	Input  jsonvalue.Value
 	Status string
-	// Inputs are the session's inputs in listing order, each a JSON object
-	// describing one input.
+	// Inputs are the session's latest inputs in listing order, each a JSON
+	// object describing one input.
 	Inputs []jsonvalue.Value
+	// InputCount is how many inputs the session has in all.
+	InputCount int
 }
 
 // Kinds of ScriptError.

@@ -266,13 +266,17 @@ func (s *Service) ensureSession(ctx context.Context, comp *action.Compiled, tool
 	return sess, nil
 }
 
-// sessionView reads a session and its inputs as tx sees them.
+// ViewInputs is how many of a session's latest inputs a script sees in
+// session["inputs"]; session["input_count"] gives the total.
+const ViewInputs = 100
+
+// sessionView reads a session and its latest inputs as tx sees them.
 func sessionView(ctx context.Context, tx pgx.Tx, sess *session.Session) (*turns.SessionView, error) {
-	ins, err := session.Inputs(ctx, tx, sess.SID, "", 1000, nil)
+	ins, total, err := session.LatestInputs(ctx, tx, sess.SID, ViewInputs)
 	if err != nil {
 		return nil, err
 	}
-	v := &turns.SessionView{ID: sess.ID, Input: sess.Input, Status: string(sess.Status)}
+	v := &turns.SessionView{ID: sess.ID, Input: sess.Input, Status: string(sess.Status), InputCount: total}
 	if len(ins) == 0 {
 		return v, nil
 	}

@@ -161,9 +161,12 @@ type SessionView struct {
 	ID     string
 	Input  jsonvalue.Value
 	Status string
-	// Inputs are the session's inputs in listing order, each a JSON object;
-	// for a tool session, its calls (the transaction's own uncommitted ones included).
+	// Inputs are the session's latest inputs (at most 100) in listing order,
+	// each a JSON object; for a tool session, its calls (the transaction's own
+	// uncommitted ones included).
 	Inputs []jsonvalue.Value
+	// InputCount is how many inputs the session has in all.
+	InputCount int
 }
 
 // ToolHandler serves calls of a tool action (X1-X6).

@@ -11,8 +11,9 @@
 //
 // and returns {"state", "status", "output", "reason"} (status OPEN,
 // COMPLETED or FAILED; reason required for the last two). call(event)
-// receives {"input", "session": {"id", "input", "status", "inputs"} or None,
-// "action_id", "execution_id"} and returns the call's output.
+// receives {"input", "session": {"id", "input", "status", "inputs" (the
+// latest 100 calls, oldest first), "input_count"} or None, "action_id",
+// "execution_id"} and returns the call's output.
 //
 // Config (optional): {"max_steps": int, "timeout_ms": int} within the
 // sandbox's caps.
@@ -121,10 +122,11 @@ type sessionArg struct {
 // toolSessionArg is event["session"] of a call: the tool session with its
 // earlier calls (X6).
 type toolSessionArg struct {
-	ID     string            `json:"id"`
-	Input  jsonvalue.Value   `json:"input"`
-	Status string            `json:"status"`
-	Inputs []jsonvalue.Value `json:"inputs"`
+	ID         string            `json:"id"`
+	Input      jsonvalue.Value   `json:"input"`
+	Status     string            `json:"status"`
+	Inputs     []jsonvalue.Value `json:"inputs"`      // the latest 100
+	InputCount int               `json:"input_count"` // all of them
 }
 
 // Run calls turn(event) and reads its outcome (T5). Script failures are not
@@ -141,6 +143,9 @@ func (h *turnHandler) Run(ctx context.Context, req *turns.Request) (*turns.Outco
 	out, err := starlarkrt.Call(ctx, filename, h.src, "turn", ev, host{req.Env}, h.lim)
 	if err != nil {
 		req.Transcript.Add("error", scriptError(err))
+		if retryable(err) {
+			return nil, err
+		}
 		return nil, turns.Permanent(err)
 	}
 	o, err := outcome(out)
@@ -200,7 +205,7 @@ type callEvent struct {
 func (h *toolHandler) Call(ctx context.Context, req *turns.CallRequest) (jsonvalue.Value, error) {
 	ev := callEvent{Input: req.Input, ActionID: req.ActionID.String(), ExecutionID: req.ExecutionID.String()}
 	if s := req.Session; s != nil {
-		ev.Session = &toolSessionArg{ID: s.ID, Input: s.Input, Status: s.Status, Inputs: s.Inputs}
+		ev.Session = &toolSessionArg{ID: s.ID, Input: s.Input, Status: s.Status, Inputs: s.Inputs, InputCount: s.InputCount}
 		if ev.Session.Inputs == nil {
 			ev.Session.Inputs = []jsonvalue.Value{}
 		}
@@ -214,6 +219,21 @@ func (h *toolHandler) Call(ctx context.Context, req *turns.CallRequest) (jsonval
 		return nil, &fault.Error{Code: fault.CallFailed, Message: scriptError(err)["message"].(string), Err: err}
 	}
 	return out, nil
+}
+
+// retryable reports whether a script failure may pass on a retry: a host
+// (database, tool) failure or a timeout may; the script's own errors and
+// exhausted budgets will not.
+func retryable(err error) bool {
+	var se *starlarkrt.ScriptError
+	if !errors.As(err, &se) {
+		return true
+	}
+	switch se.Kind {
+	case starlarkrt.KindHost, starlarkrt.KindTimeout:
+		return fault.As(err) == nil // a host *fault.Error (bad input, closed session) is final
+	}
+	return false
 }
 
 func scriptError(err error) map[string]any {
@@ -258,7 +278,7 @@ func (h host) Session(ctx context.Context, actionID, id string) (*starlarkrt.Ses
 	if err != nil || v == nil {
 		return nil, err
 	}
-	return &starlarkrt.SessionView{ID: v.ID, Input: v.Input, Status: v.Status, Inputs: v.Inputs}, nil
+	return &starlarkrt.SessionView{ID: v.ID, Input: v.Input, Status: v.Status, Inputs: v.Inputs, InputCount: v.InputCount}, nil
 }
 
 func (h host) CallTool(ctx context.Context, actionID string, input jsonvalue.Value) (jsonvalue.Value, error) {
