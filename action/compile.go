@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/actionsledger/actionsledger/inputschema"
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/schedule"
 )
 
 // Limits on definitions.
@@ -77,10 +79,41 @@ type CompiledTrigger struct {
 type CompiledSession struct {
 	Schema *inputschema.Schema // nil: any object
 	ID     *expr.Program
-	// On names the triggers whose inputs start a turn; nil means every input does (T3).
+	// On names the triggers and clock entries whose inputs start a turn;
+	// nil means every input does (T3, C4).
 	On        map[string]bool
 	MaxInputs int
 	MaxBytes  int // 0: no byte limit
+	// Ends computes a session's end from its input and startedAt (E1); nil
+	// when the session has no end (E7).
+	Ends *expr.Program
+	// Clock is the session clock, entries in definition order (C1).
+	Clock []*schedule.Entry
+	// Window delays the first turn after the session was idle (T4); 0: none.
+	Window time.Duration
+}
+
+// MaxWindow is the longest turn window.
+const MaxWindow = 24 * time.Hour
+
+// ClockStartsTurn reports whether a firing of entry starts a turn (C4).
+func (s *CompiledSession) ClockStartsTurn(entry *schedule.Entry) bool {
+	return s.On == nil || s.On[entry.Name]
+}
+
+// Timed reports whether the session needs a durable timer: it has an end,
+// a window, or a clock entry whose firings start turns. Sessions of other
+// versions cost the timer loop nothing.
+func (s *CompiledSession) Timed() bool {
+	if s.Ends != nil || s.Window > 0 {
+		return true
+	}
+	for _, e := range s.Clock {
+		if s.ClockStartsTurn(e) {
+			return true
+		}
+	}
+	return false
 }
 
 // StartsTurn reports whether an input of the named triggers starts a turn (T3).
@@ -278,9 +311,13 @@ func (c *compiler) session(sd *SessionDef, schema *inputschema.Schema, triggers 
 		entries[e.Name] = true
 		if (e.Cron == nil) == (e.Every == nil) {
 			c.fail(f, fault.InvalidAction, "each entry has exactly one of cron and every")
+			continue
 		}
 		if e.Cron == nil && e.Timezone != nil {
 			c.fail(f+".timezone", fault.InvalidAction, "timezone applies only to a cron entry")
+		}
+		if entry := c.clockEntry(e, f); entry != nil {
+			cs.Clock = append(cs.Clock, entry)
 		}
 	}
 	if t := sd.Turns; t != nil {
@@ -309,19 +346,64 @@ func (c *compiler) session(sd *SessionDef, schema *inputschema.Schema, triggers 
 			cs.MaxBytes = *t.MaxBytes
 		}
 		if t.Window != nil {
-			c.fail("session.turns.window", fault.NotImplemented, "turn windows are not supported yet")
+			cs.Window = c.window(*t.Window)
 		}
 	}
 	if sd.Ends != nil {
 		if p := c.program(expr.Ends, *sd.Ends, "session.ends"); p != nil {
 			c.checkPaths(p, schema, "session.ends")
+			cs.Ends = p
 		}
-		c.fail("session.ends", fault.NotImplemented, "session ends are not supported yet")
-	}
-	if len(sd.Schedule) > 0 {
-		c.fail("session.schedule", fault.NotImplemented, "session clocks are not supported yet")
 	}
 	return cs
+}
+
+// clockEntry compiles one entry of the session clock (C1): a cron
+// expression with its timezone (UTC when omitted), or an every period.
+func (c *compiler) clockEntry(e ScheduleEntry, field string) *schedule.Entry {
+	if e.Every != nil {
+		d, err := schedule.ParseEvery(*e.Every)
+		if err != nil {
+			c.fail(field+".every", fault.InvalidAction, "%v", err)
+			return nil
+		}
+		return schedule.Every(e.Name, d)
+	}
+	tz := ""
+	if e.Timezone != nil {
+		tz = *e.Timezone
+		if tz == "" {
+			c.fail(field+".timezone", fault.InvalidAction, "a timezone is an IANA name such as America/New_York; omit it for UTC")
+			return nil
+		}
+	}
+	loc, err := schedule.LoadZone(tz)
+	if err != nil {
+		c.fail(field+".timezone", fault.InvalidAction, "%v", err)
+		return nil
+	}
+	entry, err := schedule.Cron(e.Name, *e.Cron, loc)
+	if err != nil {
+		c.fail(field+".cron", fault.InvalidAction, "%v", err)
+		return nil
+	}
+	return entry
+}
+
+// window parses turns.window (T4): a duration from 1ms to MaxWindow.
+func (c *compiler) window(src string) time.Duration {
+	d, err := time.ParseDuration(strings.TrimSpace(src))
+	switch {
+	case err != nil:
+		c.fail("session.turns.window", fault.InvalidAction, "window is a duration such as 5s or 2m")
+	case d < time.Millisecond || d > MaxWindow:
+		c.fail("session.turns.window", fault.InvalidAction, "window is from 1ms to %s (got %s)", MaxWindow, d)
+	case d%time.Microsecond != 0:
+		c.fail("session.turns.window", fault.InvalidAction, "window is a whole number of microseconds (got %s)", d)
+	default:
+		return d
+	}
+	return 0
 }
 
 // tool compiles the tool block (X1): its input schema and, for a tool with a

@@ -49,6 +49,7 @@ type App struct {
 	Sessions   *session.Store
 	Turns      *turns.Store
 	Dispatcher *session.Dispatcher
+	Timers     *session.Timers
 	Executor   *turns.Executor
 	Tools      *tools.Service
 	Resolver   *graph.Resolver
@@ -99,6 +100,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Sessions = session.NewStore(pool, a.Clock)
 	a.Turns = turns.NewStore(pool)
 	a.Dispatcher = session.NewDispatcher(pool, a.Actions, a.Clock, log)
+	a.Timers = session.NewTimers(pool, a.Actions, a.Clock, log)
 	a.Executor = turns.NewExecutor(pool, a.Actions, a.Kinds, a.Clock, log, turns.Config{
 		Workers: cfg.Workers, Lease: cfg.Lease, Poll: cfg.Poll})
 	a.Tools = tools.NewService(pool, a.Actions, a.Kinds, a.Clock, log)
@@ -114,8 +116,8 @@ func (a *App) Close() { a.Pool.Close() }
 // Handler returns the HTTP routes with the dev principal (loopback only).
 func (a *App) Handler() http.Handler { return DevPrincipal(Mux(GraphQL(a.Resolver, a.log))) }
 
-// Run runs the dispatcher, the executor and (with an Addr) the HTTP server
-// until ctx ends.
+// Run runs the dispatcher, the session timers, the executor and (with an
+// Addr) the HTTP server until ctx ends.
 func (a *App) Run(ctx context.Context) error {
 	if a.cfg.Addr != "" {
 		if err := checkLoopback(a.cfg.Addr); err != nil {
@@ -124,7 +126,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ledgerWake, turnsWake := make(chan struct{}, 1), make(chan struct{}, 1)
+	ledgerWake, turnsWake, timersWake := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
 	l := &pgxlisten.Listener{
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
 			return pgx.ConnectConfig(ctx, a.Pool.Config().ConnConfig.Copy())
@@ -138,9 +140,10 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	l.Handle(ledger.NotifyChannel, wakeHandler(ledgerWake))
 	l.Handle(session.TurnsChannel, wakeHandler(turnsWake))
+	l.Handle(session.TimersChannel, wakeHandler(timersWake))
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 4)
+	errc := make(chan error, 5)
 	run := func(name string, f func() error) {
 		wg.Add(1)
 		go func() {
@@ -152,6 +155,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	run("listener", func() error { return l.Listen(ctx) })
 	run("dispatcher", func() error { return a.Dispatcher.Run(ctx, ledgerWake, a.cfg.Poll) })
+	run("timers", func() error { return a.Timers.Run(ctx, timersWake, a.cfg.Poll) })
 	run("executor", func() error { return a.Executor.Run(ctx, turnsWake) })
 	if a.cfg.Addr != "" {
 		ln, err := net.Listen("tcp", a.cfg.Addr)
@@ -178,7 +182,7 @@ func (a *App) Run(ctx context.Context) error {
 		}()
 	}
 	if a.cfg.Addr == "" {
-		a.log.Info("worker running: dispatcher and turn executor", "workers", a.cfg.Workers)
+		a.log.Info("worker running: dispatcher, session timers and turn executor", "workers", a.cfg.Workers)
 	}
 	var err error
 	select {

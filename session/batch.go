@@ -14,6 +14,7 @@ import (
 	"github.com/actionsledger/actionsledger/expr"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
+	"github.com/actionsledger/actionsledger/schedule"
 )
 
 // MaxIDLen is the longest session id, in bytes.
@@ -26,6 +27,8 @@ type batch struct {
 	now    time.Time
 	diags  map[diagKey]*diagEntry
 	notify bool
+	// timers: a session timer was set; the timer loop may sleep past it.
+	timers bool
 }
 
 type diagKey struct {
@@ -51,6 +54,11 @@ type target struct {
 }
 
 func (b *batch) event(ctx context.Context, ev ledger.Event) error {
+	if ev.Type == schedule.FiredType {
+		// A session clock's firing is an input of its own session alone
+		// (C3): no trigger of any action sees it.
+		return nil
+	}
 	cands := b.d.index.candidates(ev)
 	if len(cands) == 0 {
 		return nil
@@ -204,12 +212,18 @@ func (b *batch) start(ctx context.Context, a *action.Compiled, t *action.Compile
 	if err != nil {
 		return "", false, b.intake(ctx, a, t, ev, nil, ReasonIDFailed, err.Error())
 	}
+	// E1: the end is computed when the session starts; an end that cannot
+	// be computed fails the start.
+	endsAt, err := evalEnd(ctx, a.Session, input, ev.CommitTime)
+	if err != nil {
+		return "", false, b.intake(ctx, a, t, ev, &id, ReasonEndsFailed, "session.ends: "+err.Error())
+	}
 	var sid int64
-	err = b.tx.QueryRow(ctx, `INSERT INTO sessions (action_id, id, version, input, status, origin_event_id, started_at, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, 'OPEN', $5, $6, $7, $7) ON CONFLICT (action_id, id) DO NOTHING RETURNING sid`,
-		a.ActionID, id, a.Version, []byte(raw), ev.ID, ev.CommitTime, b.now).Scan(&sid)
+	err = b.tx.QueryRow(ctx, `INSERT INTO sessions (action_id, id, version, input, status, origin_event_id, started_at, ends_at, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, 'OPEN', $5, $6, $7, $8, $8) ON CONFLICT (action_id, id) DO NOTHING RETURNING sid`,
+		a.ActionID, id, a.Version, []byte(raw), ev.ID, ev.CommitTime, endsAt, b.now).Scan(&sid)
 	if err == nil {
-		return id, true, nil
+		return id, true, b.startTimer(ctx, a.Session, sid, Clock{StartedAt: ev.CommitTime, EndsAt: endsAt})
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return "", false, fmt.Errorf("create session: %w", err)
@@ -224,15 +238,47 @@ func (b *batch) start(ctx context.Context, a *action.Compiled, t *action.Compile
 	case !jsonvalue.Equal(s.Input, raw):
 		return "", false, b.intake(ctx, a, t, ev, &id, ReasonInputConflict, "the open session has a different input")
 	}
-	if ev.CommitTime.Before(s.StartedAt) || s.OriginEventID == nil {
+	if ev.CommitTime.Before(s.StartedAt) {
 		// S3: the session's origin is its earliest-committed start event
-		// delivered, and startedAt its commit time (never moved later).
-		if _, err := b.tx.Exec(ctx, `UPDATE sessions SET started_at = least(started_at, $2), origin_event_id = $3, updated_at = $4 WHERE sid = $1`,
-			s.SID, ev.CommitTime, ev.ID, b.now); err != nil {
+		// delivered, and startedAt its commit time (never moved later); the
+		// end is computed again from it (E1) and the clock moves with it.
+		ends, err := evalEnd(ctx, a.Session, input, ev.CommitTime)
+		if err != nil {
+			return "", false, b.intake(ctx, a, t, ev, &id, ReasonEndsFailed, "session.ends: "+err.Error())
+		}
+		if ends == nil {
+			ends = s.EndsAt
+		}
+		if _, err := b.tx.Exec(ctx, `UPDATE sessions SET started_at = $2, origin_event_id = $3, ends_at = $4, updated_at = $5 WHERE sid = $1`,
+			s.SID, ev.CommitTime, ev.ID, ends, b.now); err != nil {
 			return "", false, fmt.Errorf("move session start: %w", err)
+		}
+		if a.Session.Timed() {
+			// Firings between the new and the old start may be due: let the
+			// timer loop look at the session now.
+			b.timers = true
+			return id, true, setTimer(ctx, b.tx, s.SID, b.now)
+		}
+	} else if s.OriginEventID == nil {
+		if _, err := b.tx.Exec(ctx, `UPDATE sessions SET origin_event_id = $2, updated_at = $3 WHERE sid = $1`, s.SID, ev.ID, b.now); err != nil {
+			return "", false, fmt.Errorf("set session origin: %w", err)
 		}
 	}
 	return id, true, nil
+}
+
+// startTimer gives a new session of a timed version its timer, due at its
+// first firing that starts a turn or its end, whichever comes first.
+func (b *batch) startTimer(ctx context.Context, cs *action.CompiledSession, sid int64, c Clock) error {
+	if !cs.Timed() {
+		return nil
+	}
+	due := c.WakeAfter(cs, c.StartedAt, true)
+	if due.IsZero() {
+		return nil
+	}
+	b.timers = true
+	return setTimer(ctx, b.tx, sid, due)
 }
 
 // lock reads and row-locks the session addressed by a and id, or returns nil.
@@ -253,26 +299,46 @@ func (b *batch) lock(ctx context.Context, a *action.Compiled, id string) (*Sessi
 // each unchecked resume trigger that named it leaves an intake record.
 func (b *batch) deliver(ctx context.Context, a *action.Compiled, tg *target, ev ledger.Event) error {
 	starts := a.Session.StartsTurn(tg.triggers)
+	// T4: an input that finds the session idle (no turn running or due)
+	// starts its turn after the window; after the session's end nothing
+	// waits for a window (E3).
+	windowEnd := b.now.Add(a.Session.Window)
 	rows, err := b.tx.Query(ctx, `
 		WITH s AS (
 			UPDATE sessions SET input_count = input_count + 1, updated_at = $3,
-			       next_turn_at = CASE WHEN $4 THEN coalesce(next_turn_at, $3) ELSE next_turn_at END
+			       next_turn_at = CASE WHEN $4 THEN coalesce(next_turn_at,
+			           CASE WHEN ends_at <= $3 THEN $3 ELSE $9::timestamptz END) ELSE next_turn_at END
 			 WHERE action_id = $1 AND id = $2 AND status IN ('OPEN', 'WAITING')
-			RETURNING sid, input_count)
-		INSERT INTO session_inputs (sid, seq, identity, kind, event_id, triggers, starts_turn, status, byte_size, delivered_at, order_key)
-		SELECT sid, input_count, $5, 'EVENT', $6, $7, $4, 'PENDING', $8, $3, lpad(input_count::text, 20, '0') FROM s
-		ON CONFLICT (sid, identity) DO NOTHING RETURNING sid`,
-		a.ActionID, tg.id, b.now, starts, "event/"+ev.ID.String(), ev.ID, tg.triggers, len(ev.Data))
+			RETURNING sid, input_count, next_turn_at),
+		i AS (
+			INSERT INTO session_inputs (sid, seq, identity, kind, event_id, triggers, starts_turn, status, byte_size, delivered_at, order_key)
+			SELECT sid, input_count, $5, 'EVENT', $6, $7, $4, 'PENDING', $8, $3, lpad(input_count::text, 20, '0') FROM s
+			ON CONFLICT (sid, identity) DO NOTHING RETURNING sid)
+		SELECT i.sid, s.next_turn_at FROM i JOIN s ON s.sid = i.sid`,
+		a.ActionID, tg.id, b.now, starts, "event/"+ev.ID.String(), ev.ID, tg.triggers, len(ev.Data), windowEnd)
 	if err != nil {
 		return fmt.Errorf("deliver: %w", err)
 	}
+	var sid int64
+	var next *time.Time
 	delivered := rows.Next()
+	if delivered {
+		err = rows.Scan(&sid, &next)
+	}
 	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err == nil {
+		err = rows.Err()
+	}
+	if err != nil {
 		return fmt.Errorf("deliver: %w", err)
 	}
 	if delivered {
 		b.notify = b.notify || starts
+		if starts && next != nil && next.After(b.now) {
+			// The window's end wakes the executor through the timer.
+			b.timers = true
+			return setTimer(ctx, b.tx, sid, *next)
+		}
 		return nil
 	}
 	if len(tg.unchecked) == 0 {
@@ -315,6 +381,11 @@ func (b *batch) flush(ctx context.Context) error {
 	}
 	if b.notify {
 		if _, err := b.tx.Exec(ctx, `SELECT pg_notify($1, '')`, TurnsChannel); err != nil {
+			return err
+		}
+	}
+	if b.timers {
+		if _, err := b.tx.Exec(ctx, `SELECT pg_notify($1, '')`, TimersChannel); err != nil {
 			return err
 		}
 	}

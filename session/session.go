@@ -123,6 +123,7 @@ const (
 	ReasonIDFailed        = "id_failed"         // the session id expression failed
 	ReasonSessionClosed   = "session_closed"    // S2: a closed session id never starts again
 	ReasonSessionNotFound = "session_not_found" // a resume named no session
+	ReasonEndsFailed      = "ends_failed"       // E1: session.ends failed for the input or did not give a timestamp
 )
 
 // Diagnostic counts a trigger predicate's evaluation failures (each a non-match).
@@ -155,7 +156,16 @@ func scanSession(row pgx.Row) (*Session, error) {
 		return nil, err
 	}
 	s.StartedAt, s.CreatedAt, s.UpdatedAt = s.StartedAt.UTC(), s.CreatedAt.UTC(), s.UpdatedAt.UTC()
+	s.EndsAt, s.ClosedAt = utcPtr(s.EndsAt), utcPtr(s.ClosedAt)
 	return &s, nil
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 // Get returns the session addressed by action id and session id, or nil.
@@ -265,17 +275,18 @@ func (st *Store) Inputs(ctx context.Context, sid int64, afterKey string, first i
 	return Inputs(ctx, st.pool, sid, afterKey, first, status)
 }
 
-// TurnInputs returns the inputs a turn took, in delivery order.
+// TurnInputs returns the inputs a turn took, in the order it had them.
 func (st *Store) TurnInputs(ctx context.Context, sid int64, turn int) ([]Input, error) {
 	return TurnInputs(ctx, st.pool, sid, turn)
 }
 
-// TurnInputs reads the inputs a turn took through q, in delivery order.
+// TurnInputs reads the inputs a turn took through q, in the order the turn
+// had them: delivery order, with firings placed by time (C6).
 func TurnInputs(ctx context.Context, q ledger.Querier, sid int64, turn int) ([]Input, error) {
 	rows, err := q.Query(ctx, `SELECT i.sid, i.seq, i.identity, i.kind, i.event_id, i.triggers, i.starts_turn, i.status, i.turn, i.byte_size, i.delivered_at,
 		i.execution_id, i.caller_execution_id, i.order_key
 		FROM turn_inputs t JOIN session_inputs i ON i.sid = t.sid AND i.seq = t.seq
-		WHERE t.sid = $1 AND t.turn = $2 ORDER BY t.seq`, sid, turn)
+		WHERE t.sid = $1 AND t.turn = $2 ORDER BY i.order_key, i.seq`, sid, turn)
 	if err != nil {
 		return nil, fmt.Errorf("session: turn inputs: %w", err)
 	}

@@ -206,7 +206,10 @@ func (e *Executor) Sweep(ctx context.Context) (int, error) {
 }
 
 // claim leases the runnable session waiting longest and fixes its turn: the
-// RUNNING turn a dead worker left, or a new turn over the pending inputs (T2, T3).
+// RUNNING turn a dead worker left (with its inputs, final and endsAt, T9),
+// or a new turn over the pending inputs and due firings (T2, T3, C4-C6),
+// final when the session's end has come and it takes everything (E3, E4).
+// A session whose end came with nothing pending completes instead (E5).
 func (e *Executor) claim(ctx context.Context) (*claim, error) {
 	var c *claim
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
@@ -256,23 +259,33 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 		if err != nil {
 			return err
 		}
-		c.inputs, err = e.takeInputs(ctx, tx, sid, comp.Session)
+		tk, err := e.plan(ctx, tx, sess, comp.Session, now)
 		if err != nil {
 			return err
 		}
-		if c.inputs == nil {
+		switch {
+		case tk == nil:
 			// Nothing starts a turn any more: stand down.
 			_, err := tx.Exec(ctx, `UPDATE sessions SET next_turn_at = NULL, lease_owner = NULL, lease_expires_at = NULL WHERE sid = $1`, sid)
 			c = nil
 			return err
+		case tk.ended:
+			// E5: the end has come with nothing pending.
+			c = nil
+			return complete(ctx, tx, sid, now)
 		}
-		c.turn, c.execID, c.final, c.endsAt, c.attempt = sess.TurnCount+1, uuid.New(), false, sess.EndsAt, 1
+		c.turn, c.execID, c.final, c.endsAt, c.attempt = sess.TurnCount+1, uuid.New(), tk.final, sess.EndsAt, 1
+		var fired []ledger.NewEvent
+		c.inputs, fired, err = recordFirings(ctx, tx, sid, tk.items, now)
+		if err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO executions (id, action_id, version, sid, turn, status, attempts, started_at)
 			VALUES ($1, $2, $3, $4, $5, 'RUNNING', 1, $6)`, c.execID, sess.ActionID, sess.Version, sid, c.turn, now); err != nil {
 			return fmt.Errorf("claim: execution: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO session_turns (sid, number, status, execution_id, final, ends_at, started_at)
-			VALUES ($1, $2, 'RUNNING', $3, false, $4, $5)`, sid, c.turn, c.execID, sess.EndsAt, now); err != nil {
+			VALUES ($1, $2, 'RUNNING', $3, $4, $5, $6)`, sid, c.turn, c.execID, c.final, sess.EndsAt, now); err != nil {
 			return fmt.Errorf("claim: turn: %w", err)
 		}
 		seqs := make([]int64, len(c.inputs))
@@ -282,8 +295,12 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 		if _, err := tx.Exec(ctx, `INSERT INTO turn_inputs (sid, turn, seq) SELECT $1, $2, unnest($3::bigint[])`, sid, c.turn, seqs); err != nil {
 			return fmt.Errorf("claim: turn inputs: %w", err)
 		}
-		_, err = tx.Exec(ctx, `UPDATE sessions SET turn_count = $2 WHERE sid = $1`, sid, c.turn)
+		if _, err = tx.Exec(ctx, `UPDATE sessions SET turn_count = $2 WHERE sid = $1`, sid, c.turn); err != nil {
+			return err
+		}
 		c.sess.TurnCount = c.turn
+		// Last: appending holds the ledger head until this transaction ends.
+		_, err = ledger.Append(ctx, tx, now, fired...)
 		return err
 	})
 	if err != nil {
@@ -292,41 +309,14 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 	return c, nil
 }
 
-// takeInputs returns the pending inputs the next turn takes: every pending
-// input in delivery order up to the turns limits (T2), provided one of the
-// pending inputs starts a turn (T3); nil otherwise. A turn always takes at
-// least one input.
-func (e *Executor) takeInputs(ctx context.Context, tx pgx.Tx, sid int64, sd *action.CompiledSession) ([]session.Input, error) {
-	var starts bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM session_inputs WHERE sid = $1 AND status = 'PENDING' AND starts_turn)`, sid).Scan(&starts); err != nil {
-		return nil, err
+// complete ends a session whose end came with nothing pending (E5):
+// COMPLETED, reason ended, no turn.
+func complete(ctx context.Context, tx pgx.Tx, sid int64, now time.Time) error {
+	if _, err := tx.Exec(ctx, `UPDATE sessions SET status = 'COMPLETED', reason = $2, closed_at = $3, updated_at = $3,
+		next_turn_at = NULL, lease_owner = NULL, lease_expires_at = NULL WHERE sid = $1`, sid, session.ReasonEnded, now); err != nil {
+		return fmt.Errorf("complete at the end: %w", err)
 	}
-	if !starts {
-		return nil, nil
-	}
-	limit := action.DefaultMaxInputs
-	if sd != nil && sd.MaxInputs > 0 {
-		limit = sd.MaxInputs
-	}
-	rows, err := tx.Query(ctx, `SELECT `+session.InputColumns+` FROM session_inputs WHERE sid = $1 AND status = 'PENDING' ORDER BY seq LIMIT $2`, sid, limit)
-	if err != nil {
-		return nil, err
-	}
-	ins, err := pgx.CollectRows(rows, session.ScanInput)
-	if err != nil {
-		return nil, err
-	}
-	if sd != nil && sd.MaxBytes > 0 {
-		total := 0
-		for i, in := range ins {
-			total += in.ByteSize
-			if total > sd.MaxBytes && i > 0 {
-				ins = ins[:i]
-				break
-			}
-		}
-	}
-	return ins, nil
+	return session.DropTimer(ctx, tx, sid)
 }
 
 // run executes the claimed turn with retries (T7) while keeping the lease
@@ -406,7 +396,7 @@ func (e *Executor) attempts(ctx, runCtx context.Context, c *claim, h Handler, re
 		}
 		out, runErr = e.attempt(runCtx, h, req)
 		if runErr == nil {
-			if verr := out.validate(); verr != nil {
+			if verr := out.validate(c.final, c.endsAt != nil); verr != nil {
 				runErr = Permanent(fmt.Errorf("action_output_invalid: %w", verr))
 			}
 		}
@@ -525,7 +515,9 @@ func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript [
 		now := e.clock.Now()
 		var status session.Status
 		var token int64
-		if err := tx.QueryRow(ctx, `SELECT status, lease_token FROM sessions WHERE sid = $1 FOR UPDATE`, c.sess.SID).Scan(&status, &token); err != nil {
+		clk := session.Clock{}
+		if err := tx.QueryRow(ctx, `SELECT status, lease_token, started_at, ends_at FROM sessions WHERE sid = $1 FOR UPDATE`,
+			c.sess.SID).Scan(&status, &token, &clk.StartedAt, &clk.EndsAt); err != nil {
 			return err
 		}
 		if token != c.token {
@@ -537,9 +529,15 @@ func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript [
 			return err
 		}
 		if status.Final() {
+			if err := session.DropTimer(ctx, tx, c.sess.SID); err != nil {
+				return err
+			}
 			return e.finish(ctx, tx, c, now, "CANCELLED", "CANCELLED", nil, "the session was closed while the turn ran")
 		}
 		if runErr != nil {
+			if err := session.DropTimer(ctx, tx, c.sess.SID); err != nil {
+				return err
+			}
 			reason := fmt.Sprintf("execution %s failed: %v", c.execID, runErr)
 			if _, err := tx.Exec(ctx, `UPDATE sessions SET status = 'FAILED', reason = $2, closed_at = $3, updated_at = $3,
 				next_turn_at = NULL, lease_owner = NULL, lease_expires_at = NULL WHERE sid = $1`, c.sess.SID, truncate(reason), now); err != nil {
@@ -572,11 +570,20 @@ func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript [
 		if err := e.finish(ctx, tx, c, now, "COMPLETED", "SUCCEEDED", out.Output, ""); err != nil {
 			return err
 		}
+		if final {
+			if err := session.DropTimer(ctx, tx, c.sess.SID); err != nil {
+				return err
+			}
+		}
+		due, err := e.dueAfterTurn(ctx, tx, c, clk, now)
+		if err != nil {
+			return err
+		}
 		// The row is locked, so every input delivered before this statement is seen.
 		var next *time.Time
-		if err := tx.QueryRow(ctx, `UPDATE sessions SET next_turn_at = CASE WHEN status = 'OPEN' AND EXISTS (
-				SELECT 1 FROM session_inputs WHERE sid = $1 AND status = 'PENDING' AND starts_turn) THEN $2::timestamptz END
-			WHERE sid = $1 RETURNING next_turn_at`, c.sess.SID, now).Scan(&next); err != nil {
+		if err := tx.QueryRow(ctx, `UPDATE sessions SET next_turn_at = CASE WHEN status = 'OPEN' AND ($3 OR EXISTS (
+				SELECT 1 FROM session_inputs WHERE sid = $1 AND status = 'PENDING' AND starts_turn)) THEN $2::timestamptz END
+			WHERE sid = $1 RETURNING next_turn_at`, c.sess.SID, now, due).Scan(&next); err != nil {
 			return err
 		}
 		if next != nil {
@@ -585,6 +592,35 @@ func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript [
 		}
 		return nil
 	}()
+}
+
+// dueAfterTurn reports whether the session needs another turn at once
+// for reasons that are not pending rows: its end has come (a turn running
+// when the end passed finishes as ordinary, then the end applies, E4), or
+// a firing of an entry that starts turns came due while the turn ran (C4).
+func (e *Executor) dueAfterTurn(ctx context.Context, tx pgx.Tx, c *claim, clk session.Clock, now time.Time) (bool, error) {
+	if clk.Ended(now) {
+		return true, nil
+	}
+	comp, err := e.actions.Compiled(ctx, c.sess.ActionID, c.sess.Version)
+	if err != nil {
+		return false, err
+	}
+	cs := comp.Session
+	if cs == nil || len(cs.Clock) == 0 {
+		return false, nil
+	}
+	taken, err := session.TakenFirings(ctx, tx, []int64{c.sess.SID})
+	if err != nil {
+		return false, err
+	}
+	clk.Taken = taken[c.sess.SID]
+	for _, f := range clk.Due(cs, now) {
+		if f.StartsTurn {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // finish settles the turn and its execution.

@@ -266,16 +266,29 @@ func configError(err error) error {
 	return err
 }
 
-// validate checks an outcome's shape (T5); the error message says what is wrong.
-func (o *Outcome) validate() error {
+// validate checks an outcome's shape (T5) and what a session with an end
+// allows (E2, E3): final is the turn's final flag, ends whether the session
+// has an end. The error message says what is wrong.
+//
+// Before the end no turn completes the session: COMPLETED is invalid (an
+// ordinary turn of a session with an end keeps it OPEN). The final turn
+// must complete it: OPEN is invalid. FAILED is a handler's to report in any
+// turn; the end limits only OPEN and COMPLETED.
+func (o *Outcome) validate(final, ends bool) error {
 	if o == nil {
 		return errors.New("the handler returned no outcome")
 	}
 	switch o.Status {
 	case "OPEN":
+		if final {
+			return errors.New("this is the session's final turn: it must report COMPLETED with a reason, not OPEN")
+		}
 	case "COMPLETED", "FAILED":
 		if o.Reason == "" {
 			return fmt.Errorf("status %s needs a reason", o.Status)
+		}
+		if o.Status == "COMPLETED" && ends && !final {
+			return errors.New("the session has an end and this is not its final turn: a turn before the end may keep the session OPEN, not complete it")
 		}
 	case "WAITING":
 		return errors.New("status WAITING is reported only by a turn that waits for an approval")

@@ -58,6 +58,10 @@ func scanTurn(r pgx.CollectableRow) (Turn, error) {
 	err := r.Scan(&t.SID, &t.Number, &t.Status, &t.ExecutionID, &t.Final, &t.EndsAt, &t.StartedAt, &t.FinishedAt,
 		&t.CheckpointState, &t.CheckpointStatus, &t.CheckpointReason)
 	t.StartedAt = t.StartedAt.UTC()
+	if t.EndsAt != nil {
+		u := t.EndsAt.UTC()
+		t.EndsAt = &u
+	}
 	return t, err
 }
 

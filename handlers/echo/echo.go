@@ -1,7 +1,9 @@
 // Package echo is the agent.echo handler kind: a stand-in agent that
 // answers every turn by echoing the inputs it saw. It keeps a running count
 // of inputs in the session state and writes one transcript entry per input
-// plus one for its reply. Useful for demos, tests and wiring checks.
+// plus one for its reply. It keeps the session OPEN, except in the final
+// turn of a session with an end, which it completes (E3). Useful for demos,
+// tests and wiring checks.
 //
 // Config: {"agent_id": string (optional, at most 200 bytes),
 // "sleep_ms": integer 0-60000 (optional; how long each turn takes)}.
@@ -100,9 +102,14 @@ func (h *handler) Run(ctx context.Context, req *turns.Request) (*turns.Outcome, 
 	st.LastTurn = req.Turn
 	out := map[string]any{"agent_id": h.cfg.AgentID, "turn": req.Turn, "inputs": seen, "count": st.Count}
 	req.Transcript.Add("reply", map[string]any{"agent_id": h.cfg.AgentID, "text": fmt.Sprintf("echoed %d input(s)", len(seen))})
-	return &turns.Outcome{
+	outcome := &turns.Outcome{
 		State:  jsonvalue.MustEncode(st),
 		Status: "OPEN",
 		Output: jsonvalue.MustEncode(out),
-	}, nil
+	}
+	if req.Final {
+		// E3: the final turn of a session with an end completes it.
+		outcome.Status, outcome.Reason = "COMPLETED", fmt.Sprintf("final turn: echoed %d input(s) at the session's end", len(seen))
+	}
+	return outcome, nil
 }
