@@ -95,8 +95,10 @@ func TestStarlarkBalanceAndToolEndToEnd(t *testing.T) {
 					Status string
 					Reason *string
 					State  json.RawMessage
-					Inputs struct{ Nodes []struct{ Kind, Status string } }
-					Turns  struct {
+					Inputs struct {
+						Nodes []struct{ Kind, Status string }
+					}
+					Turns struct {
 						Nodes []struct {
 							Number    int
 							Status    string
@@ -172,7 +174,11 @@ func TestStarlarkBalanceAndToolEndToEnd(t *testing.T) {
 	require.Len(t, ss.Turns.Nodes, 3)
 
 	// The turn's ledger writes committed with it.
-	var v struct{ Ledger struct{ Value struct{ Value json.RawMessage } } }
+	var v struct {
+		Ledger struct {
+			Value struct{ Value json.RawMessage }
+		}
+	}
 	e.ok(t, `query($k: String!) { ledger { value(namespace: "balance", key: $k) { value } } }`, map[string]any{"k": acct}, &v)
 	jsonEq(t, `{"balance":`+want+`}`, v.Ledger.Value.Value)
 
