@@ -269,9 +269,18 @@ type ComplexityRoot struct {
 		ID func(childComplexity int) int
 	}
 
+	ScheduleEntry struct {
+		Cron     func(childComplexity int) int
+		Every    func(childComplexity int) int
+		Name     func(childComplexity int) int
+		Timezone func(childComplexity int) int
+	}
+
 	SessionDefinition struct {
+		Ends        func(childComplexity int) int
 		ID          func(childComplexity int) int
 		InputSchema func(childComplexity int) int
+		Schedule    func(childComplexity int) int
 		Turns       func(childComplexity int) int
 	}
 
@@ -332,6 +341,7 @@ type ComplexityRoot struct {
 		MaxBytes  func(childComplexity int) int
 		MaxInputs func(childComplexity int) int
 		On        func(childComplexity int) int
+		Window    func(childComplexity int) int
 	}
 }
 
@@ -1341,6 +1351,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ResumeRole.ID(childComplexity), true
 
+	case "ScheduleEntry.cron":
+		if e.ComplexityRoot.ScheduleEntry.Cron == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleEntry.Cron(childComplexity), true
+	case "ScheduleEntry.every":
+		if e.ComplexityRoot.ScheduleEntry.Every == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleEntry.Every(childComplexity), true
+	case "ScheduleEntry.name":
+		if e.ComplexityRoot.ScheduleEntry.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleEntry.Name(childComplexity), true
+	case "ScheduleEntry.timezone":
+		if e.ComplexityRoot.ScheduleEntry.Timezone == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleEntry.Timezone(childComplexity), true
+
+	case "SessionDefinition.ends":
+		if e.ComplexityRoot.SessionDefinition.Ends == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionDefinition.Ends(childComplexity), true
 	case "SessionDefinition.id":
 		if e.ComplexityRoot.SessionDefinition.ID == nil {
 			break
@@ -1353,6 +1394,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SessionDefinition.InputSchema(childComplexity), true
+	case "SessionDefinition.schedule":
+		if e.ComplexityRoot.SessionDefinition.Schedule == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionDefinition.Schedule(childComplexity), true
 	case "SessionDefinition.turns":
 		if e.ComplexityRoot.SessionDefinition.Turns == nil {
 			break
@@ -1543,6 +1590,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.TurnsDefinition.On(childComplexity), true
+	case "TurnsDefinition.window":
+		if e.ComplexityRoot.TurnsDefinition.Window == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TurnsDefinition.Window(childComplexity), true
 
 	}
 	return 0, false
@@ -1841,13 +1894,30 @@ type SessionDefinition {
   inputSchema: JSON
   "CEL expression over ` + "`" + `session.input` + "`" + ` giving the session id."
   id: String!
+  "CEL expression over ` + "`" + `session.input` + "`" + ` and ` + "`" + `session.started_at` + "`" + ` giving each session's end (a timestamp), or null: no end (E1, E7)."
+  ends: String
+  "The session clock: up to 8 named entries (C1)."
+  schedule: [ScheduleEntry!]
   turns: TurnsDefinition
+}
+
+"An entry of a session clock: a cron expression in a timezone, or an every period (C1, C2)."
+type ScheduleEntry {
+  name: String!
+  "Five cron fields (minute hour day-of-month month day-of-week) or a descriptor such as @daily."
+  cron: String
+  "IANA timezone the cron expression is read in; null: UTC."
+  timezone: String
+  "A period such as 1h or 90s (at least 1s): fires at startedAt + k * every."
+  every: String
 }
 
 type TurnsDefinition {
   on: [String!]
   maxInputs: Int
   maxBytes: Int
+  "Delays the first turn after the session was idle (T4)."
+  window: String
 }
 
 input ActionInput {
@@ -1898,15 +1968,35 @@ input ResumeInput {
 input SessionInput {
   inputSchema: JSON
   id: String!
+  """
+  CEL expression over ` + "`" + `session.input` + "`" + ` and ` + "`" + `session.started_at` + "`" + ` giving each
+  session's end, e.g. ` + "`" + `session.started_at + duration('720h')` + "`" + `. Evaluated at
+  start (a failure or non-timestamp makes the start an intake record,
+  ends_failed) and again when startedAt moves earlier. Before the end no turn
+  may complete the session; at the end pending inputs get a final turn that
+  must complete it; with nothing pending the session completes with reason
+  ` + "`" + `ended` + "`" + ` (E1-E6).
+  """
   ends: String
+  "The session clock: at most 8 entries, each with exactly one of cron and every (C1)."
   schedule: [ScheduleEntryInput!]
   turns: TurnsInput
 }
 
 input ScheduleEntryInput {
+  "Unique among the action's triggers and entries; turns.on may name it."
   name: String!
+  """
+  Five cron fields (minute hour day-of-month month day-of-week) or a
+  descriptor (@yearly, @monthly, @weekly, @daily, @hourly), matched on the
+  wall clock of timezone, strictly after startedAt. A wall time skipped by a
+  daylight-saving change fires once at the first instant after the gap; a
+  repeated one fires once, at its first occurrence. No TZ= prefix, no @every.
+  """
   cron: String
+  "IANA timezone for cron, e.g. America/New_York; omitted: UTC."
   timezone: String
+  "A period (Go duration syntax, at least 1s, e.g. 1h or 90s): fires at startedAt + k * every."
   every: String
 }
 
@@ -1917,6 +2007,11 @@ input TurnsInput {
   maxInputs: Int
   "Most input bytes one turn takes (a turn always takes at least one input)."
   maxBytes: Int
+  """
+  A duration (1ms to 24h, e.g. 5s) by which the first turn after the
+  session was idle waits, so inputs arriving meanwhile join it (T4). A turn
+  started by a clock firing or by the session's end never waits.
+  """
   window: String
 }
 
@@ -1952,6 +2047,7 @@ type ActionSession {
   state: JSON
   "Commit time of the earliest-committed start event delivered (S3)."
   startedAt: Time!
+  "The session's end from session.ends (E1); it moves with startedAt. Null: no end."
   endsAt: Time
   "The earliest-committed start event delivered."
   origin: Event
@@ -1987,7 +2083,9 @@ type ActionSessionTurn {
   "The session as the turn left it; null until the turn commits."
   checkpoint: Checkpoint
   execution: Execution!
+  "True for the turn that takes everything pending at the session's end (E3, E4); it must complete the session."
   final: Boolean!
+  "The session's end as the turn saw it."
   endsAt: Time
   startedAt: Time!
   finishedAt: Time
@@ -2022,12 +2120,18 @@ enum InputStatus {
 }
 
 type ActionSessionInput {
-  "Unique within the session, e.g. event/<event id>."
+  "Unique within the session, e.g. event/<event id> or schedule/<entry>/<scheduled_at> (C3)."
   identity: String!
   kind: InputKind!
   status: InputStatus!
-  "Position in the session's delivery order, from 1."
+  """
+  Position in the session's delivery order, from 1. A SCHEDULE input is
+  delivered when the turn that takes it starts (C6), so listings, which
+  place it among the turn's inputs by its scheduled time, may show its
+  sequence out of order.
+  """
   sequence: Int!
+  "The input's event; for a SCHEDULE input a schedule.fired event, data {schedule, scheduled_at, missed} (C3)."
   event: Event
   "Names of the triggers that matched (EVENT inputs)."
   triggers: [String!]!
@@ -2052,7 +2156,7 @@ type IntakeRecord {
   trigger: String!
   "The session id the event addressed, when it could be computed."
   sessionId: String
-  "Stable reason code: input_conflict, input_invalid, mapping_failed, session_closed, session_not_found, id_failed."
+  "Stable reason code: input_conflict, input_invalid, mapping_failed, session_closed, session_not_found, id_failed, ends_failed."
   reason: String!
   message: String!
   createdAt: Time!
@@ -2525,12 +2629,30 @@ func (ec *executionContext) childFields_ResumeRole(ctx context.Context, field gr
 	return nil, fmt.Errorf("no field named %q was found under type ResumeRole", field.Name)
 }
 
+func (ec *executionContext) childFields_ScheduleEntry(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_ScheduleEntry_name(ctx, field)
+	case "cron":
+		return ec.fieldContext_ScheduleEntry_cron(ctx, field)
+	case "timezone":
+		return ec.fieldContext_ScheduleEntry_timezone(ctx, field)
+	case "every":
+		return ec.fieldContext_ScheduleEntry_every(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ScheduleEntry", field.Name)
+}
+
 func (ec *executionContext) childFields_SessionDefinition(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "inputSchema":
 		return ec.fieldContext_SessionDefinition_inputSchema(ctx, field)
 	case "id":
 		return ec.fieldContext_SessionDefinition_id(ctx, field)
+	case "ends":
+		return ec.fieldContext_SessionDefinition_ends(ctx, field)
+	case "schedule":
+		return ec.fieldContext_SessionDefinition_schedule(ctx, field)
 	case "turns":
 		return ec.fieldContext_SessionDefinition_turns(ctx, field)
 	}
@@ -2651,6 +2773,8 @@ func (ec *executionContext) childFields_TurnsDefinition(ctx context.Context, fie
 		return ec.fieldContext_TurnsDefinition_maxInputs(ctx, field)
 	case "maxBytes":
 		return ec.fieldContext_TurnsDefinition_maxBytes(ctx, field)
+	case "window":
+		return ec.fieldContext_TurnsDefinition_window(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TurnsDefinition", field.Name)
 }
@@ -7074,6 +7198,98 @@ func (ec *executionContext) fieldContext_ResumeRole_id(_ context.Context, field 
 	return graphql.NewScalarFieldContext("ResumeRole", field, false, false, "String")
 }
 
+func (ec *executionContext) _ScheduleEntry_name(ctx context.Context, field graphql.CollectedField, obj *action.ScheduleEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleEntry_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleEntry_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleEntry", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleEntry_cron(ctx context.Context, field graphql.CollectedField, obj *action.ScheduleEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleEntry_cron(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cron, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleEntry_cron(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleEntry", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleEntry_timezone(ctx context.Context, field graphql.CollectedField, obj *action.ScheduleEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleEntry_timezone(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Timezone, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleEntry_timezone(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleEntry", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleEntry_every(ctx context.Context, field graphql.CollectedField, obj *action.ScheduleEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleEntry_every(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Every, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleEntry_every(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleEntry", field, false, false, "String")
+}
+
 func (ec *executionContext) _SessionDefinition_inputSchema(ctx context.Context, field graphql.CollectedField, obj *action.SessionDef) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7118,6 +7334,61 @@ func (ec *executionContext) _SessionDefinition_id(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_SessionDefinition_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("SessionDefinition", field, false, false, "String")
+}
+
+func (ec *executionContext) _SessionDefinition_ends(ctx context.Context, field graphql.CollectedField, obj *action.SessionDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionDefinition_ends(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Ends, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionDefinition_ends(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionDefinition", field, false, false, "String")
+}
+
+func (ec *executionContext) _SessionDefinition_schedule(ctx context.Context, field graphql.CollectedField, obj *action.SessionDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionDefinition_schedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Schedule, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []action.ScheduleEntry) graphql.Marshaler {
+			return ec.marshalOScheduleEntry2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐScheduleEntryᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionDefinition_schedule(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SessionDefinition",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ScheduleEntry(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _SessionDefinition_turns(ctx context.Context, field graphql.CollectedField, obj *action.SessionDef) (ret graphql.Marshaler) {
@@ -7907,6 +8178,29 @@ func (ec *executionContext) _TurnsDefinition_maxBytes(ctx context.Context, field
 }
 func (ec *executionContext) fieldContext_TurnsDefinition_maxBytes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TurnsDefinition", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TurnsDefinition_window(ctx context.Context, field graphql.CollectedField, obj *action.Turns) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TurnsDefinition_window(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Window, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TurnsDefinition_window(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TurnsDefinition", field, false, false, "String")
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -11079,6 +11373,54 @@ func (ec *executionContext) _ResumeRole(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
+var scheduleEntryImplementors = []string{"ScheduleEntry"}
+
+func (ec *executionContext) _ScheduleEntry(ctx context.Context, sel ast.SelectionSet, obj *action.ScheduleEntry) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, scheduleEntryImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ScheduleEntry")
+		case "name":
+			out.Values[i] = ec._ScheduleEntry_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cron":
+			out.Values[i] = ec._ScheduleEntry_cron(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "timezone":
+			out.Values[i] = ec._ScheduleEntry_timezone(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "every":
+			out.Values[i] = ec._ScheduleEntry_every(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var sessionDefinitionImplementors = []string{"SessionDefinition"}
 
 func (ec *executionContext) _SessionDefinition(ctx context.Context, sel ast.SelectionSet, obj *action.SessionDef) graphql.Marshaler {
@@ -11098,6 +11440,16 @@ func (ec *executionContext) _SessionDefinition(ctx context.Context, sel ast.Sele
 		case "id":
 			out.Values[i] = ec._SessionDefinition_id(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "ends":
+			out.Values[i] = ec._SessionDefinition_ends(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "schedule":
+			out.Values[i] = ec._SessionDefinition_schedule(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "turns":
@@ -11530,6 +11882,11 @@ func (ec *executionContext) _TurnsDefinition(ctx context.Context, sel ast.Select
 			}
 		case "maxBytes":
 			out.Values[i] = ec._TurnsDefinition_maxBytes(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "window":
+			out.Values[i] = ec._TurnsDefinition_window(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -12373,6 +12730,10 @@ func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋactionsledgerᚋa
 	return ec._PageInfo(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNScheduleEntry2githubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐScheduleEntry(ctx context.Context, sel ast.SelectionSet, v action.ScheduleEntry) graphql.Marshaler {
+	return ec._ScheduleEntry(ctx, sel, &v)
+}
+
 func (ec *executionContext) unmarshalNScheduleEntryInput2githubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐScheduleEntry(ctx context.Context, v any) (action.ScheduleEntry, error) {
 	res, err := ec.unmarshalInputScheduleEntryInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -12856,6 +13217,25 @@ func (ec *executionContext) marshalOResumeRole2ᚖgithubᚗcomᚋactionsledger�
 		return graphql.Null
 	}
 	return ec._ResumeRole(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOScheduleEntry2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐScheduleEntryᚄ(ctx context.Context, sel ast.SelectionSet, v []action.ScheduleEntry) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNScheduleEntry2githubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐScheduleEntry(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalOScheduleEntryInput2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐScheduleEntryᚄ(ctx context.Context, v any) ([]action.ScheduleEntry, error) {
