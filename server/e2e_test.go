@@ -104,7 +104,9 @@ func (e *env) createMonitor(t testing.TB) string {
 
 // TestSeedExamplesEndToEnd runs the seed's CreateMonitor and Session
 // operations unchanged against the HTTP handler with the dispatcher and
-// executor running (A1, I2, I1, L2, L3, S2, S4, T2, T3, T5, T9).
+// executor running (A1, I2, I1, L2, L3, S2, S3, S4, T2, T3, T5, T9). The
+// account record's event creates the session and is its origin, not one of
+// its inputs (S2): the turns take the three entries.
 func TestSeedExamplesEndToEnd(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -120,15 +122,30 @@ func TestSeedExamplesEndToEnd(t *testing.T) {
 	}
 
 	var s *sessionView
-	poll(t, "the session's turns to take all 4 inputs", func() bool {
+	poll(t, "the session's turns to take all 3 inputs", func() bool {
 		s = e.querySession(t, actionID, acct)
-		return s != nil && s.takenInputs() == 4
+		return s != nil && s.takenInputs() == 3
 	})
 	require.Equal(t, "OPEN", s.Status)
-	jsonEq(t, fmt.Sprintf(`{"count": 4, "last_turn": %d}`, len(s.Turns.Nodes)), s.State)
+	jsonEq(t, fmt.Sprintf(`{"count": 3, "last_turn": %d}`, len(s.Turns.Nodes)), s.State)
 
-	// Turns are newest first; in delivery order the account comes first,
-	// then the three entries (T2, T3: the account input rode along).
+	// S2, S3: the account.inserted event is the session's origin.
+	var origin struct {
+		Actions struct {
+			Action struct {
+				Session struct {
+					Origin struct{ ID, EventType string }
+				}
+			}
+		}
+	}
+	e.ok(t, `query($a: UUID!, $id: String!) { actions { action(id: $a) { session(id: $id) {
+	    origin { id eventType } } } } }`, map[string]any{"a": actionID, "id": acct}, &origin)
+	require.Equal(t, first.Event.ID, origin.Actions.Action.Session.Origin.ID)
+	require.Equal(t, "account.inserted", origin.Actions.Action.Session.Origin.EventType)
+
+	// Turns are newest first; in delivery order they took the three entries
+	// (T2, T3), and no turn took the account event.
 	var types, keys []string
 	count := 0
 	for i := len(s.Turns.Nodes) - 1; i >= 0; i-- {
@@ -172,8 +189,8 @@ func TestSeedExamplesEndToEnd(t *testing.T) {
 		require.Equal(t, want, kinds)
 		require.Empty(t, tn.Execution.Children.Nodes)
 	}
-	require.Equal(t, []string{"account.inserted", "entry.inserted", "entry.inserted", "entry.inserted"}, types)
-	require.Equal(t, []string{acct, acct + "-0", acct + "-1", acct + "-2"}, keys)
+	require.Equal(t, []string{"entry.inserted", "entry.inserted", "entry.inserted"}, types)
+	require.Equal(t, []string{acct + "-0", acct + "-1", acct + "-2"}, keys)
 
 	t.Run("LedgerQueries", func(t *testing.T) { testLedgerQueries(t, e, acct) })
 	t.Run("SessionsAndClose", func(t *testing.T) { testSessionsAndClose(t, e, actionID, acct, len(s.Turns.Nodes)) })
@@ -370,8 +387,8 @@ func testSessionsAndClose(t *testing.T, e *env, actionID, acct string, turns int
 	s := e.querySession(t, actionID, acct)
 	require.Equal(t, "CANCELLED", s.Status)
 	require.Len(t, s.Turns.Nodes, turns, "T8: no turn after the close")
-	require.Equal(t, 4, s.takenInputs())
-	require.Equal(t, 4, e.countRows(t, `SELECT count(*) FROM session_inputs i JOIN sessions s USING (sid) WHERE s.id = $1`, acct))
+	require.Equal(t, 3, s.takenInputs())
+	require.Equal(t, 3, e.countRows(t, `SELECT count(*) FROM session_inputs i JOIN sessions s USING (sid) WHERE s.id = $1`, acct))
 }
 
 // TestTriggerDiagnostics checks a predicate that fails to evaluate on an

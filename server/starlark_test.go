@@ -119,7 +119,9 @@ func TestStarlarkBalanceAndToolEndToEnd(t *testing.T) {
 		}
 	}
 	var s sessionOut
-	// One entry per turn: write the next entry once the last is consumed.
+	// One entry per turn: write the next entry once the last is consumed. The
+	// account event is the session's origin, not an input (S2): the entries
+	// are the only inputs.
 	amounts := []any{json.Number("100"), json.Number("-250"), json.Number("9007199254740993")}
 	for i, a := range amounts {
 		e.put(t, "entry", fmt.Sprintf("%s-%d", acct, i), map[string]any{"account_id": acct, "amount": a}, "")
@@ -136,7 +138,7 @@ func TestStarlarkBalanceAndToolEndToEnd(t *testing.T) {
 					consumed++
 				}
 			}
-			return consumed == i+2
+			return consumed == i+1
 		})
 	}
 	ss := s.Actions.Action.Session
@@ -250,7 +252,11 @@ func TestStarlarkFailures(t *testing.T) {
 			aid := uuid.NewString()
 			e.ok(t, createOp, map[string]any{"id": aid, "input": monitor(tc.source)}, nil)
 			acct := uuid.NewString()
+			// The first account event creates the session (its origin, not an
+			// input: S2); a second with the same input is delivered and, without
+			// turns.on, starts the turn.
 			e.put(t, "account", acct, map[string]any{"account_id": acct}, "")
+			e.put(t, "account", acct+"-again", map[string]any{"account_id": acct}, "")
 			var out struct {
 				Actions struct {
 					Action struct {

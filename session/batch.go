@@ -93,16 +93,19 @@ func (b *batch) action(ctx context.Context, ev ledger.Event, evVars *expr.Event,
 		}
 	}
 	evOnly := expr.Vars{Event: evVars}
+	created := map[string]bool{} // sessions this event created: it is their origin, not an input (S2, S6)
 	for _, t := range ar.triggers {
 		if t.Start != nil {
 			if !b.predicate(ctx, a, t, t.Predicate, ev, evOnly) {
 				continue
 			}
-			id, ok, err := b.start(ctx, a, t, ev, evOnly)
+			id, isNew, ok, err := b.start(ctx, a, t, ev, evOnly)
 			if err != nil {
 				return err
 			}
-			if ok {
+			if isNew {
+				created[id] = true
+			} else if ok && !created[id] {
 				add(id, t, true)
 			}
 			continue
@@ -122,6 +125,9 @@ func (b *batch) action(ctx context.Context, ev ledger.Event, evVars *expr.Event,
 				return err
 			}
 			continue
+		}
+		if created[id] {
+			continue // S6: the event already reached the session as its origin
 		}
 		if !readsSession {
 			add(id, t, false) // looked up when delivered, in the same statement
@@ -185,58 +191,64 @@ func (b *batch) predicate(ctx context.Context, a *action.Compiled, t *action.Com
 }
 
 // start maps the event to a session input and finds or creates the session
-// (S2, S3), leaving it locked. It returns the session id, or ok false when
-// the event became an intake record instead (S5).
-func (b *batch) start(ctx context.Context, a *action.Compiled, t *action.CompiledTrigger, ev ledger.Event, vars expr.Vars) (id string, ok bool, err error) {
+// (S2, S3), leaving it locked. It returns the session id and whether this
+// event created the session, or ok false when the event became an intake
+// record instead (S5).
+//
+// S2 reads "a start event creates the session, or is delivered to it when
+// it is open with the same input": the event that creates a session is its
+// origin, from which its input comes, and is not also one of its inputs; a
+// later start event for the open session with the same input is delivered.
+func (b *batch) start(ctx context.Context, a *action.Compiled, t *action.CompiledTrigger, ev ledger.Event, vars expr.Vars) (id string, created, ok bool, err error) {
 	mapped, err := t.Start.Eval(ctx, vars)
 	if err != nil {
-		return "", false, b.intake(ctx, a, t, ev, nil, ReasonMappingFailed, err.Error())
+		return "", false, false, b.intake(ctx, a, t, ev, nil, ReasonMappingFailed, err.Error())
 	}
 	raw, err := jsonvalue.Encode(mapped)
 	if err != nil {
-		return "", false, b.intake(ctx, a, t, ev, nil, ReasonMappingFailed, "the mapped input is not JSON: "+err.Error())
+		return "", false, false, b.intake(ctx, a, t, ev, nil, ReasonMappingFailed, "the mapped input is not JSON: "+err.Error())
 	}
 	if err := jsonvalue.Check(raw, ""); err != nil {
-		return "", false, b.intake(ctx, a, t, ev, nil, ReasonInputInvalid, err.Error())
+		return "", false, false, b.intake(ctx, a, t, ev, nil, ReasonInputInvalid, err.Error())
 	}
 	input, err := raw.Decode() // numbers as json.Number, as every reader sees them
 	if err != nil {
-		return "", false, err
+		return "", false, false, err
 	}
 	if a.Session.Schema != nil {
 		if err := a.Session.Schema.Validate(input); err != nil {
-			return "", false, b.intake(ctx, a, t, ev, nil, ReasonInputInvalid, err.Error())
+			return "", false, false, b.intake(ctx, a, t, ev, nil, ReasonInputInvalid, err.Error())
 		}
 	}
 	id, err = evalID(ctx, a.Session.ID, expr.Vars{Session: &expr.Session{Input: input}})
 	if err != nil {
-		return "", false, b.intake(ctx, a, t, ev, nil, ReasonIDFailed, err.Error())
+		return "", false, false, b.intake(ctx, a, t, ev, nil, ReasonIDFailed, err.Error())
 	}
 	// E1: the end is computed when the session starts; an end that cannot
 	// be computed fails the start.
 	endsAt, err := evalEnd(ctx, a.Session, input, ev.CommitTime)
 	if err != nil {
-		return "", false, b.intake(ctx, a, t, ev, &id, ReasonEndsFailed, "session.ends: "+err.Error())
+		return "", false, false, b.intake(ctx, a, t, ev, &id, ReasonEndsFailed, "session.ends: "+err.Error())
 	}
 	var sid int64
 	err = b.tx.QueryRow(ctx, `INSERT INTO sessions (action_id, id, version, input, status, origin_event_id, started_at, ends_at, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, 'OPEN', $5, $6, $7, $8, $8) ON CONFLICT (action_id, id) DO NOTHING RETURNING sid`,
 		a.ActionID, id, a.Version, []byte(raw), ev.ID, ev.CommitTime, endsAt, b.now).Scan(&sid)
 	if err == nil {
-		return id, true, b.startTimer(ctx, a.Session, sid, Clock{StartedAt: ev.CommitTime, EndsAt: endsAt})
+		return id, true, true, b.startTimer(ctx, a.Session, sid, Clock{StartedAt: ev.CommitTime, EndsAt: endsAt})
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return "", false, fmt.Errorf("create session: %w", err)
+		return "", false, false, fmt.Errorf("create session: %w", err)
 	}
 	s, err := b.lock(ctx, a, id)
 	if err != nil {
-		return "", false, err
+		return "", false, false, err
 	}
 	switch {
 	case s.Status.Final():
-		return "", false, b.intake(ctx, a, t, ev, &id, ReasonSessionClosed, "a closed session never starts again; it is "+string(s.Status))
+		return "", false, false, b.intake(ctx, a, t, ev, &id, ReasonSessionClosed, "a closed session never starts again; it is "+string(s.Status))
 	case !jsonvalue.Equal(s.Input, raw):
-		return "", false, b.intake(ctx, a, t, ev, &id, ReasonInputConflict, "the open session has a different input")
+		return "", false, false, b.intake(ctx, a, t, ev, &id, ReasonInputConflict, "the open session has a different input")
 	}
 	if ev.CommitTime.Before(s.StartedAt) {
 		// S3: the session's origin is its earliest-committed start event
@@ -244,27 +256,27 @@ func (b *batch) start(ctx context.Context, a *action.Compiled, t *action.Compile
 		// end is computed again from it (E1) and the clock moves with it.
 		ends, err := evalEnd(ctx, a.Session, input, ev.CommitTime)
 		if err != nil {
-			return "", false, b.intake(ctx, a, t, ev, &id, ReasonEndsFailed, "session.ends: "+err.Error())
+			return "", false, false, b.intake(ctx, a, t, ev, &id, ReasonEndsFailed, "session.ends: "+err.Error())
 		}
 		if ends == nil {
 			ends = s.EndsAt
 		}
 		if _, err := b.tx.Exec(ctx, `UPDATE sessions SET started_at = $2, origin_event_id = $3, ends_at = $4, updated_at = $5 WHERE sid = $1`,
 			s.SID, ev.CommitTime, ev.ID, ends, b.now); err != nil {
-			return "", false, fmt.Errorf("move session start: %w", err)
+			return "", false, false, fmt.Errorf("move session start: %w", err)
 		}
 		if a.Session.Timed() {
 			// Firings between the new and the old start may be due: let the
 			// timer loop look at the session now.
 			b.timers = true
-			return id, true, setTimer(ctx, b.tx, s.SID, b.now)
+			return id, false, true, setTimer(ctx, b.tx, s.SID, b.now)
 		}
 	} else if s.OriginEventID == nil {
 		if _, err := b.tx.Exec(ctx, `UPDATE sessions SET origin_event_id = $2, updated_at = $3 WHERE sid = $1`, s.SID, ev.ID, b.now); err != nil {
-			return "", false, fmt.Errorf("set session origin: %w", err)
+			return "", false, false, fmt.Errorf("set session origin: %w", err)
 		}
 	}
-	return id, true, nil
+	return id, false, true, nil
 }
 
 // startTimer gives a new session of a timed version its timer, due at its

@@ -13,9 +13,10 @@ import (
 	"github.com/actionsledger/actionsledger/session"
 )
 
-// S1, S2, I1: a start creates one session; the same start again is
-// delivered to it; a closed session never starts again and takes no
-// resume; a resume naming no session is kept as an intake record.
+// S1, S2, I1: a start creates one session and is its origin, not one of
+// its inputs; the same start again is delivered to it; a closed session
+// never starts again and takes no resume; a resume naming no session is
+// kept as an intake record.
 func TestS1S2StartDeliverClose(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -31,7 +32,17 @@ func TestS1S2StartDeliverClose(t *testing.T) {
 	require.JSONEq(t, account(acct), string(s.Input))
 	require.Equal(t, &e1.ID, s.OriginEventID)
 	require.Equal(t, e1.CommitTime, s.StartedAt)
-	require.Equal(t, []delivered{{e1.ID, []string{"opened"}}}, f.delivered(s))
+	require.Empty(t, f.delivered(s), "the creating start is the origin, not an input (S2)")
+
+	// S1/S2: the same start (another account.inserted with the same input)
+	// goes to the same session, as an input.
+	e2 := f.put("account", "second", account(acct))
+	f.dispatch()
+	s = f.session(monitorID, acct)
+	require.Equal(t, 1, f.sessionCount(monitorID))
+	require.Equal(t, &e1.ID, s.OriginEventID, "the origin stays the earliest start")
+	require.Equal(t, e1.CommitTime, s.StartedAt)
+	require.Equal(t, []delivered{{e2.ID, []string{"opened"}}}, f.delivered(s))
 
 	// I1: the input's event resolves to the ledger event and its record.
 	in := f.inputs(s)[0]
@@ -40,27 +51,17 @@ func TestS1S2StartDeliverClose(t *testing.T) {
 	rec := evs[*in.EventID].RecordAt()
 	require.NotNil(t, rec)
 	require.Equal(t, "account", rec.Namespace)
-	require.Equal(t, "first", rec.Key)
+	require.Equal(t, "second", rec.Key)
 	require.EqualValues(t, 1, rec.Version)
 	require.JSONEq(t, account(acct), string(rec.Value))
 	require.Equal(t, session.InputPending, in.Status)
-	require.Equal(t, len(e1.Data), in.ByteSize)
-
-	// S1/S2: the same start (another account.inserted with the same input)
-	// goes to the same session.
-	e2 := f.put("account", "second", account(acct))
-	f.dispatch()
-	s = f.session(monitorID, acct)
-	require.Equal(t, 1, f.sessionCount(monitorID))
-	require.Equal(t, &e1.ID, s.OriginEventID, "the origin stays the earliest start")
-	require.Equal(t, e1.CommitTime, s.StartedAt)
-	require.Equal(t, []delivered{{e1.ID, []string{"opened"}}, {e2.ID, []string{"opened"}}}, f.delivered(s))
+	require.Equal(t, len(e2.Data), in.ByteSize)
 
 	// A resume for the open session is delivered.
 	e3 := f.put("entry", "e3", entry(acct, 10))
 	f.dispatch()
-	require.Len(t, f.delivered(f.session(monitorID, acct)), 3)
-	require.Equal(t, e3.ID, f.delivered(f.session(monitorID, acct))[2].Event)
+	require.Len(t, f.delivered(f.session(monitorID, acct)), 2)
+	require.Equal(t, e3.ID, f.delivered(f.session(monitorID, acct))[1].Event)
 
 	// Closed: a start never opens it again, a resume is not delivered.
 	closed, err := f.app.Sessions.Close(f.ctx, monitorID, acct, "fraud confirmed")
@@ -74,7 +75,7 @@ func TestS1S2StartDeliverClose(t *testing.T) {
 
 	s = f.session(monitorID, acct)
 	require.Equal(t, session.Cancelled, s.Status)
-	require.Len(t, f.inputs(s), 3, "nothing is delivered to a closed session (T8)")
+	require.Len(t, f.inputs(s), 2, "nothing is delivered to a closed session (T8)")
 	require.Equal(t, 1, f.sessionCount(monitorID))
 	f.noSession(monitorID, unknown)
 	require.Equal(t, []intakeView{
@@ -108,7 +109,8 @@ func tiered() action.Definition {
 }
 
 // S2, S5: a start with a different input for an open session is a
-// conflict, kept as an intake record; the session keeps its input.
+// conflict, kept as an intake record; the session keeps its input, and a
+// later start with the same input (in another key order) is delivered.
 func TestS2InputConflict(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -121,7 +123,8 @@ func TestS2InputConflict(t *testing.T) {
 
 	s := f.session(id, "vip-1")
 	require.JSONEq(t, `{"account_id": "vip-1", "tier": "gold"}`, string(s.Input))
-	require.Equal(t, []delivered{{e1.ID, []string{"opened"}}, {e3.ID, []string{"opened"}}}, f.delivered(s))
+	require.Equal(t, &e1.ID, s.OriginEventID)
+	require.Equal(t, []delivered{{e3.ID, []string{"opened"}}}, f.delivered(s))
 	require.Equal(t, []intakeView{{e2.ID, "opened", "vip-1", session.ReasonInputConflict}}, f.intakeViews(id))
 }
 
@@ -172,7 +175,8 @@ var longName = strings.Repeat("n", session.MaxIDLen+1)
 
 // S6, T3: an event matching several triggers of one action reaches each
 // session once, as one input naming every trigger that matched; it starts a
-// turn when any of them is named in turns.on.
+// turn when any of them is named in turns.on. The event that creates the
+// session reaches it once too, as its origin: no other trigger delivers it.
 func TestS6OneInputPerSessionAndT3(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -192,19 +196,23 @@ func TestS6OneInputPerSessionAndT3(t *testing.T) {
 	})
 
 	acct := uuid.NewString()
-	open := f.put("account", "a", account(acct))
+	open := f.put("account", "a", account(acct)) // creates the session: its origin, not an input (S2)
 	small := f.put("entry", "e1", entry(acct, 5))
 	f.dispatch()
 	s := f.session(id, acct)
+	require.Equal(t, &open.ID, s.OriginEventID)
+	require.Equal(t, []delivered{{small.ID, []string{"entry"}}}, f.delivered(s),
+		"the creating event reached the session once, as its origin: reopened does not deliver it (S6)")
 	require.Nil(t, f.nextTurnAt(s), "no input named in turns.on yet (T3)")
 
+	again := f.put("account", "b", account(acct)) // a later start with the same input: delivered once for both triggers
 	big := f.put("entry", "e2", entry(acct, 500))
 	dispatchedAt := f.clock.Now()
 	f.dispatch()
 
 	require.Equal(t, []delivered{
-		{open.ID, []string{"opened", "reopened"}},
 		{small.ID, []string{"entry"}},
+		{again.ID, []string{"opened", "reopened"}},
 		{big.ID, []string{"entry", "big_entry"}},
 	}, f.delivered(s))
 	var starts []bool
@@ -216,9 +224,9 @@ func TestS6OneInputPerSessionAndT3(t *testing.T) {
 	require.Empty(t, f.intake(id))
 }
 
-// T3: with the monitor's turns.on ["entry"], the start input waits without
-// making the session runnable; the entry starts a turn. Without turns.on
-// every input starts one.
+// T3: with the monitor's turns.on ["entry"], a start input (a second start
+// for the open session, S2) waits without making the session runnable; the
+// entry starts a turn. Without turns.on every input starts one.
 func TestT3StartsTurnFlag(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -229,7 +237,8 @@ func TestT3StartsTurnFlag(t *testing.T) {
 	everyID := f.create(def)
 
 	acct := uuid.NewString()
-	f.put("account", "a", account(acct))
+	f.put("account", "a", account(acct)) // creates both sessions (their origin, S2)
+	f.put("account", "b", account(acct)) // a start for the open sessions: an input of each
 	f.dispatch()
 	m, e := f.session(monitorID, acct), f.session(everyID, acct)
 	require.False(t, f.inputs(m)[0].StartsTurn)

@@ -46,10 +46,12 @@ func TestPinnedActionsAreNotReached(t *testing.T) {
 	}
 
 	acct := uuid.NewString()
-	f.put("account", "a", account(acct))
-	f.put("entry", "e", entry(acct, 1))
+	open := f.put("account", "a", account(acct))
+	e := f.put("entry", "e", entry(acct, 1))
 	f.dispatch()
-	require.Len(t, f.inputs(f.session(monitorID, acct)), 2)
+	s := f.session(monitorID, acct)
+	require.Equal(t, &open.ID, s.OriginEventID)
+	require.Equal(t, []delivered{{e.ID, []string{"entry"}}}, f.delivered(s))
 	for _, table := range []string{"sessions", "intake_records", "trigger_diagnostics"} {
 		require.Zero(t, f.countOthers(table, monitorID), table)
 	}

@@ -23,35 +23,47 @@ func (f *fixture) newProcess(batch int) *session.Dispatcher {
 	return d
 }
 
+// sessionWant is what one account's session must end with: the account
+// event as its origin (S2: the start that creates a session is not one of
+// its inputs) and its entries as inputs, in commit order.
+type sessionWant struct {
+	origin uuid.UUID
+	inputs []uuid.UUID
+}
+
 // workload writes accounts accounts, each with entries entries, interleaved,
-// plus events no trigger matches. It returns the ids of the events the
-// monitor must receive, per account.
-func workload(f *fixture, accounts, entries int) map[string][]uuid.UUID {
-	want := map[string][]uuid.UUID{}
+// plus events no trigger matches. It returns what the monitor's session of
+// each account must end with.
+func workload(f *fixture, accounts, entries int) map[string]*sessionWant {
+	want := map[string]*sessionWant{}
 	ids := make([]string, accounts)
 	for i := range ids {
 		ids[i] = uuid.NewString()
-		want[ids[i]] = append(want[ids[i]], f.put("account", ids[i], account(ids[i])).ID)
+		want[ids[i]] = &sessionWant{origin: f.put("account", ids[i], account(ids[i])).ID}
 	}
 	for j := range entries {
 		for i, id := range ids {
-			want[id] = append(want[id], f.put("entry", fmt.Sprintf("%d-%d", i, j), entry(id, j)).ID)
+			w := want[id]
+			w.inputs = append(w.inputs, f.put("entry", fmt.Sprintf("%d-%d", i, j), entry(id, j)).ID)
 		}
 		f.put("noise", fmt.Sprint(j), `{}`)
 	}
 	return want
 }
 
-// requireDeliveredOnce checks every wanted event reached its session
-// exactly once, in commit order, and nothing else did.
-func requireDeliveredOnce(t *testing.T, f *fixture, monitorID uuid.UUID, want map[string][]uuid.UUID) {
+// requireDeliveredOnce checks every account's session was created by its
+// account event and every wanted entry reached it exactly once, in commit
+// order, and nothing else did.
+func requireDeliveredOnce(t *testing.T, f *fixture, monitorID uuid.UUID, want map[string]*sessionWant) {
 	t.Helper()
-	for id, evs := range want {
+	for id, w := range want {
+		s := f.session(monitorID, id)
+		require.Equal(t, &w.origin, s.OriginEventID, "session %s", id)
 		var got []uuid.UUID
-		for _, d := range f.delivered(f.session(monitorID, id)) {
+		for _, d := range f.delivered(s) {
 			got = append(got, d.Event)
 		}
-		require.Equal(t, evs, got, "session %s", id)
+		require.Equal(t, w.inputs, got, "session %s", id)
 	}
 	require.Equal(t, len(want), f.sessionCount(monitorID))
 	require.Empty(t, f.intake(monitorID))
@@ -92,12 +104,13 @@ func TestExactlyOnceAfterFailedBatch(t *testing.T) {
 	monitorID := f.create(monitor())
 	want := workload(f, 3, 3)
 
-	// Make the 8th input of the run fail, after earlier inputs of the same
-	// batch were written.
+	// Make the 5th input of the run fail, after earlier inputs of the same
+	// batch were written: the first batch (3 accounts, 2 entries) delivers
+	// 2 inputs, the second (4 entries, 1 noise) fails at its third entry.
 	_, err := f.app.Pool.Exec(f.ctx, `
 		CREATE FUNCTION crash() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
-			IF (SELECT count(*) FROM session_inputs) >= 7 THEN RAISE EXCEPTION 'simulated crash'; END IF;
+			IF (SELECT count(*) FROM session_inputs) >= 4 THEN RAISE EXCEPTION 'simulated crash'; END IF;
 			RETURN NEW;
 		END $$;
 		CREATE TRIGGER crash BEFORE INSERT ON session_inputs FOR EACH ROW EXECUTE FUNCTION crash();`)
@@ -112,7 +125,7 @@ func TestExactlyOnceAfterFailedBatch(t *testing.T) {
 	require.EqualValues(t, 5, f.cursor(), "the failed batch did not move the cursor")
 	var inputs int
 	require.NoError(t, f.app.Pool.QueryRow(f.ctx, `SELECT count(*) FROM session_inputs`).Scan(&inputs))
-	require.Equal(t, 5, inputs, "the failed batch left no inputs")
+	require.Equal(t, 2, inputs, "the failed batch left no inputs")
 
 	_, err = f.app.Pool.Exec(f.ctx, `DROP TRIGGER crash ON session_inputs`)
 	require.NoError(t, err)
@@ -182,7 +195,9 @@ func TestActionSeesOnlyEventsAfterItsCreation(t *testing.T) {
 
 	f.dispatch()
 	f.noSession(v.ActionID, before)
-	require.Equal(t, []delivered{{e3.ID, []string{"opened"}}}, f.delivered(f.session(v.ActionID, after)))
+	s := f.session(v.ActionID, after)
+	require.Equal(t, &e3.ID, s.OriginEventID)
+	require.Empty(t, f.delivered(s), "the start that created it is its origin, not an input (S2)")
 	recs := f.intake(v.ActionID)
 	require.Len(t, recs, 1)
 	require.Equal(t, session.ReasonSessionNotFound, recs[0].Reason)
@@ -191,9 +206,11 @@ func TestActionSeesOnlyEventsAfterItsCreation(t *testing.T) {
 	later, err := f.app.Actions.Create(f.ctx, uuid.New(), monitor())
 	require.NoError(t, err)
 	require.Equal(t, f.head(), later.FromPosition)
-	f.put("account", "after2", account(after))
+	e5 := f.put("account", "after2", account(after))
 	f.dispatch()
-	require.Len(t, f.inputs(f.session(v.ActionID, after)), 2)
-	require.Len(t, f.inputs(f.session(later.ActionID, after)), 1)
+	require.Equal(t, []delivered{{e5.ID, []string{"opened"}}}, f.delivered(f.session(v.ActionID, after)))
+	s = f.session(later.ActionID, after)
+	require.Equal(t, &e5.ID, s.OriginEventID)
+	require.Empty(t, f.inputs(s))
 	f.noSession(later.ActionID, before)
 }

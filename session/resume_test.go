@@ -31,7 +31,7 @@ func TestS4ResumeTermsCheckedPerSession(t *testing.T) {
 
 	got := map[string][]string{}
 	for _, sid := range []string{"vip-1", "std-1", "vip-2"} {
-		for _, d := range f.delivered(f.session(id, sid))[1:] { // [0] is the start
+		for _, d := range f.delivered(f.session(id, sid)) { // the start is the origin, not an input (S2)
 			got[sid] = append(got[sid], d.Triggers[0]+" "+d.Event.String())
 		}
 	}
@@ -69,7 +69,7 @@ func TestS4EventTermsDecideBeforeSessionLookup(t *testing.T) {
 	f.dispatch()
 
 	require.Empty(t, f.intake(id))
-	require.Equal(t, big.ID, f.delivered(f.session(id, "a1"))[1].Event)
+	require.Equal(t, big.ID, f.delivered(f.session(id, "a1"))[0].Event, "the only input: the start event is the origin (S2)")
 }
 
 // A predicate that fails to evaluate (a missing field) is a non-match: no
@@ -115,7 +115,7 @@ func TestPredicateErrorsAreCountedNonMatches(t *testing.T) {
 
 	f.noSession(id, "a0")
 	s := f.session(id, "a1")
-	require.Len(t, f.inputs(s), 2, "the start and the entry with an amount")
+	require.Len(t, f.inputs(s), 1, "the entry with an amount (the start event is the origin, S2)")
 	require.Empty(t, f.intake(id))
 
 	// The count grows across batches and within one; the latest event is kept.
@@ -130,5 +130,5 @@ func TestPredicateErrorsAreCountedNonMatches(t *testing.T) {
 	require.Equal(t, last.ID, ds["large"].LastEventID)
 	require.Equal(t, at, ds["large"].LastAt)
 	require.EqualValues(t, 1, ds["opened"].Count)
-	require.Len(t, f.inputs(s), 2)
+	require.Len(t, f.inputs(s), 1, "still only the entry with an amount")
 }

@@ -50,8 +50,8 @@ type Session struct {
 	State         jsonvalue.Value
 	Status        Status
 	Reason        *string
-	OriginEventID *uuid.UUID
-	StartedAt     time.Time // commit time of the earliest-committed start event delivered (S3)
+	OriginEventID *uuid.UUID // the earliest-committed start event (S3); the one that creates a session is not also its input (S2)
+	StartedAt     time.Time  // commit time of the origin (S3)
 	EndsAt        *time.Time
 	CreatedAt     time.Time
 	UpdatedAt     time.Time

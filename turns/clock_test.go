@@ -36,6 +36,7 @@ func TestClockFiringStartsATurn_C2_C3_C4_C5(t *testing.T) {
 	id := b.clockMonitor("", nil, hourly)
 	ex := b.executor("w", turns.Config{})
 	acct := b.openAccount()
+	b.startAgain(acct) // an input: the start that created the session is only its origin (S2)
 	b.dispatch()
 	require.True(t, b.runOnce(ex), "without turns.on the start input starts a turn")
 	s := b.session(id, acct)
@@ -107,10 +108,10 @@ func TestClockSeedSessionBlock_C4_C5_C6(t *testing.T) {
 	b.dispatch()
 	require.True(t, b.runOnce(ex))
 	hour4 := scheduleID("hourly", t0.Add(4*time.Hour))
-	require.Equal(t, []string{b.accountIdentity(acct), e1, hour4, e2}, b.turnInputs(s.SID, 1),
+	require.Equal(t, []string{e1, hour4, e2}, b.turnInputs(s.SID, 1),
 		"C6: the 13:00 firing sits between the events committed at 12:30 and 13:30")
 	reqs := got.all()
-	require.Equal(t, fired{"hourly", t0.Add(4 * time.Hour).Format(time.RFC3339Nano), 3}, firedOf(t, reqs[0].Inputs[2]),
+	require.Equal(t, fired{"hourly", t0.Add(4 * time.Hour).Format(time.RFC3339Nano), 3}, firedOf(t, reqs[0].Inputs[1]),
 		"C5: the latest of 10:00-13:00, missed = 3")
 
 	b.clock.Set(morning)
@@ -124,7 +125,7 @@ func TestClockSeedSessionBlock_C4_C5_C6(t *testing.T) {
 	require.Equal(t, time.Date(2025, 3, 4, 14, 0, 0, 0, time.UTC), *b.timerDue(s.SID), "Tuesday morning next")
 
 	// The listing of the session's inputs follows the same order.
-	require.Equal(t, []string{b.accountIdentity(acct), e1, hour4, e2, scheduleID("morning", morning), scheduleID("hourly", morning)},
+	require.Equal(t, []string{e1, hour4, e2, scheduleID("morning", morning), scheduleID("hourly", morning)},
 		identities(b.inputs(s.SID)))
 }
 
@@ -135,6 +136,7 @@ func TestClockNothingAtOrAfterTheEnd_C2(t *testing.T) {
 	id := b.clockMonitor("session.started_at + duration('2h')", nil, hourly)
 	ex := b.executor("w", turns.Config{})
 	acct := b.openAccount()
+	b.startAgain(acct) // an input: the start that created the session is only its origin (S2)
 	b.dispatch()
 	require.True(t, b.runOnce(ex))
 	s := b.session(id, acct)
@@ -167,6 +169,7 @@ func TestClockEveryDoesNotDriftAcrossRestarts_C2(t *testing.T) {
 	id := b.clockMonitor("", nil, action.ScheduleEntry{Name: "tick", Every: ptr("90m")})
 	ex := b.executor("process-a", turns.Config{})
 	acct := b.openAccount()
+	b.startAgain(acct) // an input: the start that created the session is only its origin (S2)
 	b.dispatch()
 	require.True(t, b.runOnce(ex))
 	s := b.session(id, acct)
@@ -205,6 +208,7 @@ func TestClockDSTGapFiresAfterTheGap_C2(t *testing.T) {
 	ex := b.executor("w", turns.Config{})
 	b.clock.Set(time.Date(2025, 3, 8, 17, 0, 0, 0, time.UTC))
 	acct := b.openAccount()
+	b.startAgain(acct) // an input: the start that created the session is only its origin (S2)
 	b.dispatch()
 	require.True(t, b.runOnce(ex))
 	s := b.session(id, acct)
@@ -254,7 +258,7 @@ func TestClockReplayedTurnKeepsFiringsAndFinal_T9(t *testing.T) {
 
 	b.clock.Advance(testLease)
 	require.True(t, b.runOnce(exB))
-	want := []string{b.accountIdentity(acct), before, scheduleID("hourly", t0.Add(2*time.Hour)), after}
+	want := []string{before, scheduleID("hourly", t0.Add(2*time.Hour)), after}
 	require.Equal(t, want, b.turnInputs(s.SID, 1))
 	reqs := seen.all()
 	require.Len(t, reqs, 2)

@@ -24,6 +24,7 @@ func TestT5T6OutcomeCommitsWithTheInputs(t *testing.T) {
 	})
 	actionID := b.probeMonitor(nil)
 	acct := b.openAccount()
+	again := b.startAgain(acct) // waits for the entry (T3); the account event that created the session is its origin (S2)
 	entry := b.entry(acct, 7)
 	b.dispatch()
 	ex := b.executor("p", turns.Config{})
@@ -40,7 +41,7 @@ func TestT5T6OutcomeCommitsWithTheInputs(t *testing.T) {
 	require.Equal(t, 1, req.Turn)
 	require.Equal(t, 1, req.Attempt)
 	require.Equal(t, tu.ExecutionID, req.ExecutionID)
-	require.Equal(t, []string{b.accountIdentity(acct), entry}, viewIdentities(req.Inputs))
+	require.Equal(t, []string{again, entry}, viewIdentities(req.Inputs))
 	for _, in := range req.Inputs {
 		require.Equal(t, "EVENT", in.Kind)
 		require.NotNil(t, in.Event)
@@ -108,6 +109,7 @@ func TestT6FailedCommitLeavesNothingAndTheTurnRunsAgain(t *testing.T) {
 	require.NoError(t, err)
 	actionID := b.probeMonitor(nil)
 	acct := b.openAccount()
+	b.startAgain(acct) // waits for the entry (T3): turn 1 takes two inputs
 	b.entry(acct, 1)
 	b.dispatch()
 	ex := b.executor("p", turns.Config{Lease: time.Minute})

@@ -63,7 +63,7 @@ func TestEndFinalTurnTakesEverything_E1_E3(t *testing.T) {
 	reqs := got.all()
 	require.Len(t, reqs, 2)
 	require.False(t, reqs[0].Final)
-	require.Equal(t, []string{b.accountIdentity(acct), e1}, viewIdentities(reqs[0].Inputs))
+	require.Equal(t, []string{e1}, viewIdentities(reqs[0].Inputs))
 	require.True(t, reqs[1].Final)
 	require.Equal(t, &end, reqs[1].EndsAt)
 
@@ -119,6 +119,7 @@ func TestEndLimitsOpenAndCompleted_E2_E3(t *testing.T) {
 	early := b.openAccount()
 	b.entry(early, 1)
 	late := b.openAccount()
+	b.startAgain(late) // pending until the end (T3); the start that created the session is not an input (S2)
 	closed := b.openAccount()
 	b.dispatch()
 	require.True(t, b.runOnce(ex))
@@ -161,7 +162,7 @@ func TestEndTurnCutByLimitsIsNotFinal_E4(t *testing.T) {
 	acct := b.openAccount()
 	b.dispatch()
 	s := b.session(id, acct)
-	ins := []string{b.accountIdentity(acct), b.startAgain(acct), b.startAgain(acct)}
+	ins := []string{b.startAgain(acct), b.startAgain(acct), b.startAgain(acct)}
 	b.dispatch()
 
 	b.clock.Set(*s.EndsAt)

@@ -54,6 +54,7 @@ func TestLeaseExpiredTurnIsReplayedAndTheLateOwnerCannotCommit(t *testing.T) {
 	}))
 	actionID := b.probeMonitor(nil)
 	acct := b.openAccount()
+	again := b.startAgain(acct) // waits for the entry (T3): turn 1 takes two inputs
 	e1 := b.entry(acct, 1)
 	b.dispatch()
 	exA, exB := b.executor("worker-a", turns.Config{}), b.executor("worker-b", turns.Config{})
@@ -77,7 +78,7 @@ func TestLeaseExpiredTurnIsReplayedAndTheLateOwnerCannotCommit(t *testing.T) {
 	require.Equal(t, 1, s.TurnCount)
 	tu := b.turn(s.SID, 1)
 	require.Equal(t, "COMPLETED", tu.Status)
-	require.Equal(t, []string{b.accountIdentity(acct), e1}, b.turnInputs(s.SID, 1))
+	require.Equal(t, []string{again, e1}, b.turnInputs(s.SID, 1))
 	x := b.execution(tu.ExecutionID)
 	require.Equal(t, "SUCCEEDED", x.Status)
 	require.Equal(t, 2, x.Attempts, "B's attempt continues A's count")
@@ -104,7 +105,7 @@ func TestLeaseExpiredTurnIsReplayedAndTheLateOwnerCannotCommit(t *testing.T) {
 	require.Equal(t, 2, reqs[1].Attempt)
 	require.Equal(t, reqs[0].ExecutionID, reqs[1].ExecutionID)
 	require.Equal(t, sameTurn(reqs[0]), sameTurn(reqs[1]))
-	require.Equal(t, []string{b.accountIdentity(acct), e1}, viewIdentities(reqs[1].Inputs))
+	require.Equal(t, []string{again, e1}, viewIdentities(reqs[1].Inputs))
 
 	// The input delivered during the turn waited for turn 2.
 	require.True(t, b.runOnce(exB))
@@ -125,6 +126,7 @@ func TestLeaseShutdownMidTurnCommitsNothingAndTheTurnIsReplayed(t *testing.T) {
 	}))
 	actionID := b.probeMonitor(nil)
 	acct := b.openAccount()
+	b.startAgain(acct) // waits for the entry (T3): turn 1 takes two inputs
 	b.entry(acct, 1)
 	b.dispatch()
 	exA, exB := b.executor("worker-a", turns.Config{}), b.executor("worker-b", turns.Config{})
@@ -172,6 +174,7 @@ func TestLeaseLostMidTurnStopsTheHandler(t *testing.T) {
 	}))
 	actionID := b.probeMonitor(nil)
 	acct := b.openAccount()
+	b.startAgain(acct) // waits for the entry (T3): turn 1 takes two inputs
 	b.entry(acct, 1)
 	b.dispatch()
 	const shortLease = 30 * time.Millisecond // heartbeats every 10ms of real time

@@ -98,9 +98,9 @@ func TestT1OneTurnAtATimePerSessionAcrossProcesses(t *testing.T) {
 	for _, a := range accts {
 		s := b.session(actionID, a)
 		require.Equal(t, 2, s.TurnCount, "session %s", a)
-		require.Equal(t, []string{b.accountIdentity(a), first[a]}, b.turnInputs(s.SID, 1))
+		require.Equal(t, []string{first[a]}, b.turnInputs(s.SID, 1), "the account event is the origin, not an input (S2)")
 		require.Equal(t, later[a], b.turnInputs(s.SID, 2))
-		require.Equal(t, 5, readTally(t, s.State).Count)
+		require.Equal(t, 4, readTally(t, s.State).Count)
 	}
 }
 
@@ -144,7 +144,7 @@ func TestT2InputsDuringATurnWaitForTheNext(t *testing.T) {
 
 	s := b.session(actionID, acct)
 	// Turn 1 had room for three but took only what was pending when it began.
-	require.Equal(t, []string{b.accountIdentity(acct), entries[0]}, b.turnInputs(s.SID, 1))
+	require.Equal(t, entries[:1], b.turnInputs(s.SID, 1))
 	require.True(t, b.runOnce(ex))
 	require.True(t, b.runOnce(ex))
 	require.False(t, b.runOnce(ex))
@@ -162,7 +162,7 @@ func TestT2InputsDuringATurnWaitForTheNext(t *testing.T) {
 	}
 	s = b.session(actionID, acct)
 	require.Equal(t, 3, s.TurnCount)
-	require.Equal(t, 7, readTally(t, s.State).Count)
+	require.Equal(t, 6, readTally(t, s.State).Count)
 }
 
 // T2: maxBytes cuts a turn's inputs in delivery order where the next one
@@ -173,7 +173,9 @@ func TestT2MaxBytesCutsATurnButTakesAtLeastOne(t *testing.T) {
 		return countOutcome(req, "")
 	})
 	// Sizes are those of the stored event data; every account and every
-	// entry of this test has the same size.
+	// entry of this test has the same size. The account record that
+	// creates the session is its origin, not an input (S2): a second one,
+	// delivered and waiting (T3), gives the turns an input of another size.
 	size := func(v map[string]any) int {
 		return b.count(`SELECT octet_length($1::jsonb::text)`, string(jsonvalue.MustEncode(v)))
 	}
@@ -184,6 +186,7 @@ func TestT2MaxBytesCutsATurnButTakesAtLeastOne(t *testing.T) {
 	fits3 := b.probeMonitor(func(d *action.Definition) { d.Session.Turns.MaxBytes = ptr(accountSize + 2*entrySize) })
 	tiny := b.probeMonitor(func(d *action.Definition) { d.Session.Turns.MaxBytes = ptr(1) })
 	acct := b.openAccount()
+	again := b.startAgain(acct)
 	var entries []string
 	for n := 1; n <= 4; n++ {
 		entries = append(entries, b.entry(acct, n))
@@ -202,20 +205,22 @@ func TestT2MaxBytesCutsATurnButTakesAtLeastOne(t *testing.T) {
 		require.Equal(t, want, in.ByteSize, "input %d", i)
 	}
 	require.Equal(t, 2, s.TurnCount)
-	require.Equal(t, []string{b.accountIdentity(acct), entries[0], entries[1]}, b.turnInputs(s.SID, 1), "exactly maxBytes fits")
+	require.Equal(t, []string{again, entries[0], entries[1]}, b.turnInputs(s.SID, 1), "exactly maxBytes fits")
 	require.Equal(t, entries[2:], b.turnInputs(s.SID, 2))
 
 	s = b.session(tiny, acct)
 	require.Equal(t, 5, s.TurnCount, "each input alone is larger than maxBytes: one per turn")
-	want := append([]string{b.accountIdentity(acct)}, entries...)
+	want := append([]string{again}, entries...)
 	for i, id := range want {
 		require.Equal(t, []string{id}, b.turnInputs(s.SID, i+1))
 	}
 }
 
-// T3: with the example's turns.on ["entry"], the account.inserted start
-// input alone does not start a turn; the first entry starts turn 1, which
-// takes both in delivery order. Without turns.on the start input does.
+// T3: with the example's turns.on ["entry"], an account.inserted start
+// input (a second start for the open session: the one that created it is
+// its origin, not an input, S2) alone does not start a turn; the first entry
+// starts turn 1, which takes both in delivery order. Without turns.on the
+// start input does.
 func TestT3TurnsOnStartsOnlyOnNamedTriggers(t *testing.T) {
 	t.Parallel()
 	var seen calls
@@ -228,6 +233,9 @@ func TestT3TurnsOnStartsOnlyOnNamedTriggers(t *testing.T) {
 	acct := b.openAccount()
 	b.dispatch()
 	ex := b.executor("p", turns.Config{})
+	require.False(t, b.runOnce(ex), "the start that created the sessions gives them no input and no turn (S2)")
+	again := b.startAgain(acct)
+	b.dispatch()
 
 	require.True(t, b.runOnce(ex), "without turns.on the start input starts a turn")
 	require.False(t, b.runOnce(ex), "with turns.on [entry] the start input waits")
@@ -237,7 +245,7 @@ func TestT3TurnsOnStartsOnlyOnNamedTriggers(t *testing.T) {
 	require.Len(t, ins, 1)
 	require.Equal(t, "PENDING", ins[0].Status)
 	require.False(t, ins[0].StartsTurn)
-	require.Equal(t, []string{b.accountIdentity(acct)}, b.turnInputs(b.session(ungated, acct).SID, 1))
+	require.Equal(t, []string{again}, b.turnInputs(b.session(ungated, acct).SID, 1))
 
 	entry := b.entry(acct, 1)
 	b.dispatch()
@@ -245,7 +253,7 @@ func TestT3TurnsOnStartsOnlyOnNamedTriggers(t *testing.T) {
 	}
 	g = b.session(gated, acct)
 	require.Equal(t, 1, g.TurnCount)
-	require.Equal(t, []string{b.accountIdentity(acct), entry}, b.turnInputs(g.SID, 1))
+	require.Equal(t, []string{again, entry}, b.turnInputs(g.SID, 1))
 	require.Equal(t, []string{entry}, b.turnInputs(b.session(ungated, acct).SID, 2))
 
 	var req *turns.Request

@@ -114,8 +114,10 @@ func (b *bundle) executor(owner string, cfg turns.Config) *turns.Executor {
 	return turns.NewExecutor(b.app.Pool, b.actions, b.kinds, b.clock, b.log, cfg)
 }
 
-// openAccount writes an account record (account.inserted starts a session)
-// and returns the account id, which is also the session id.
+// openAccount writes an account record and returns the account id, which
+// is also the session id. Its account.inserted event creates the session and
+// is its origin, not one of its inputs (S2): startAgain gives the session a
+// start input.
 func (b *bundle) openAccount() string {
 	b.t.Helper()
 	id := uuid.NewString()
@@ -135,15 +137,6 @@ func (b *bundle) entryValue(v map[string]any) string {
 	b.t.Helper()
 	kv, err := b.app.Ledger.PutValue(b.ctx, "entry", uuid.NewString(), jsonvalue.MustEncode(v), "")
 	require.NoError(b.t, err)
-	return "event/" + kv.EventID.String()
-}
-
-// accountIdentity returns the identity of the account's start input.
-func (b *bundle) accountIdentity(account string) string {
-	b.t.Helper()
-	kv, err := b.app.Ledger.Value(b.ctx, "account", account)
-	require.NoError(b.t, err)
-	require.NotNil(b.t, kv)
 	return "event/" + kv.EventID.String()
 }
 

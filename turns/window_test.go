@@ -34,6 +34,9 @@ func TestWindowDelaysOnlyTheFirstTurnAfterIdleness_T4(t *testing.T) {
 	acct = b.openAccount()
 	b.dispatch()
 	s := b.session(id, acct)
+	require.Nil(t, b.timerDue(s.SID), "the start that created the session is its origin, not an input (S2): nothing waits")
+	e0 := b.startAgain(acct)
+	b.dispatch()
 	t0 := b.clock.Now()
 	require.Equal(t, t0.Add(30*time.Second), *b.timerDue(s.SID))
 	require.False(t, b.runOnce(ex), "the first turn waits for the window")
@@ -47,7 +50,7 @@ func TestWindowDelaysOnlyTheFirstTurnAfterIdleness_T4(t *testing.T) {
 	b.clock.Set(t0.Add(30 * time.Second))
 	require.Equal(t, 1, b.fire())
 	require.True(t, b.runOnce(ex))
-	require.Equal(t, []string{b.accountIdentity(acct), e1}, b.turnInputs(s.SID, 1))
+	require.Equal(t, []string{e0, e1}, b.turnInputs(s.SID, 1))
 	require.True(t, b.runOnce(ex), "the input delivered during turn 1 runs at once")
 	require.Equal(t, []string{during}, b.turnInputs(s.SID, 2))
 	require.Nil(t, b.timerDue(s.SID), "nothing left to wait for")
@@ -75,6 +78,7 @@ func TestWindowNeverDelaysAFiringOrTheEnd_T4_C4_E3(t *testing.T) {
 	})
 	ex := b.executor("w", turns.Config{})
 	acct := b.openAccount()
+	b.startAgain(acct) // an input (the start that created the session is its origin, S2), which waits for the window
 	b.dispatch()
 	s := b.session(id, acct)
 	t0 := s.StartedAt

@@ -32,8 +32,9 @@ import (
 // process with SIGKILL at a random moment (during the writes, a dispatch or
 // a turn), then starts it again. Writes cut off by a kill are retried with
 // the same idempotency key. Once everything has drained, the database must
-// show every event delivered once and every input consumed once, by one
-// completed turn, with the state committed together with the consumption.
+// show every account event as the origin of its session (S2), every entry
+// delivered once and every input consumed once, by one completed turn, with
+// the state committed together with the consumption.
 //
 // The kill moments come from a seeded RNG; the seed is logged, and
 // CRASH_SEED=<seed> replays it.
@@ -131,12 +132,19 @@ func TestCrashSafetyUnderKill9(t *testing.T) {
 	require.Equal(t, len(writes), crashCount(t, conn, `SELECT count(*) FROM kv_values`))
 	for _, id := range actionIDs {
 		require.Equal(t, accounts, crashCount(t, conn, `SELECT count(*) FROM sessions WHERE action_id = $1`, id))
-		// S6, HARD-PARTS 2: every account and entry event is an input of exactly one
-		// session of each action, once.
+		// S2, S3: each account event created its account's session of each
+		// action and is that session's origin ...
+		require.Zero(t, crashCount(t, conn, `SELECT count(*) FROM events e
+			WHERE e.type = 'account.inserted' AND (SELECT count(*) FROM sessions s
+				WHERE s.action_id = $1 AND s.origin_event_id = e.id AND s.id = e.data->>'account_id') <> 1`, id),
+			"an account event is not the origin of its session")
+		// ... not one of its inputs (S2, S6); and every entry event is an input
+		// of exactly one session of each action, once (S6, HARD-PARTS 2).
 		require.Zero(t, crashCount(t, conn, `SELECT count(*) FROM events e
 			WHERE e.type IN ('account.inserted', 'entry.inserted') AND (SELECT count(*) FROM session_inputs i
-				JOIN sessions s ON s.sid = i.sid WHERE s.action_id = $1 AND i.event_id = e.id) <> 1`, id),
-			"an event was not delivered, or delivered twice")
+				JOIN sessions s ON s.sid = i.sid WHERE s.action_id = $1 AND i.event_id = e.id)
+				<> CASE e.type WHEN 'entry.inserted' THEN 1 ELSE 0 END`, id),
+			"an entry was not delivered, or delivered twice, or an account event was delivered as an input")
 	}
 	// T1, T6, HARD-PARTS 3: every input CONSUMED once, by one COMPLETED turn.
 	require.Zero(t, crashCount(t, conn, `SELECT count(*) FROM session_inputs i

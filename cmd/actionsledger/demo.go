@@ -33,8 +33,9 @@ var (
 )
 
 // demoCmd walks through the seed's example on a fresh database: the
-// early-fraud-detector monitor, accounts that start its sessions, entries
-// that resume them, and the turns that take the entries.
+// early-fraud-detector monitor, accounts whose account.inserted events
+// create its sessions (each session's origin, not one of its inputs: S2),
+// entries that resume them, and the turns that take the entries.
 type demoCmd struct {
 	Accounts int           `default:"5" help:"Accounts to open (one session each)."`
 	Entries  int           `default:"300" help:"Entries to write, spread round-robin over the accounts."`
@@ -58,6 +59,7 @@ const (
     action(id: $actionId) {
       session(id: $id) {
         id status reason input state
+        origin { eventType position }
         turns(first: 1) { nodes { number status } }
         inputs(first: 500, after: $after, status: CONSUMED) {
           nodes { sequence kind triggers turn event { eventType record { ... on KVValue { namespace key value } } } }
@@ -102,13 +104,15 @@ func (c *demoCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
 	}
 	fmt.Fprintln(out, "created action", summary)
 	accounts := make([]string, c.Accounts)
+	opened := make([]string, c.Accounts) // event position of each account.inserted
 	for i := range accounts {
 		accounts[i] = uuid.NewString()
 		pos, err := putValue(ctx, gql, "account", accounts[i], map[string]any{"account_id": accounts[i]})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "opened account %d: %s (event position %s)\n", i+1, accounts[i], pos)
+		opened[i] = pos
+		fmt.Fprintf(out, "opened account %d: %s (event position %s, the origin of its session)\n", i+1, accounts[i], pos)
 	}
 
 	entries, span, err := writeEntries(ctx, gql, accounts, c.Entries, c.Writers)
@@ -123,7 +127,7 @@ func (c *demoCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
 	}
 	fmt.Fprintf(out, "every entry was taken by a turn %.1fs after the first write\n\n", time.Since(span.start).Seconds())
 
-	problems := checkDemo(sessions, accounts, entries)
+	problems := checkDemo(sessions, accounts, opened, entries)
 	checks, err := demoChecks(ctx, gql, actionID, len(accounts))
 	if err != nil {
 		return err
@@ -274,7 +278,11 @@ type demoSession struct {
 	Reason *string
 	Input  json.RawMessage
 	State  json.RawMessage
-	Turns  struct {
+	Origin *struct {
+		EventType string
+		Position  string
+	}
+	Turns struct {
 		Nodes []struct {
 			Number int
 			Status string
@@ -390,10 +398,13 @@ func waitConsumed(ctx context.Context, gql gqlClient, actionID uuid.UUID, accoun
 	}
 }
 
-// checkDemo lists what is missing or inconsistent: an entry not taken, or
-// taken by another account's session, or taken twice; a session whose
-// state does not count its inputs (the echo handler keeps that count).
-func checkDemo(sessions []*demoSession, accounts []string, entries map[string]string) []string {
+// checkDemo lists what is missing or inconsistent: a session whose origin
+// is not its account's account.inserted event (at position opened[i]), or
+// that took that event as an input as well (S2: the start that creates a
+// session is its origin only); an entry not taken, or taken by another
+// account's session, or taken twice; a session whose state does not count
+// its inputs (the echo handler keeps that count).
+func checkDemo(sessions []*demoSession, accounts, opened []string, entries map[string]string) []string {
 	var problems []string
 	seen := map[string]int{}
 	for i, s := range sessions {
@@ -403,7 +414,9 @@ func checkDemo(sessions []*demoSession, accounts []string, entries map[string]st
 		if err := json.Unmarshal(s.Input, &input); err != nil || input.AccountID != accounts[i] {
 			problems = append(problems, fmt.Sprintf("session %s has input %s, want account_id %s", s.ID, compact(s.Input), accounts[i]))
 		}
-		opened := false
+		if s.Origin == nil || s.Origin.EventType != "account.inserted" || s.Origin.Position != opened[i] {
+			problems = append(problems, fmt.Sprintf("session %s has origin %+v, want the account.inserted event at position %s", s.ID, s.Origin, opened[i]))
+		}
 		for _, in := range s.consumed {
 			if in.Event == nil || in.Event.Record == nil {
 				problems = append(problems, fmt.Sprintf("session %s input %d has no event record", s.ID, in.Sequence))
@@ -411,7 +424,7 @@ func checkDemo(sessions []*demoSession, accounts []string, entries map[string]st
 			}
 			switch in.Event.EventType {
 			case "account.inserted":
-				opened = true
+				problems = append(problems, fmt.Sprintf("session %s took account.inserted %s as an input; it is the session's origin", s.ID, in.Event.Record.Key))
 			case "entry.inserted":
 				key := in.Event.Record.Key
 				seen[key]++
@@ -419,9 +432,6 @@ func checkDemo(sessions []*demoSession, accounts []string, entries map[string]st
 					problems = append(problems, fmt.Sprintf("entry %s was taken by session %s, want %s", key, s.ID, want))
 				}
 			}
-		}
-		if !opened {
-			problems = append(problems, fmt.Sprintf("session %s never took its account.inserted event", s.ID))
 		}
 		var st struct {
 			Count    int `json:"count"`
