@@ -94,7 +94,7 @@ func (b *batch) action(ctx context.Context, ev ledger.Event, evVars *expr.Event,
 	}
 	evOnly := expr.Vars{Event: evVars}
 	created := map[string]bool{} // sessions this event created: it is their origin, not an input (S2, S6)
-	for _, t := range ar.triggers {
+	for _, t := range startsFirst(ar.triggers) {
 		if t.Start != nil {
 			if !b.predicate(ctx, a, t, t.Predicate, ev, evOnly) {
 				continue
@@ -158,6 +158,25 @@ func (b *batch) action(ctx context.Context, ev ledger.Event, evVars *expr.Event,
 		}
 	}
 	return nil
+}
+
+// startsFirst orders an action's matching triggers start triggers first
+// (each group keeps definition order), so a session an event creates is
+// known before any resume trigger names it, whatever order the triggers
+// were defined in.
+func startsFirst(ts []*action.CompiledTrigger) []*action.CompiledTrigger {
+	out := make([]*action.CompiledTrigger, 0, len(ts))
+	for _, t := range ts {
+		if t.Start != nil {
+			out = append(out, t)
+		}
+	}
+	for _, t := range ts {
+		if t.Start == nil {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // missed records the intake record of a resume that named a session that

@@ -256,3 +256,32 @@ func TestT3StartsTurnFlag(t *testing.T) {
 	require.True(t, f.inputs(e)[1].StartsTurn)
 	require.Equal(t, &firstRunnable, f.nextTurnAt(e), "runnable since the first waiting input")
 }
+
+// S2, S6: the event that creates a session is not delivered to it, even by
+// a resume trigger defined before the start trigger.
+func TestS6CreatingEventNotDeliveredWhateverTheTriggerOrder(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, readsSession := range []bool{false, true} {
+		pred := `event.type == "account.inserted"`
+		if readsSession {
+			pred += ` && session.id != ""`
+		}
+		id := f.create(action.Definition{
+			Name: "resume-first", Kind: "agent.echo",
+			Triggers: []action.Trigger{
+				{Name: "reopened", Event: pred, Session: resumeRole("string(event.data.account_id)")},
+				{Name: "opened", Event: `event.type == "account.inserted"`,
+					Session: startRole(`{"account_id": "string(event.data.account_id)"}`)},
+			},
+			Session: &action.SessionDef{ID: "string(session.input.account_id)"},
+		})
+		acct := uuid.NewString()
+		e := f.put("account", "k-"+acct, account(acct))
+		f.dispatch()
+		s := f.session(id, acct)
+		require.Equal(t, &e.ID, s.OriginEventID)
+		require.Empty(t, f.delivered(s), "readsSession=%v", readsSession)
+		require.Empty(t, f.intake(id), "readsSession=%v", readsSession)
+	}
+}
