@@ -107,9 +107,13 @@ func Check(raw []byte, field string) error {
 	return walk(v, 0, field)
 }
 
+// walk checks v, found inside depth arrays and objects.
 func walk(v any, depth int, field string) error {
-	if depth > MaxDepth {
-		return fault.New(fault.InvalidJSON, field, "JSON value nests deeper than %d levels", MaxDepth)
+	switch v.(type) {
+	case map[string]any, []any:
+		if depth+1 > MaxDepth { // v itself is one more level
+			return fault.New(fault.InvalidJSON, field, "JSON value nests deeper than %d levels", MaxDepth)
+		}
 	}
 	switch x := v.(type) {
 	case json.Number:

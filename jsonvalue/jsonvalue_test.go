@@ -1,0 +1,38 @@
+package jsonvalue_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/jsonvalue"
+)
+
+// HARD-PARTS 7: nesting counts arrays and objects, whether empty or not.
+func TestCheckDepth(t *testing.T) {
+	t.Parallel()
+	nest := func(n int, inner string) []byte {
+		return []byte(strings.Repeat("[", n) + inner + strings.Repeat("]", n))
+	}
+	for _, inner := range []string{"", "1"} {
+		require.NoError(t, jsonvalue.Check(nest(jsonvalue.MaxDepth, inner), "v"), "inner %q", inner)
+		err := jsonvalue.Check(nest(jsonvalue.MaxDepth+1, inner), "v")
+		require.Equal(t, fault.InvalidJSON, fault.CodeOf(err), "inner %q", inner)
+	}
+}
+
+// HARD-PARTS 6: numbers keep their exact text through Decode and Encode.
+func TestExactNumbers(t *testing.T) {
+	t.Parallel()
+	for _, n := range []string{"9007199254740993123", "-12345678901234567890.000000000000000001", "1e-7"} {
+		v, err := jsonvalue.Decode([]byte(`{"n":` + n + `}`))
+		require.NoError(t, err)
+		out, err := jsonvalue.Encode(v)
+		require.NoError(t, err)
+		require.Equal(t, `{"n":`+n+`}`, string(out))
+	}
+	require.True(t, jsonvalue.Equal([]byte(`{"a":1,"b":[2]}`), []byte(`{ "b": [2], "a": 1 }`)))
+	require.False(t, jsonvalue.Equal([]byte(`{"a":1}`), []byte(`{"a":2}`)))
+}
