@@ -5,6 +5,7 @@
 //	actionsledger migrate   bring the database schema up to date
 //	actionsledger demo      a scripted walkthrough on a fresh database
 //	actionsledger bench     throughput and latency figures
+//	actionsledger bench-clock  idle CPU with clocked sessions, firing lag
 //
 // Configuration comes from flags or the environment (DATABASE_URL, ADDR, ...).
 package main
@@ -44,11 +45,12 @@ type migrateCmd struct{}
 
 var cli struct {
 	globals
-	Serve   serveCmd   `cmd:"" default:"1" help:"Run the GraphQL server, dispatcher and turn executor."`
-	Worker  workerCmd  `cmd:"" help:"Run the dispatcher and turn executor without HTTP."`
-	Migrate migrateCmd `cmd:"" help:"Bring the database schema up to date (harmless to repeat)."`
-	Demo    demoCmd    `cmd:"" help:"Create the example monitor, open accounts, write entries, print sessions and turns."`
-	Bench   benchCmd   `cmd:"" help:"Measure ledger commit rate, end-to-end events/s and event-to-turn latency."`
+	Serve      serveCmd      `cmd:"" default:"1" help:"Run the GraphQL server, dispatcher and turn executor."`
+	Worker     workerCmd     `cmd:"" help:"Run the dispatcher and turn executor without HTTP."`
+	Migrate    migrateCmd    `cmd:"" help:"Bring the database schema up to date (harmless to repeat)."`
+	Demo       demoCmd       `cmd:"" help:"Create the example monitor, open accounts, write entries, print sessions and turns."`
+	Bench      benchCmd      `cmd:"" help:"Measure ledger commit rate, end-to-end events/s and event-to-turn latency."`
+	BenchClock benchClockCmd `cmd:"" name:"bench-clock" help:"Measure idle CPU with many clocked sessions and firing lag."`
 }
 
 func main() {

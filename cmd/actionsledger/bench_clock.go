@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/ledger"
+	"github.com/actionsledger/actionsledger/server"
+)
+
+// benchClockCmd measures session clocks on the wall clock: what many
+// sessions with an hourly clock cost a server with nothing due (idle CPU of
+// this process and of PostgreSQL, transactions per second), and how late
+// firings start their turns, on an idle server and under load.
+type benchClockCmd struct {
+	Sessions     int           `default:"100000" help:"Sessions whose hourly clock starts turns (the idle figure)."`
+	Idle         time.Duration `default:"30s" help:"How long idle CPU is measured, before and after the sessions exist."`
+	IdleLag      int           `default:"5" help:"Sessions of the idle lag pass (every 1s)."`
+	Load         int           `default:"300" help:"Sessions of the loaded lag pass (300 every 2s: 150 firings/s)."`
+	LoadEvery    time.Duration `default:"2s" help:"Clock period of the loaded pass's sessions."`
+	LagDuration  time.Duration `default:"20s" help:"Length of each lag pass."`
+	Workers      int           `default:"4" help:"Concurrent turns (executor workers)."`
+	StartTimeout time.Duration `default:"10m" help:"Longest wait for the sessions to start."`
+}
+
+func (c *benchClockCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
+	if c.Sessions < 0 || c.IdleLag < 1 || c.Load < 1 || c.LoadEvery < time.Second || c.Idle <= 0 || c.LagDuration <= 0 {
+		return errors.New("bench-clock: counts must be positive and --load-every at least 1s")
+	}
+	began := time.Now()
+	rep := &benchReport{out: os.Stdout}
+	app, stop, err := startApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, Workers: c.Workers}, log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stop() }()
+	b := &clockBench{app: app}
+
+	base, err := b.idle(ctx, c.Idle)
+	if err != nil {
+		return err
+	}
+	rep.say("1. idle before: %s", base)
+	rep.row("idle CPU, no clocked sessions", base.short(), fmt.Sprintf("%s of wall time, nothing due", c.Idle))
+
+	if c.Sessions > 0 {
+		hourly, err := b.action(ctx, "bench-hourly", "hourly", "1h")
+		if err != nil {
+			return err
+		}
+		took, err := b.start(ctx, hourly, c.Sessions, 0, c.StartTimeout)
+		if err != nil {
+			return err
+		}
+		var timers int
+		var next time.Time
+		if err := app.Pool.QueryRow(ctx, `SELECT count(*), coalesce(min(due_at), now()) FROM session_timers`).Scan(&timers, &next); err != nil {
+			return err
+		}
+		rep.say("2. %d sessions with `every: 1h` (turns.on names it: each firing starts a turn) started in %.1fs; %d timers, the first due in %s",
+			c.Sessions, took.Seconds(), timers, time.Until(next).Round(time.Second))
+		// Autovacuum would soon do the same after the bulk start; doing it
+		// now keeps that one-off work out of the idle figure.
+		if _, err := app.Pool.Exec(ctx, `VACUUM ANALYZE sessions, session_timers, session_inputs, events`); err != nil {
+			return err
+		}
+		idle, err := b.idle(ctx, c.Idle)
+		if err != nil {
+			return err
+		}
+		rep.say("   idle with them: %s", idle)
+		rep.row(fmt.Sprintf("idle CPU, %d hourly sessions", c.Sessions), idle.short(), fmt.Sprintf("%s of wall time, no firing due", c.Idle))
+	}
+
+	for _, pass := range []struct {
+		name     string
+		sessions int
+		every    time.Duration
+	}{{"idle server", c.IdleLag, time.Second}, {"under load", c.Load, c.LoadEvery}} {
+		lag, err := b.lag(ctx, pass.sessions, pass.every, c.LagDuration, c.StartTimeout)
+		if err != nil {
+			return err
+		}
+		rep.say("3. firing lag, %s: %d sessions with every %s for %s: %s", pass.name, pass.sessions, pass.every, c.LagDuration, lag)
+		rep.row("firing lag to turn start, "+pass.name, lag.start.short()+" ms p50/p99",
+			fmt.Sprintf("%d sessions, every %s: scheduled_at -> session_turns.started_at", pass.sessions, pass.every))
+		rep.row("firing lag to turn commit, "+pass.name, lag.commit.short()+" ms p50/p99", "scheduled_at -> session_turns.finished_at")
+	}
+	if err := stop(); err != nil {
+		return fmt.Errorf("bench-clock: service: %w", err)
+	}
+	rep.table()
+	rep.say("bench-clock: done in %.1fs", time.Since(began).Seconds())
+	return nil
+}
+
+type clockBench struct{ app *server.App }
+
+// idleUse is what a quiet period cost.
+type idleUse struct {
+	wall           time.Duration
+	self, postgres time.Duration // CPU time; postgres < 0: not readable
+	xacts          int64         // transactions committed in the database
+}
+
+func (u idleUse) pct(d time.Duration) float64 { return 100 * d.Seconds() / u.wall.Seconds() }
+
+func (u idleUse) String() string {
+	pg := "PostgreSQL backends' CPU not readable"
+	if u.postgres >= 0 {
+		pg = fmt.Sprintf("its PostgreSQL backends %.3fs CPU (%.2f%% of one core)", u.postgres.Seconds(), u.pct(u.postgres))
+	}
+	return fmt.Sprintf("over %s this process used %.3fs CPU (%.2f%% of one core); %s; %.1f transactions/s",
+		u.wall, u.self.Seconds(), u.pct(u.self), pg, float64(u.xacts)/u.wall.Seconds())
+}
+
+func (u idleUse) short() string {
+	s := fmt.Sprintf("%.2f%% core (process)", u.pct(u.self))
+	if u.postgres >= 0 {
+		s += fmt.Sprintf(", %.2f%% (its PostgreSQL backends)", u.pct(u.postgres))
+	}
+	return s
+}
+
+// idle measures CPU and transactions over d while the test does nothing.
+func (b *clockBench) idle(ctx context.Context, d time.Duration) (idleUse, error) {
+	x0, err := b.xacts(ctx)
+	if err != nil {
+		return idleUse{}, err
+	}
+	var pids []int
+	rows, err := b.app.Pool.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
+	if err != nil {
+		return idleUse{}, err
+	}
+	if pids, err = pgx.CollectRows(rows, pgx.RowTo[int]); err != nil {
+		return idleUse{}, err
+	}
+	s0, p0, t0 := selfCPU(), backendCPU(pids), time.Now()
+	if err := sleepCtx(ctx, d); err != nil {
+		return idleUse{}, err
+	}
+	s1, p1, wall := selfCPU(), backendCPU(pids), time.Since(t0)
+	// The statistics collector publishes counts with a delay; give it a moment.
+	if err := sleepCtx(ctx, 1500*time.Millisecond); err != nil {
+		return idleUse{}, err
+	}
+	x1, err := b.xacts(ctx)
+	if err != nil {
+		return idleUse{}, err
+	}
+	u := idleUse{wall: wall, self: s1 - s0, postgres: -1, xacts: x1 - x0}
+	if p0 >= 0 && p1 >= 0 {
+		u.postgres = p1 - p0
+	}
+	return u, nil
+}
+
+func (b *clockBench) xacts(ctx context.Context) (int64, error) {
+	var n int64
+	err := b.app.Pool.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
+	return n, err
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// backendCPU sums the CPU time of the PostgreSQL backends with the given
+// pids (the service's connections to this database), read from /proc when
+// the server runs on this machine; -1 when none can be read. Background
+// processes (autovacuum, checkpointer) and other databases' backends are
+// not counted: the machine may be shared.
+func backendCPU(pids []int) time.Duration {
+	var ticks int64
+	found := false
+	for _, pid := range pids {
+		raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(raw)
+		closing := strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[closing+1:])
+		if closing < 0 || len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		k, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += u + k
+		found = true
+	}
+	if !found {
+		return -1
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+}
+
+// action creates an action whose sessions start on a bench event and keep a
+// clock with one every entry that starts turns.
+func (b *clockBench) action(ctx context.Context, name, entry, every string) (uuid.UUID, error) {
+	id := uuid.New()
+	def := action.Definition{
+		Name: name, Kind: "agent.echo",
+		Triggers: []action.Trigger{{Name: "opened", Event: fmt.Sprintf(`event.type == "bench.%s"`, strings.ReplaceAll(id.String(), "-", "")),
+			Session: &action.TriggerRole{Start: &action.StartRole{Input: jsonvalue.Value(`{"n": "event.data.n"}`)}}}},
+		Session: &action.SessionDef{
+			ID:       "string(session.input.n)",
+			Schedule: []action.ScheduleEntry{{Name: entry, Every: &every}},
+			Turns:    &action.Turns{On: []string{entry}},
+		},
+	}
+	_, err := b.app.Actions.Create(ctx, id, def)
+	return id, err
+}
+
+// start opens n sessions of the action and waits until the dispatcher has
+// started them all. With spread zero the events are appended 5,000 per
+// transaction at once; otherwise in 50 transactions spaced evenly over
+// spread, so the sessions' clocks fire spread out over a period.
+func (b *clockBench) start(ctx context.Context, id uuid.UUID, n int, spread, timeout time.Duration) (time.Duration, error) {
+	t0 := time.Now()
+	typ := "bench." + strings.ReplaceAll(id.String(), "-", "")
+	chunk := 5000
+	if spread > 0 {
+		chunk = max(n/50, 1)
+	}
+	for from, k := 0, 0; from < n; from, k = from+chunk, k+1 {
+		if spread > 0 {
+			if err := sleepCtx(ctx, time.Until(t0.Add(time.Duration(k)*spread/50))); err != nil {
+				return 0, err
+			}
+		}
+		evs := make([]ledger.NewEvent, 0, chunk)
+		for i := from; i < min(from+chunk, n); i++ {
+			evs = append(evs, ledger.NewEvent{Type: typ, Data: jsonvalue.MustEncode(map[string]any{"n": i})})
+		}
+		err := pgx.BeginFunc(ctx, b.app.Pool, func(tx pgx.Tx) error {
+			_, err := ledger.Append(ctx, tx, b.app.Clock.Now(), evs...)
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	for {
+		var got int
+		if err := b.app.Pool.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE action_id = $1`, id).Scan(&got); err != nil {
+			return 0, err
+		}
+		if got == n {
+			return time.Since(t0), nil
+		}
+		if time.Since(t0) > timeout {
+			return 0, fmt.Errorf("bench-clock: %d of %d sessions started after %s", got, n, timeout)
+		}
+		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// lagResult is a lag pass's measurements.
+type lagResult struct {
+	firings, missed int
+	start, commit   latencies
+	rate            float64
+}
+
+func (l lagResult) String() string {
+	return fmt.Sprintf("%d firings taken (%.0f/s), %d passed over (missed); scheduled_at -> turn start %s; -> turn commit %s",
+		l.firings, l.rate, l.missed, l.start, l.commit)
+}
+
+// lag starts n sessions with an every clock, their starts spread over one
+// period (so firings come evenly, not in one burst), lets them run for d
+// and measures, for the firings scheduled after the first period, how late
+// the turns that took them started and committed.
+func (b *clockBench) lag(ctx context.Context, n int, every, d, timeout time.Duration) (lagResult, error) {
+	var res lagResult
+	id, err := b.action(ctx, "bench-lag", "tick", every.String())
+	if err != nil {
+		return res, err
+	}
+	if _, err := b.start(ctx, id, n, every, timeout); err != nil {
+		return res, err
+	}
+	from := time.Now().Add(every)
+	if err := sleepCtx(ctx, d+every); err != nil {
+		return res, err
+	}
+	to := from.Add(d - every)
+	rows, err := b.app.Pool.Query(ctx, `
+		SELECT i.scheduled_at, t.started_at, t.finished_at, (e.data->>'missed')::int
+		  FROM sessions s
+		  JOIN session_inputs i ON i.sid = s.sid AND i.schedule IS NOT NULL
+		  JOIN turn_inputs ti ON ti.sid = i.sid AND ti.seq = i.seq
+		  JOIN session_turns t ON t.sid = ti.sid AND t.number = ti.turn AND t.finished_at IS NOT NULL
+		  JOIN events e ON e.id = i.event_id
+		 WHERE s.action_id = $1 AND i.scheduled_at >= $2 AND i.scheduled_at < $3`, id, from, to)
+	if err != nil {
+		return res, err
+	}
+	var starts, commits []time.Duration
+	var at, started, finished time.Time
+	var missed int
+	_, err = pgx.ForEachRow(rows, []any{&at, &started, &finished, &missed}, func() error {
+		starts, commits = append(starts, started.Sub(at)), append(commits, finished.Sub(at))
+		res.missed += missed
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	res.firings = len(starts)
+	res.rate = float64(res.firings) / to.Sub(from).Seconds()
+	res.start, res.commit = newLatencies(starts), newLatencies(commits)
+	// Stop the pass's clocks so the next pass measures alone.
+	_, err = b.app.Pool.Exec(ctx, `UPDATE sessions SET status = 'CANCELLED', reason = 'bench pass over', next_turn_at = NULL
+		WHERE action_id = $1 AND status = 'OPEN'`, id)
+	return res, err
+}
