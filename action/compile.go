@@ -46,9 +46,19 @@ type Compiled struct {
 	Version      int
 	Def          Definition
 	FromPosition int64 // triggers match events after this position
-	Triggers     []*CompiledTrigger
-	Session      *CompiledSession
-	Tool         *CompiledTool
+	// ToPosition, when not 0, is the last position the triggers match: the
+	// next version's FromPosition, or where the action was disabled or
+	// archived. Set only on the copies Store.Active returns to the dispatcher.
+	ToPosition int64
+	Triggers   []*CompiledTrigger
+	Session    *CompiledSession
+	Tool       *CompiledTool
+}
+
+// Covers reports whether the version's triggers apply to the event at
+// position (A2): after FromPosition and, with a ToPosition, not after it.
+func (c *Compiled) Covers(position int64) bool {
+	return position > c.FromPosition && (c.ToPosition == 0 || position <= c.ToPosition)
 }
 
 // CompiledTool is a compiled tool block.

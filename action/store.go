@@ -27,6 +27,15 @@ type Action struct {
 	UpdatedAt      time.Time
 }
 
+// Action statuses (A2). Only an ACTIVE action's triggers match new events
+// and only an ACTIVE tool can be called; sessions already open keep running
+// their turns whatever the status.
+const (
+	StatusActive   = "ACTIVE"
+	StatusDisabled = "DISABLED"
+	StatusArchived = "ARCHIVED"
+)
+
 // Version is one stored version of an action's definition.
 type Version struct {
 	ActionID     uuid.UUID
@@ -121,6 +130,127 @@ func (s *Store) Create(ctx context.Context, id uuid.UUID, def Definition) (Versi
 }
 
 var errExists = errors.New("action exists")
+
+// errUnchanged rolls back an update that would change nothing.
+var errUnchanged = errors.New("action unchanged")
+
+// Update validates def exactly as Create does (A3) and stores it as the
+// action's next version (A2). The version's triggers match events after the
+// ledger head at the update; the replaced version's triggers keep matching
+// the events up to it, so an event is judged by the version current when it
+// committed. Sessions keep the version they started with. An update equal to
+// the current definition returns the current version and writes nothing.
+// Errors: the validation errors of Compile (joined), fault.NotFound.
+func (s *Store) Update(ctx context.Context, id uuid.UUID, def Definition) (Version, error) {
+	if def.Triggers == nil {
+		def.Triggers = []Trigger{}
+	}
+	comp, err := Compile(def, s.kinds)
+	if err != nil {
+		return Version{}, err
+	}
+	raw, err := json.Marshal(def)
+	if err != nil {
+		return Version{}, fmt.Errorf("action: encode definition: %w", err)
+	}
+	var out Version
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		now := s.clock.Now()
+		// As in Create: holding the dispatcher's cursor row while the version
+		// appears makes from_position a clean cut between the two versions.
+		if _, err := tx.Exec(ctx, `UPDATE dispatch_state SET actions_epoch = actions_epoch + 1`); err != nil {
+			return err
+		}
+		var current int
+		var old []byte
+		err := tx.QueryRow(ctx, `SELECT a.current_version, v.definition FROM actions a
+			JOIN action_versions v ON v.action_id = a.id AND v.version = a.current_version
+			WHERE a.id = $1 FOR UPDATE OF a`, id).Scan(&current, &old)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fault.New(fault.NotFound, "id", "no action with this id")
+		}
+		if err != nil {
+			return err
+		}
+		if jsonvalue.Equal(old, raw) {
+			out.Version = current
+			return errUnchanged
+		}
+		from, err := ledger.Head(ctx, tx)
+		if err != nil {
+			return err
+		}
+		next := current + 1
+		if _, err := tx.Exec(ctx, `INSERT INTO action_versions (action_id, version, definition, from_position, created_at)
+			VALUES ($1, $2, $3, $4, $5)`, id, next, raw, from, now); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE actions SET current_version = $2, updated_at = $3 WHERE id = $1`, id, next, now); err != nil {
+			return err
+		}
+		out = Version{ActionID: id, Version: next, Definition: def, FromPosition: from, CreatedAt: now}
+		return nil
+	})
+	if errors.Is(err, errUnchanged) {
+		return s.Version(ctx, id, out.Version)
+	}
+	if fault.As(err) != nil {
+		return Version{}, err
+	}
+	if err != nil {
+		return Version{}, fmt.Errorf("action: update: %w", err)
+	}
+	comp.ActionID, comp.Version, comp.FromPosition = id, out.Version, out.FromPosition
+	s.mu.Lock()
+	s.compiled[versionKey{id, out.Version}] = comp
+	s.mu.Unlock()
+	return out, nil
+}
+
+// SetStatus makes the action ACTIVE, DISABLED or ARCHIVED (A2) and returns
+// it. The change takes effect at the ledger head, as a new version does: a
+// disabled or archived action's triggers match no event committed after the
+// change, and a re-enabled action's triggers match events committed after
+// it. Setting the status the action already has changes nothing. Errors:
+// fault.BadInput (unknown status), fault.NotFound.
+func (s *Store) SetStatus(ctx context.Context, id uuid.UUID, status string) (*Action, error) {
+	switch status {
+	case StatusActive, StatusDisabled, StatusArchived:
+	default:
+		return nil, fault.New(fault.BadInput, "status", "status is ACTIVE, DISABLED or ARCHIVED")
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The epoch bump makes every dispatcher reload its triggers; holding
+		// the cursor row makes the head a clean cut.
+		if _, err := tx.Exec(ctx, `UPDATE dispatch_state SET actions_epoch = actions_epoch + 1`); err != nil {
+			return err
+		}
+		head, err := ledger.Head(ctx, tx)
+		if err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE actions SET status = $2, status_position = $3, updated_at = $4
+			WHERE id = $1 AND status <> $2`, id, status, head, s.clock.Now())
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return errUnchanged // unknown id, or the status it already has
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errUnchanged) {
+		return nil, fmt.Errorf("action: set status: %w", err)
+	}
+	a, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if a == nil {
+		return nil, fault.New(fault.NotFound, "id", "no action with this id")
+	}
+	return a, nil
+}
 
 // Get returns the action's summary, or nil when there is none.
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (*Action, error) {
@@ -225,26 +355,49 @@ func (s *Store) compile(v Version) (*Compiled, error) {
 	return c, nil
 }
 
-// Active returns the compiled current version of every ACTIVE action, and
-// the actions epoch they were read at. q is the dispatcher's transaction.
+// Active returns what the dispatcher matches events against (A2): for every
+// action, each version whose triggers may still apply to an event after the
+// dispatch cursor, as a copy of its compiled form whose FromPosition and
+// ToPosition bound the events it covers. A version covers the events after
+// its from_position up to the next version's; a disabled or archived action
+// covers nothing after its status_position, and a re-enabled one nothing up
+// to it. q is the dispatcher's transaction, holding the cursor row.
 func (s *Store) Active(ctx context.Context, q ledger.Querier) ([]*Compiled, error) {
-	rows, err := q.Query(ctx, `SELECT v.action_id, v.version, v.definition, v.from_position, v.created_at
-		FROM actions a JOIN action_versions v ON v.action_id = a.id AND v.version = a.current_version
-		WHERE a.status = 'ACTIVE' ORDER BY a.id`)
+	rows, err := q.Query(ctx, `SELECT action_id, version, definition, from_position, created_at, lo, coalesce(hi, 0) FROM (
+			SELECT v.action_id, v.version, v.definition, v.from_position, v.created_at,
+			       greatest(v.from_position, CASE WHEN a.status = 'ACTIVE' THEN a.status_position ELSE 0 END) AS lo,
+			       least(lead(v.from_position) OVER (PARTITION BY v.action_id ORDER BY v.version),
+			             CASE WHEN a.status <> 'ACTIVE' THEN a.status_position END) AS hi
+			FROM actions a JOIN action_versions v ON v.action_id = a.id) r
+		WHERE hi IS NULL OR (hi > lo AND hi > (SELECT position FROM dispatch_state))
+		ORDER BY action_id, version`)
 	if err != nil {
 		return nil, fmt.Errorf("action: active: %w", err)
 	}
-	vs, err := pgx.CollectRows(rows, scanVersion)
-	if err != nil {
-		return nil, err
+	type span struct {
+		v      Version
+		lo, hi int64
 	}
-	out := make([]*Compiled, 0, len(vs))
-	for _, v := range vs {
-		c, err := s.compile(v)
+	spans, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (span, error) {
+		var sp span
+		var raw []byte
+		if err := r.Scan(&sp.v.ActionID, &sp.v.Version, &raw, &sp.v.FromPosition, &sp.v.CreatedAt, &sp.lo, &sp.hi); err != nil {
+			return sp, err
+		}
+		return sp, json.Unmarshal(raw, &sp.v.Definition)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("action: active: %w", err)
+	}
+	out := make([]*Compiled, 0, len(spans))
+	for _, sp := range spans {
+		c, err := s.compile(sp.v)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, c)
+		cp := *c
+		cp.FromPosition, cp.ToPosition = sp.lo, sp.hi
+		out = append(out, &cp)
 	}
 	return out, nil
 }

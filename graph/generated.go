@@ -39,6 +39,7 @@ type ResolverRoot interface {
 	ActionSession() ActionSessionResolver
 	ActionSessionInput() ActionSessionInputResolver
 	ActionSessionTurn() ActionSessionTurnResolver
+	ActionVersion() ActionVersionResolver
 	ActionsMutation() ActionsMutationResolver
 	ActionsQuery() ActionsQueryResolver
 	Event() EventResolver
@@ -66,7 +67,10 @@ type ComplexityRoot struct {
 		IntakeRecords      func(childComplexity int, first *int, after *string) int
 		Session            func(childComplexity int, id string) int
 		Sessions           func(childComplexity int, first *int, after *string, status *model.SessionStatus) int
+		Status             func(childComplexity int) int
 		TriggerDiagnostics func(childComplexity int) int
+		UpdatedAt          func(childComplexity int) int
+		VersionAt          func(childComplexity int, number int) int
 		Versions           func(childComplexity int) int
 	}
 
@@ -145,16 +149,19 @@ type ComplexityRoot struct {
 	}
 
 	ActionVersion struct {
-		ActionID   func(childComplexity int) int
-		CreatedAt  func(childComplexity int) int
-		Definition func(childComplexity int) int
-		Version    func(childComplexity int) int
+		ActionID     func(childComplexity int) int
+		CreatedAt    func(childComplexity int) int
+		Definition   func(childComplexity int) int
+		FromPosition func(childComplexity int) int
+		Version      func(childComplexity int) int
 	}
 
 	ActionsMutation struct {
-		CallTool     func(childComplexity int, actionID uuid.UUID, input jsonvalue.Value) int
-		CloseSession func(childComplexity int, actionID uuid.UUID, id string, reason string) int
-		CreateAction func(childComplexity int, id uuid.UUID, input action.Definition) int
+		CallTool        func(childComplexity int, actionID uuid.UUID, input jsonvalue.Value) int
+		CloseSession    func(childComplexity int, actionID uuid.UUID, id string, reason string) int
+		CreateAction    func(childComplexity int, id uuid.UUID, input action.Definition) int
+		SetActionStatus func(childComplexity int, id uuid.UUID, status model.ActionStatus) int
+		UpdateAction    func(childComplexity int, id uuid.UUID, input action.Definition) int
 	}
 
 	ActionsQuery struct {
@@ -353,6 +360,8 @@ type ActionResolver interface {
 	Definition(ctx context.Context, obj *action.Action) (*action.Definition, error)
 
 	Versions(ctx context.Context, obj *action.Action) ([]action.Version, error)
+	VersionAt(ctx context.Context, obj *action.Action, number int) (*action.Version, error)
+	Status(ctx context.Context, obj *action.Action) (model.ActionStatus, error)
 
 	Session(ctx context.Context, obj *action.Action, id string) (*session.Session, error)
 	Sessions(ctx context.Context, obj *action.Action, first *int, after *string, status *model.SessionStatus) (*model.ActionSessionConnection, error)
@@ -386,8 +395,13 @@ type ActionSessionTurnResolver interface {
 	Checkpoint(ctx context.Context, obj *turns.Turn) (*model.Checkpoint, error)
 	Execution(ctx context.Context, obj *turns.Turn) (*turns.Execution, error)
 }
+type ActionVersionResolver interface {
+	FromPosition(ctx context.Context, obj *action.Version) (string, error)
+}
 type ActionsMutationResolver interface {
 	CreateAction(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, input action.Definition) (*action.Version, error)
+	UpdateAction(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, input action.Definition) (*action.Version, error)
+	SetActionStatus(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, status model.ActionStatus) (*action.Action, error)
 	CloseSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, reason string) (*session.Session, error)
 	CallTool(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, input jsonvalue.Value) (*tools.Result, error)
 }
@@ -522,12 +536,35 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Action.Sessions(childComplexity, args["first"].(*int), args["after"].(*string), args["status"].(*model.SessionStatus)), true
+	case "Action.status":
+		if e.ComplexityRoot.Action.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Action.Status(childComplexity), true
 	case "Action.triggerDiagnostics":
 		if e.ComplexityRoot.Action.TriggerDiagnostics == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Action.TriggerDiagnostics(childComplexity), true
+	case "Action.updatedAt":
+		if e.ComplexityRoot.Action.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Action.UpdatedAt(childComplexity), true
+	case "Action.versionAt":
+		if e.ComplexityRoot.Action.VersionAt == nil {
+			break
+		}
+
+		args, err := ec.field_Action_versionAt_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Action.VersionAt(childComplexity, args["number"].(int)), true
 	case "Action.versions":
 		if e.ComplexityRoot.Action.Versions == nil {
 			break
@@ -876,6 +913,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionVersion.Definition(childComplexity), true
+	case "ActionVersion.fromPosition":
+		if e.ComplexityRoot.ActionVersion.FromPosition == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionVersion.FromPosition(childComplexity), true
 	case "ActionVersion.version":
 		if e.ComplexityRoot.ActionVersion.Version == nil {
 			break
@@ -916,6 +959,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionsMutation.CreateAction(childComplexity, args["id"].(uuid.UUID), args["input"].(action.Definition)), true
+	case "ActionsMutation.setActionStatus":
+		if e.ComplexityRoot.ActionsMutation.SetActionStatus == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_setActionStatus_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.SetActionStatus(childComplexity, args["id"].(uuid.UUID), args["status"].(model.ActionStatus)), true
+	case "ActionsMutation.updateAction":
+		if e.ComplexityRoot.ActionsMutation.UpdateAction == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_updateAction_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.UpdateAction(childComplexity, args["id"].(uuid.UUID), args["input"].(action.Definition)), true
 
 	case "ActionsQuery.action":
 		if e.ComplexityRoot.ActionsQuery.Action == nil {
@@ -1798,6 +1863,25 @@ type ActionsMutation {
   definition under the same id fails with ACTION_EXISTS.
   """
   createAction(id: UUID!, input: ActionInput!): ActionVersion!
+  """
+  Stores a new definition as the action's next version (A2), validated as
+  createAction validates. The new version's triggers match events committed
+  after the update; the version it replaces still judges events committed
+  before it. Sessions keep the version they started with: their turns,
+  schemas, end and clock, and calls into existing tool sessions, stay on it.
+  A definition equal to the current one returns the current version and
+  makes no new one. Unknown id: NOT_FOUND.
+  """
+  updateAction(id: UUID!, input: ActionInput!): ActionVersion!
+  """
+  Sets whether the action takes part in new work. DISABLED and ARCHIVED both
+  stop its triggers from matching events committed after the change and
+  refuse calls to it as a tool (ACTION_INACTIVE); its open sessions keep
+  running their turns, and closeSession still ends them. ACTIVE resumes
+  matching with the events committed after the change. Setting the status
+  the action has changes nothing. Unknown id: NOT_FOUND.
+  """
+  setActionStatus(id: UUID!, status: ActionStatus!): Action!
   "Ends a session by an operator (I3): status CANCELLED with the reason; it takes no more inputs."
   closeSession(actionId: UUID!, id: String!, reason: String!): ActionSession!
   """
@@ -1816,14 +1900,34 @@ type ToolCall {
   session: ActionSession
 }
 
+"""
+Whether an action takes part in new work. DISABLED is meant as a pause and
+ARCHIVED as retirement; they behave the same, and either can be set back to
+ACTIVE.
+"""
+enum ActionStatus {
+  "Triggers match new events; the action can be called as a tool."
+  ACTIVE
+  "Paused: triggers match nothing new and tool calls are refused; open sessions keep their turns."
+  DISABLED
+  "Retired: as DISABLED."
+  ARCHIVED
+}
+
 type Action {
   id: UUID!
   "The newest definition."
   definition: ActionDefinition!
   "The newest version number."
   version: Int!
+  "Every version, oldest first (A2)."
   versions: [ActionVersion!]!
+  "One version by its number, or null when there is no such version."
+  versionAt(number: Int!): ActionVersion
+  status: ActionStatus!
   createdAt: Time!
+  "When the action last got a new version or status."
+  updatedAt: Time!
   session(id: String!): ActionSession
   "Sessions, newest first. first: 1-500, default 100."
   sessions(first: Int, after: String, status: SessionStatus): ActionSessionConnection!
@@ -1837,6 +1941,8 @@ type ActionVersion {
   actionId: UUID!
   version: Int!
   definition: ActionDefinition!
+  "The ledger head when the version was made, as a decimal string: its triggers match events after this position."
+  fromPosition: String!
   createdAt: Time!
 }
 
@@ -2237,8 +2343,14 @@ func (ec *executionContext) childFields_Action(ctx context.Context, field graphq
 		return ec.fieldContext_Action_version(ctx, field)
 	case "versions":
 		return ec.fieldContext_Action_versions(ctx, field)
+	case "versionAt":
+		return ec.fieldContext_Action_versionAt(ctx, field)
+	case "status":
+		return ec.fieldContext_Action_status(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_Action_createdAt(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_Action_updatedAt(ctx, field)
 	case "session":
 		return ec.fieldContext_Action_session(ctx, field)
 	case "sessions":
@@ -2407,6 +2519,8 @@ func (ec *executionContext) childFields_ActionVersion(ctx context.Context, field
 		return ec.fieldContext_ActionVersion_version(ctx, field)
 	case "definition":
 		return ec.fieldContext_ActionVersion_definition(ctx, field)
+	case "fromPosition":
+		return ec.fieldContext_ActionVersion_fromPosition(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_ActionVersion_createdAt(ctx, field)
 	}
@@ -2417,6 +2531,10 @@ func (ec *executionContext) childFields_ActionsMutation(ctx context.Context, fie
 	switch field.Name {
 	case "createAction":
 		return ec.fieldContext_ActionsMutation_createAction(ctx, field)
+	case "updateAction":
+		return ec.fieldContext_ActionsMutation_updateAction(ctx, field)
+	case "setActionStatus":
+		return ec.fieldContext_ActionsMutation_setActionStatus(ctx, field)
 	case "closeSession":
 		return ec.fieldContext_ActionsMutation_closeSession(ctx, field)
 	case "callTool":
@@ -3027,6 +3145,20 @@ func (ec *executionContext) field_Action_sessions_args(ctx context.Context, rawA
 	return args, nil
 }
 
+func (ec *executionContext) field_Action_versionAt_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "number",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["number"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_ActionsMutation_callTool_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3080,6 +3212,50 @@ func (ec *executionContext) field_ActionsMutation_closeSession_args(ctx context.
 }
 
 func (ec *executionContext) field_ActionsMutation_createAction_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (action.Definition, error) {
+			return ec.unmarshalNActionInput2githubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐDefinition(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_setActionStatus_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "status",
+		func(ctx context.Context, v any) (model.ActionStatus, error) {
+			return ec.unmarshalNActionStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐActionStatus(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["status"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_updateAction_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
@@ -3543,6 +3719,73 @@ func (ec *executionContext) fieldContext_Action_versions(_ context.Context, fiel
 	return fc, nil
 }
 
+func (ec *executionContext) _Action_versionAt(ctx context.Context, field graphql.CollectedField, obj *action.Action) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Action_versionAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Action().VersionAt(ctx, obj, fc.Args["number"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *action.Version) graphql.Marshaler {
+			return ec.marshalOActionVersion2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐVersion(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Action_versionAt(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Action",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionVersion(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Action_versionAt_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Action_status(ctx context.Context, field graphql.CollectedField, obj *action.Action) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Action_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Action().Status(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ActionStatus) graphql.Marshaler {
+			return ec.marshalNActionStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐActionStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Action_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Action", field, true, true, "ActionStatus")
+}
+
 func (ec *executionContext) _Action_createdAt(ctx context.Context, field graphql.CollectedField, obj *action.Action) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3563,6 +3806,29 @@ func (ec *executionContext) _Action_createdAt(ctx context.Context, field graphql
 	)
 }
 func (ec *executionContext) fieldContext_Action_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Action", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Action_updatedAt(ctx context.Context, field graphql.CollectedField, obj *action.Action) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Action_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Action_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Action", field, false, false, "Time")
 }
 
@@ -5192,6 +5458,29 @@ func (ec *executionContext) fieldContext_ActionVersion_definition(_ context.Cont
 	return fc, nil
 }
 
+func (ec *executionContext) _ActionVersion_fromPosition(ctx context.Context, field graphql.CollectedField, obj *action.Version) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionVersion_fromPosition(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionVersion().FromPosition(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionVersion_fromPosition(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActionVersion", field, true, true, "String")
+}
+
 func (ec *executionContext) _ActionVersion_createdAt(ctx context.Context, field graphql.CollectedField, obj *action.Version) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5253,6 +5542,94 @@ func (ec *executionContext) fieldContext_ActionsMutation_createAction(ctx contex
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_ActionsMutation_createAction_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionsMutation_updateAction(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_updateAction(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsMutation().UpdateAction(ctx, obj, fc.Args["id"].(uuid.UUID), fc.Args["input"].(action.Definition))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *action.Version) graphql.Marshaler {
+			return ec.marshalNActionVersion2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐVersion(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_updateAction(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionVersion(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_updateAction_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionsMutation_setActionStatus(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_setActionStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsMutation().SetActionStatus(ctx, obj, fc.Args["id"].(uuid.UUID), fc.Args["status"].(model.ActionStatus))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *action.Action) graphql.Marshaler {
+			return ec.marshalNAction2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐAction(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_setActionStatus(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Action(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_setActionStatus_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -9911,8 +10288,25 @@ func (ec *executionContext) _Action(ctx context.Context, sel ast.SelectionSet, o
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Action_versions(ctx, field, obj)
 				})
+		case "versionAt":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Action_versionAt(ctx, field, obj)
+				})
+		case "status":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Action_status(ctx, field, obj)
+				})
 		case "createdAt":
 			out.Values[i] = ec._Action_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "updatedAt":
+			out.Values[i] = ec._Action_updatedAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -10461,22 +10855,28 @@ func (ec *executionContext) _ActionVersion(ctx context.Context, sel ast.Selectio
 		case "actionId":
 			out.Values[i] = ec._ActionVersion_actionId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "version":
 			out.Values[i] = ec._ActionVersion_version(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "definition":
 			out.Values[i] = ec._ActionVersion_definition(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "fromPosition":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionVersion_fromPosition(ctx, field, obj)
+				})
 		case "createdAt":
 			out.Values[i] = ec._ActionVersion_createdAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -10508,6 +10908,16 @@ func (ec *executionContext) _ActionsMutation(ctx context.Context, sel ast.Select
 			out.Values[i] = graphql.MarshalString("ActionsMutation")
 		case "createAction":
 			out.Values[i] = ec._ActionsMutation_createAction(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updateAction":
+			out.Values[i] = ec._ActionsMutation_updateAction(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setActionStatus":
+			out.Values[i] = ec._ActionsMutation_setActionStatus(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -12414,6 +12824,16 @@ func (ec *executionContext) marshalNActionSessionTurnConnection2ᚖgithubᚗcom�
 	return ec._ActionSessionTurnConnection(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNActionStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐActionStatus(ctx context.Context, v any) (model.ActionStatus, error) {
+	var res model.ActionStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNActionStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐActionStatus(ctx context.Context, sel ast.SelectionSet, v model.ActionStatus) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNActionVersion2githubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐVersion(ctx context.Context, sel ast.SelectionSet, v action.Version) graphql.Marshaler {
 	return ec._ActionVersion(ctx, sel, &v)
 }
@@ -13085,6 +13505,13 @@ func (ec *executionContext) marshalOActionSessionTurn2ᚖgithubᚗcomᚋactionsl
 		return graphql.Null
 	}
 	return ec._ActionSessionTurn(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOActionVersion2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐVersion(ctx context.Context, sel ast.SelectionSet, v *action.Version) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ActionVersion(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {

@@ -36,6 +36,26 @@ func (r *actionResolver) Versions(ctx context.Context, obj *action.Action) ([]ac
 	return r.ActionStore.Versions(ctx, obj.ID)
 }
 
+// VersionAt is the resolver for the versionAt field.
+func (r *actionResolver) VersionAt(ctx context.Context, obj *action.Action, number int) (*action.Version, error) {
+	if number < 1 || number > math.MaxInt32 {
+		return nil, nil
+	}
+	v, err := r.ActionStore.Version(ctx, obj.ID, number)
+	if fault.CodeOf(err) == fault.NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// Status is the resolver for the status field.
+func (r *actionResolver) Status(ctx context.Context, obj *action.Action) (model.ActionStatus, error) {
+	return model.ActionStatus(obj.Status), nil
+}
+
 // Session is the resolver for the session field.
 func (r *actionResolver) Session(ctx context.Context, obj *action.Action, id string) (*session.Session, error) {
 	if len(id) > session.MaxIDLen {
@@ -241,6 +261,11 @@ func (r *actionSessionTurnResolver) Execution(ctx context.Context, obj *turns.Tu
 	return x, err
 }
 
+// FromPosition is the resolver for the fromPosition field.
+func (r *actionVersionResolver) FromPosition(ctx context.Context, obj *action.Version) (string, error) {
+	return strconv.FormatInt(obj.FromPosition, 10), nil
+}
+
 // CreateAction is the resolver for the createAction field.
 func (r *actionsMutationResolver) CreateAction(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, input action.Definition) (*action.Version, error) {
 	v, err := r.ActionStore.Create(ctx, id, input)
@@ -248,6 +273,20 @@ func (r *actionsMutationResolver) CreateAction(ctx context.Context, obj *model.A
 		return nil, reportAll(ctx, err, "input")
 	}
 	return &v, nil
+}
+
+// UpdateAction is the resolver for the updateAction field.
+func (r *actionsMutationResolver) UpdateAction(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, input action.Definition) (*action.Version, error) {
+	v, err := r.ActionStore.Update(ctx, id, input)
+	if err != nil {
+		return nil, reportAll(ctx, err, "input")
+	}
+	return &v, nil
+}
+
+// SetActionStatus is the resolver for the setActionStatus field.
+func (r *actionsMutationResolver) SetActionStatus(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, status model.ActionStatus) (*action.Action, error) {
+	return r.ActionStore.SetStatus(ctx, id, string(status))
 }
 
 // CloseSession is the resolver for the closeSession field.
@@ -544,6 +583,9 @@ func (r *Resolver) ActionSessionTurn() ActionSessionTurnResolver {
 	return &actionSessionTurnResolver{r}
 }
 
+// ActionVersion returns ActionVersionResolver implementation.
+func (r *Resolver) ActionVersion() ActionVersionResolver { return &actionVersionResolver{r} }
+
 // ActionsMutation returns ActionsMutationResolver implementation.
 func (r *Resolver) ActionsMutation() ActionsMutationResolver { return &actionsMutationResolver{r} }
 
@@ -590,6 +632,7 @@ type (
 	actionSessionResolver      struct{ *Resolver }
 	actionSessionInputResolver struct{ *Resolver }
 	actionSessionTurnResolver  struct{ *Resolver }
+	actionVersionResolver      struct{ *Resolver }
 	actionsMutationResolver    struct{ *Resolver }
 	actionsQueryResolver       struct{ *Resolver }
 	eventResolver              struct{ *Resolver }

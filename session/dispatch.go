@@ -146,13 +146,14 @@ func buildIndex(active []*action.Compiled) *triggerIndex {
 }
 
 // candidates returns the triggers that may match ev, grouped by action in
-// trigger order. Triggers of versions created after the event are skipped.
+// trigger order. Triggers of versions whose positions do not cover the event
+// (created after it, replaced or disabled before it) are skipped (A2).
 func (ix *triggerIndex) candidates(ev ledger.Event) []actionRefs {
 	var out []actionRefs
 	at := map[*action.Compiled]int{}
 	add := func(rs []ref) {
 		for _, r := range rs {
-			if ev.Position <= r.action.FromPosition {
+			if !r.action.Covers(ev.Position) {
 				continue
 			}
 			i, ok := at[r.action]

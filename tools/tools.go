@@ -74,8 +74,9 @@ type Result struct {
 
 // Call makes a direct call (an operator's, through GraphQL) in a
 // transaction of its own and commits it. Errors: fault.NotFound,
-// fault.NotATool, fault.BadInput (input fails the tool's inputSchema, field
-// input), fault.SessionInputConflict, fault.SessionClosed, fault.CallFailed.
+// fault.ActionInactive (the tool is disabled or archived), fault.NotATool,
+// fault.BadInput (input fails the tool's inputSchema, field input),
+// fault.SessionInputConflict, fault.SessionClosed, fault.CallFailed.
 func (s *Service) Call(ctx context.Context, actionID uuid.UUID, input jsonvalue.Value) (*Result, error) {
 	if err := jsonvalue.Check(input, "input"); err != nil {
 		return nil, err
@@ -111,6 +112,9 @@ func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 	if a == nil {
 		return nil, fault.New(fault.NotFound, "actionId", "no action with this id")
 	}
+	if a.Status != action.StatusActive {
+		return nil, fault.New(fault.ActionInactive, "actionId", "the tool action is %s", a.Status)
+	}
 	comp, err := s.actions.Compiled(ctx, a.ID, a.CurrentVersion)
 	if err != nil {
 		return nil, err
@@ -122,22 +126,36 @@ func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 	if err != nil {
 		return nil, fault.New(fault.InvalidJSON, "input", "%v", err)
 	}
-	if comp.Tool.Schema != nil {
-		if err := comp.Tool.Schema.Validate(decoded); err != nil {
-			return nil, fault.New(fault.BadInput, "input", "the input does not match the tool's inputSchema: %s", messageOf(err))
+	var key *sessionKey
+	var keyErr error
+	if comp.Tool.Session != nil {
+		key, keyErr = s.sessionKey(ctx, comp, decoded)
+		if keyErr == nil {
+			// A2: a call into an existing session runs the version the
+			// session started with (its inputSchema and its code); the
+			// current version only finds the session.
+			if comp, err = s.pinned(ctx, comp, key.id); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := checkInput(comp, decoded); err != nil {
+		return nil, err
+	}
+	if keyErr != nil {
+		return nil, keyErr
+	}
+	var sess *session.Session
+	var view *turns.SessionView
+	if key != nil {
+		sess, err = s.ensureSession(ctx, comp, key)
+		if err != nil {
+			return nil, err
 		}
 	}
 	h, err := s.kinds.Tool(comp.Def.Kind, turns.Spec{Config: comp.Def.Config, Source: comp.Def.Source})
 	if err != nil {
 		return nil, err
-	}
-	var sess *session.Session
-	var view *turns.SessionView
-	if comp.Tool.Session != nil {
-		sess, err = s.ensureSession(ctx, comp, decoded)
-		if err != nil {
-			return nil, err
-		}
 	}
 	tx, err := w.Tx(ctx)
 	if err != nil {
@@ -200,6 +218,17 @@ func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 	return res, nil
 }
 
+// checkInput validates a call's input against the version's tool inputSchema.
+func checkInput(comp *action.Compiled, decoded any) error {
+	if comp.Tool == nil || comp.Tool.Schema == nil {
+		return nil
+	}
+	if err := comp.Tool.Schema.Validate(decoded); err != nil {
+		return fault.New(fault.BadInput, "input", "the input does not match the tool's inputSchema: %s", messageOf(err))
+	}
+	return nil
+}
+
 // run calls the tool handler, turning a panic into an error.
 func (s *Service) run(ctx context.Context, h turns.ToolHandler, req *turns.CallRequest) (out jsonvalue.Value, err error) {
 	defer func() {
@@ -214,11 +243,16 @@ func (s *Service) run(ctx context.Context, h turns.ToolHandler, req *turns.CallR
 	return out, err
 }
 
-// ensureSession finds the call's tool session or creates it, committed at
-// once in its own transaction (X2). Errors: fault.CallFailed (the mapping or
-// id fails), fault.BadInput (the mapped input fails the session schema),
-// fault.SessionInputConflict, fault.SessionClosed.
-func (s *Service) ensureSession(ctx context.Context, comp *action.Compiled, toolInput any) (*session.Session, error) {
+// sessionKey is a call's tool session: its id and mapped input.
+type sessionKey struct {
+	id  string
+	raw jsonvalue.Value
+}
+
+// sessionKey maps a call's input to its tool session (X1). Errors:
+// fault.CallFailed (the mapping or id fails), fault.BadInput (the mapped
+// input fails the session schema).
+func (s *Service) sessionKey(ctx context.Context, comp *action.Compiled, toolInput any) (*sessionKey, error) {
 	mapped, err := comp.Tool.Session.Eval(ctx, expr.Vars{ToolInput: toolInput})
 	if err != nil {
 		return nil, fault.New(fault.CallFailed, "input", "the tool session mapping failed: %v", err)
@@ -244,6 +278,35 @@ func (s *Service) ensureSession(ctx context.Context, comp *action.Compiled, tool
 	if !ok || id == "" || len(id) > session.MaxIDLen || strings.IndexByte(id, 0) >= 0 {
 		return nil, fault.New(fault.CallFailed, "input", "the session id must be 1-%d bytes of text", session.MaxIDLen)
 	}
+	return &sessionKey{id: id, raw: raw}, nil
+}
+
+// pinned returns the compiled version an existing tool session id started
+// with, or comp (the current version) when there is no such session yet.
+func (s *Service) pinned(ctx context.Context, comp *action.Compiled, id string) (*action.Compiled, error) {
+	var version int
+	err := s.pool.QueryRow(ctx, `SELECT version FROM sessions WHERE action_id = $1 AND id = $2`, comp.ActionID, id).Scan(&version)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && version == comp.Version) {
+		return comp, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tools: session version: %w", err)
+	}
+	old, err := s.actions.Compiled(ctx, comp.ActionID, version)
+	if err != nil {
+		return nil, err
+	}
+	if old.Tool == nil || old.Tool.Session == nil {
+		return comp, nil // not a tool session of an earlier version
+	}
+	return old, nil
+}
+
+// ensureSession finds the call's tool session or creates it (at comp's
+// version), committed at once in its own transaction (X2). Errors:
+// fault.SessionInputConflict, fault.SessionClosed.
+func (s *Service) ensureSession(ctx context.Context, comp *action.Compiled, key *sessionKey) (*session.Session, error) {
+	id, raw := key.id, key.raw
 	now := s.clock.Now()
 	if _, err := s.pool.Exec(ctx, `INSERT INTO sessions (action_id, id, version, input, status, started_at, created_at, updated_at, kind)
 		VALUES ($1, $2, $3, $4, 'OPEN', $5, $5, $5, 'TOOL') ON CONFLICT (action_id, id) DO NOTHING`,

@@ -72,6 +72,69 @@ type TranscriptConnection struct {
 	PageInfo *PageInfo     `json:"pageInfo"`
 }
 
+// Whether an action takes part in new work. DISABLED is meant as a pause and
+// ARCHIVED as retirement; they behave the same, and either can be set back to
+// ACTIVE.
+type ActionStatus string
+
+const (
+	// Triggers match new events; the action can be called as a tool.
+	ActionStatusActive ActionStatus = "ACTIVE"
+	// Paused: triggers match nothing new and tool calls are refused; open sessions keep their turns.
+	ActionStatusDisabled ActionStatus = "DISABLED"
+	// Retired: as DISABLED.
+	ActionStatusArchived ActionStatus = "ARCHIVED"
+)
+
+var AllActionStatus = []ActionStatus{
+	ActionStatusActive,
+	ActionStatusDisabled,
+	ActionStatusArchived,
+}
+
+func (e ActionStatus) IsValid() bool {
+	switch e {
+	case ActionStatusActive, ActionStatusDisabled, ActionStatusArchived:
+		return true
+	}
+	return false
+}
+
+func (e ActionStatus) String() string {
+	return string(e)
+}
+
+func (e *ActionStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ActionStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ActionStatus", str)
+	}
+	return nil
+}
+
+func (e ActionStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ActionStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ActionStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type ExecutionStatus string
 
 const (

@@ -37,6 +37,8 @@ const (
 	IdempotencyConflict = "IDEMPOTENCY_CONFLICT"
 	// ReservedEventType: the event type is written only by the service itself.
 	ReservedEventType = "RESERVED_EVENT_TYPE"
+	// ActionInactive: a call to a tool action that is DISABLED or ARCHIVED.
+	ActionInactive = "ACTION_INACTIVE"
 	// NotATool: callTool on an action without a tool block.
 	NotATool = "NOT_A_TOOL"
 	// SessionInputConflict: a tool session exists with a different input (X3).
@@ -45,6 +47,9 @@ const (
 	CallFailed = "TOOL_CALL_FAILED"
 	// NotImplemented: the feature is recognised but not available in this build.
 	NotImplemented = "NOT_IMPLEMENTED"
+	// IntrospectionDisabled: the operation selects __schema or __type on a
+	// server started with introspection turned off.
+	IntrospectionDisabled = "INTROSPECTION_DISABLED"
 	// Forbidden: the principal may not do this.
 	Forbidden = "FORBIDDEN"
 	// Internal: anything unexpected; details are logged, never shown.
