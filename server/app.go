@@ -37,6 +37,10 @@ type Config struct {
 	Poll        time.Duration // fallback poll of dispatcher and executor (1s)
 	MaxConns    int           // database pool size (2*Workers + 8); pool_max_conns in the URL wins
 	Clock       clock.Clock   // defaults to the wall clock
+	// DisableIntrospection turns GraphQL introspection off (on by default).
+	DisableIntrospection bool
+	// DisableGraphiQL stops serving the GraphiQL page at / (served by default).
+	DisableGraphiQL bool
 }
 
 // App is a running process's parts.
@@ -114,7 +118,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 func (a *App) Close() { a.Pool.Close() }
 
 // Handler returns the HTTP routes with the dev principal (loopback only).
-func (a *App) Handler() http.Handler { return DevPrincipal(Mux(GraphQL(a.Resolver, a.log))) }
+func (a *App) Handler() http.Handler {
+	front := Front{Introspection: !a.cfg.DisableIntrospection, GraphiQL: !a.cfg.DisableGraphiQL}
+	return DevPrincipal(Mux(GraphQL(a.Resolver, a.log, front), front))
+}
 
 // Run runs the dispatcher, the session timers, the executor and (with an
 // Addr) the HTTP server until ctx ends.
@@ -167,7 +174,11 @@ func (a *App) Run(ctx context.Context) error {
 		srv := &http.Server{Handler: http.TimeoutHandler(a.Handler(), RequestTimeout, `{"errors":[{"message":"request timed out","extensions":{"code":"TIMEOUT"}}]}`),
 			ReadHeaderTimeout: ReadHeaderTimeout}
 		a.log.Warn("DEV MODE: no credentials are checked; every request acts as the dev principal. Loopback only.", "addr", ln.Addr().String())
-		a.log.Info("GraphQL ready", "url", "http://"+ln.Addr().String()+"/graphql", "graphiql", "http://"+ln.Addr().String()+"/")
+		ready := []any{"url", "http://" + ln.Addr().String() + "/graphql", "introspection", !a.cfg.DisableIntrospection}
+		if !a.cfg.DisableGraphiQL {
+			ready = append(ready, "graphiql", "http://"+ln.Addr().String()+"/")
+		}
+		a.log.Info("GraphQL ready", ready...)
 		run("http", func() error {
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return err

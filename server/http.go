@@ -42,8 +42,18 @@ const (
 	MaxTokens     = 20_000  // parser token limit
 )
 
+// Front chooses the optional parts of the HTTP front. Turn both off on a
+// server whose schema should not be browsable.
+type Front struct {
+	// Introspection answers __schema and __type queries; off, an operation
+	// selecting them is refused with INTROSPECTION_DISABLED.
+	Introspection bool
+	// GraphiQL serves the GraphiQL page at /; off, / is 404 Not Found.
+	GraphiQL bool
+}
+
 // GraphQL returns the /graphql handler for the resolver.
-func GraphQL(r *graph.Resolver, log *slog.Logger) http.Handler {
+func GraphQL(r *graph.Resolver, log *slog.Logger, front Front) http.Handler {
 	cfg := graph.Config{Resolvers: r}
 	cfg.Complexity = complexity()
 	srv := handler.New(graph.NewExecutableSchema(cfg))
@@ -53,7 +63,13 @@ func GraphQL(r *graph.Resolver, log *slog.Logger) http.Handler {
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	srv.SetParserTokenLimit(MaxTokens)
 	srv.SetValidationRulesFn(validationRules)
-	srv.Use(extension.Introspection{})
+	if front.Introspection {
+		srv.Use(extension.Introspection{})
+	} else {
+		// gqlgen then refuses introspection fields one by one with an
+		// uncoded error; refuse the whole operation up front with a code.
+		srv.Use(noIntrospection{})
+	}
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
 	srv.Use(extension.FixedComplexityLimit(MaxComplexity))
 	srv.Use(depthLimit{max: MaxDepth})
@@ -129,12 +145,14 @@ func DevPrincipal(h http.Handler) http.Handler {
 	})
 }
 
-// Mux returns the service's routes: GraphQL at /graphql, GraphiQL at /,
-// a health check at /healthz.
-func Mux(gql http.Handler) *http.ServeMux {
+// Mux returns the service's routes: GraphQL at /graphql, GraphiQL at /
+// (when front.GraphiQL), a health check at /healthz.
+func Mux(gql http.Handler, front Front) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", gql)
-	mux.Handle("GET /{$}", playground.Handler("actionsledger", "/graphql"))
+	if front.GraphiQL {
+		mux.Handle("GET /{$}", playground.Handler("actionsledger", "/graphql"))
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	return mux
 }

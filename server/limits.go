@@ -12,6 +12,7 @@ import (
 
 	"github.com/actionsledger/actionsledger/graph"
 	"github.com/actionsledger/actionsledger/graph/model"
+	"github.com/actionsledger/actionsledger/internal/fault"
 )
 
 // depthLimit refuses operations nested deeper than max selections.
@@ -34,6 +35,52 @@ func (d depthLimit) MutateOperationContext(ctx context.Context, oc *graphql.Oper
 		return err
 	}
 	return nil
+}
+
+// noIntrospection refuses operations that select __schema or __type (the
+// introspection fields, valid only on the query root) when introspection is
+// turned off. __typename stays available.
+type noIntrospection struct{}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationContextMutator
+} = noIntrospection{}
+
+func (noIntrospection) ExtensionName() string                   { return "NoIntrospection" }
+func (noIntrospection) Validate(graphql.ExecutableSchema) error { return nil }
+func (noIntrospection) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	oc.DisableIntrospection = true
+	if oc.Operation == nil || !introspects(oc.Operation.SelectionSet, oc.Doc.Fragments, 0) {
+		return nil
+	}
+	err := gqlerror.Errorf("introspection is turned off on this server")
+	err.Extensions = map[string]any{"code": fault.IntrospectionDisabled}
+	return err
+}
+
+// introspects reports whether a root selection set selects __schema or __type.
+func introspects(set ast.SelectionSet, frags ast.FragmentDefinitionList, seen int) bool {
+	if seen > 100 {
+		return false // fragment cycles are rejected by validation
+	}
+	for _, s := range set {
+		switch x := s.(type) {
+		case *ast.Field:
+			if x.Name == "__schema" || x.Name == "__type" {
+				return true
+			}
+		case *ast.InlineFragment:
+			if introspects(x.SelectionSet, frags, seen+1) {
+				return true
+			}
+		case *ast.FragmentSpread:
+			if f := frags.ForName(x.Name); f != nil && introspects(f.SelectionSet, frags, seen+1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func selectionDepth(set ast.SelectionSet, frags ast.FragmentDefinitionList, seen int) int {

@@ -31,9 +31,11 @@ type globals struct {
 }
 
 type serveCmd struct {
-	Addr    string        `env:"ADDR" default:"127.0.0.1:8080" help:"HTTP listen address (loopback only in this build)."`
-	Workers int           `env:"WORKERS" default:"4" help:"Concurrent turns in this process."`
-	Lease   time.Duration `env:"TURN_LEASE" default:"30s" help:"How long a claimed turn stays leased without a heartbeat."`
+	Addr          string        `env:"ADDR" default:"127.0.0.1:8080" help:"HTTP listen address (loopback only in this build)."`
+	Workers       int           `env:"WORKERS" default:"4" help:"Concurrent turns in this process."`
+	Lease         time.Duration `env:"TURN_LEASE" default:"30s" help:"How long a claimed turn stays leased without a heartbeat."`
+	Introspection bool          `env:"INTROSPECTION" default:"true" negatable:"" help:"Answer GraphQL introspection queries."`
+	GraphiQL      bool          `env:"GRAPHIQL" name:"graphiql" default:"true" negatable:"" help:"Serve the GraphiQL page at /."`
 }
 
 type workerCmd struct {
@@ -71,7 +73,8 @@ func main() {
 }
 
 func (c *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
-	return runApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease}, log)
+	return runApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease,
+		DisableIntrospection: !c.Introspection, DisableGraphiQL: !c.GraphiQL}, log)
 }
 
 func (c *workerCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {

@@ -1,0 +1,58 @@
+package server_test
+
+import (
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actionsledger/actionsledger/server"
+)
+
+// getRoot fetches / and returns its status and body.
+func (e *env) getRoot(t *testing.T) (int, string) {
+	t.Helper()
+	resp, err := e.srv.Client().Get(e.srv.URL + "/")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// GraphQL hardening (issue 6): introspection and the GraphiQL page are on
+// by default and really off when turned off.
+func TestIntrospectionAndGraphiQLSwitches(t *testing.T) {
+	t.Parallel()
+	queries := []string{
+		`{ __schema { queryType { name } } }`,
+		`{ __type(name: "Action") { name } }`,
+		`query { ...F } fragment F on Query { __schema { types { name } } }`,
+		`{ ... on Query { __type(name: "Event") { fields { name } } } }`,
+	}
+
+	on := newSteppedEnv(t, server.Config{})
+	for _, q := range queries {
+		on.ok(t, q, nil, nil)
+	}
+	status, body := on.getRoot(t)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, "graphiql")
+
+	off := newSteppedEnv(t, server.Config{DisableIntrospection: true, DisableGraphiQL: true})
+	for _, q := range queries {
+		r := off.do(t, q, nil)
+		requireError(t, r, "INTROSPECTION_DISABLED", "")
+		require.Contains(t, []string{"", "null"}, string(r.Data), "no data for %s", q)
+	}
+	var tn struct {
+		Typename string `json:"__typename"`
+	}
+	off.ok(t, `{ __typename }`, nil, &tn)
+	require.Equal(t, "Query", tn.Typename, "__typename is not introspection")
+	off.ok(t, `{ actions { actions(first: 1) { nodes { id } } } }`, nil, nil)
+	status, body = off.getRoot(t)
+	require.Equal(t, http.StatusNotFound, status)
+	require.NotContains(t, body, "graphiql")
+}
