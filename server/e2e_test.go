@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -124,7 +125,9 @@ func TestSeedExamplesEndToEnd(t *testing.T) {
 	var s *sessionView
 	poll(t, "the session's turns to take all 3 inputs", func() bool {
 		s = e.querySession(t, actionID, acct)
-		return s != nil && s.takenInputs() == 3
+		// The session row and its turns are read one after the other: wait
+		// until the state the row shows is the one the last turn left.
+		return s != nil && s.takenInputs() == 3 && strings.Contains(canon(t, s.State), `"count":3`)
 	})
 	require.Equal(t, "OPEN", s.Status)
 	jsonEq(t, fmt.Sprintf(`{"count": 3, "last_turn": %d}`, len(s.Turns.Nodes)), s.State)

@@ -138,9 +138,18 @@ func TestStarlarkBalanceAndToolEndToEnd(t *testing.T) {
 					consumed++
 				}
 			}
-			return consumed == i+1
+			// The session row is read before its inputs: wait until the
+			// row shows the turn that took the last input.
+			return consumed == i+1 && len(ss.Turns.Nodes) == i+1 && ss.Turns.Nodes[0].Status == "COMPLETED" &&
+				strings.Contains(string(ss.State), "balance")
 		})
 	}
+	poll(t, "the session row to show the last turn's state", func() bool {
+		s = sessionOut{}
+		e.ok(t, sessionQ, map[string]any{"a": balanceID, "id": acct}, &s)
+		ss := s.Actions.Action.Session
+		return ss.Status != "OPEN" || canon(t, ss.State) == canon(t, []byte(`{"balance":`+want+`}`))
+	})
 	ss := s.Actions.Action.Session
 	if ss.Status != "OPEN" {
 		var errs []string
