@@ -115,7 +115,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 }
 
 // Close releases the pool.
-func (a *App) Close() { a.Pool.Close() }
+func (a *App) Close() {
+	a.Tools.Close()
+	a.Pool.Close()
+}
 
 // Handler returns the HTTP routes with the dev principal (loopback only).
 func (a *App) Handler() http.Handler {

@@ -50,17 +50,40 @@ const MaxDepth = 8
 
 // Service calls tools.
 type Service struct {
-	pool    *pgxpool.Pool
-	actions *action.Store
-	kinds   *turns.Registry
-	clock   clock.Clock
-	log     *slog.Logger
+	pool *pgxpool.Pool
+	// sessionPool creates tool sessions in transactions of their own (X2).
+	// It is separate from pool so that a call holding locks in its caller's
+	// transaction can always get a connection for that, even when every
+	// connection of pool is taken by callers waiting on those locks.
+	sessionPool *pgxpool.Pool
+	actions     *action.Store
+	kinds       *turns.Registry
+	clock       clock.Clock
+	log         *slog.Logger
 }
 
 // NewService returns a Service.
+// It opens a small pool of its own (SessionPoolConns connections) on pool's
+// database; Close releases it.
 func NewService(pool *pgxpool.Pool, actions *action.Store, kinds *turns.Registry, c clock.Clock, log *slog.Logger) *Service {
-	return &Service{pool: pool, actions: actions, kinds: kinds, clock: c, log: log}
+	cfg := pool.Config()
+	cfg.MaxConns, cfg.MinConns = SessionPoolConns, 0
+	sp, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		// Only a malformed config fails here, and pool was built from it.
+		panic(fmt.Sprintf("tools: session pool: %v", err))
+	}
+	// Lookups outside the caller's transaction (actions, versions, sessions)
+	// go through the session pool too, for the same reason.
+	lookups := action.NewStore(sp, c, nil)
+	return &Service{pool: pool, sessionPool: sp, actions: lookups, kinds: kinds, clock: c, log: log}
 }
+
+// SessionPoolConns is the size of the pool that creates tool sessions.
+const SessionPoolConns = 4
+
+// Close releases the service's own pool.
+func (s *Service) Close() { s.sessionPool.Close() }
 
 // Result is a committed (or, inside a caller's transaction, pending) call.
 type Result struct {
@@ -285,7 +308,7 @@ func (s *Service) sessionKey(ctx context.Context, comp *action.Compiled, toolInp
 // with, or comp (the current version) when there is no such session yet.
 func (s *Service) pinned(ctx context.Context, comp *action.Compiled, id string) (*action.Compiled, error) {
 	var version int
-	err := s.pool.QueryRow(ctx, `SELECT version FROM sessions WHERE action_id = $1 AND id = $2`, comp.ActionID, id).Scan(&version)
+	err := s.sessionPool.QueryRow(ctx, `SELECT version FROM sessions WHERE action_id = $1 AND id = $2`, comp.ActionID, id).Scan(&version)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && version == comp.Version) {
 		return comp, nil
 	}
@@ -308,12 +331,12 @@ func (s *Service) pinned(ctx context.Context, comp *action.Compiled, id string) 
 func (s *Service) ensureSession(ctx context.Context, comp *action.Compiled, key *sessionKey) (*session.Session, error) {
 	id, raw := key.id, key.raw
 	now := s.clock.Now()
-	if _, err := s.pool.Exec(ctx, `INSERT INTO sessions (action_id, id, version, input, status, started_at, created_at, updated_at, kind)
+	if _, err := s.sessionPool.Exec(ctx, `INSERT INTO sessions (action_id, id, version, input, status, started_at, created_at, updated_at, kind)
 		VALUES ($1, $2, $3, $4, 'OPEN', $5, $5, $5, 'TOOL') ON CONFLICT (action_id, id) DO NOTHING`,
 		comp.ActionID, id, comp.Version, []byte(raw), now); err != nil {
 		return nil, fmt.Errorf("tools: create session: %w", err)
 	}
-	sess, err := session.NewStore(s.pool, s.clock).Get(ctx, comp.ActionID, id)
+	sess, err := session.NewStore(s.sessionPool, s.clock).Get(ctx, comp.ActionID, id)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -417,4 +418,43 @@ func notes(t *testing.T, inputs []jsonvalue.Value) []string {
 		out = append(out, item.Input.Note)
 	}
 	return out
+}
+
+// A call holding a record lock in its transaction and calling a tool with
+// a session must not wait on a connection held by callers queued on that
+// lock (the pool is small on purpose here). Regression for a stall found by
+// a fresh user: 20 concurrent calls that each write one key, then call a tool.
+func TestNestedCallsUnderLockContentionDoNotStall(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	notify := f.create(notifyTool())
+	outer := f.create(action.Definition{Name: "outer", Kind: testKind, Tool: &action.ToolDef{Name: "outer"}})
+	f.setTool(func(ctx context.Context, req *turns.CallRequest) (jsonvalue.Value, error) {
+		if req.Session != nil { // the inner, notify tool
+			return in(`"ok"`), nil
+		}
+		if _, err := req.Env.LedgerPut(ctx, "contended", "same", req.Input); err != nil {
+			return nil, err
+		}
+		return req.Env.CallTool(ctx, notify.String(), in(`{"account_id":"nested"}`))
+	})
+	const n = 20 // more than the test pool's connections
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	ctx, cancel := context.WithTimeout(f.ctx, 60*time.Second)
+	defer cancel()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := f.svc.Call(ctx, outer, in(fmt.Sprintf(`{"i":%d}`, i)))
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Len(t, f.calls(notify, "nested"), n)
 }
