@@ -124,10 +124,15 @@ func ValidateType(t, field string) error {
 	return nil
 }
 
-// ValidateNamespace checks a record namespace. Errors: fault.BadInput.
+// ValidateNamespace checks a record namespace. The namespaces schedule and
+// action_session are the service's (their events would pose as clock
+// firings and responses). Errors: fault.BadInput, fault.ReservedEventType.
 func ValidateNamespace(ns, field string) error {
 	if len(ns) == 0 || len(ns) > MaxNamespaceLen || !namespacePattern.MatchString(ns) {
 		return fault.New(fault.BadInput, field, "a namespace is 1-%d letters, digits, _ or -, starting with a letter or _", MaxNamespaceLen)
+	}
+	if ns == "schedule" || ns == "action_session" {
+		return fault.New(fault.ReservedEventType, field, "namespace %q is reserved: its events are written by the service", ns)
 	}
 	return nil
 }

@@ -154,5 +154,10 @@ func evalEnd(ctx context.Context, cs *action.CompiledSession, input any, started
 		return nil, err
 	}
 	t = t.UTC().Truncate(time.Microsecond)
+	if t.Before(startedAt) {
+		// An end before the start is the start: the session ends at once.
+		// (Clamping also keeps Go's zero time, year 1, from reading as "no end".)
+		t = startedAt.UTC()
+	}
 	return &t, nil
 }
