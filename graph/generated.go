@@ -5,6 +5,7 @@ package graph
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -42,6 +43,8 @@ type ResolverRoot interface {
 	ActionVersion() ActionVersionResolver
 	ActionsMutation() ActionsMutationResolver
 	ActionsQuery() ActionsQueryResolver
+	AuthMutation() AuthMutationResolver
+	AuthQuery() AuthQueryResolver
 	Event() EventResolver
 	Execution() ExecutionResolver
 	IntakeRecord() IntakeRecordResolver
@@ -169,6 +172,15 @@ type ComplexityRoot struct {
 		Actions func(childComplexity int, first *int, after *string) int
 	}
 
+	AuthMutation struct {
+		CreateToken func(childComplexity int, principal string, policies []model.PolicyInput) int
+		RevokeToken func(childComplexity int, id uuid.UUID) int
+	}
+
+	AuthQuery struct {
+		Principals func(childComplexity int) int
+	}
+
 	Checkpoint struct {
 		Reason func(childComplexity int) int
 		State  func(childComplexity int) int
@@ -259,7 +271,15 @@ type ComplexityRoot struct {
 
 	Mutation struct {
 		Actions func(childComplexity int) int
+		Auth    func(childComplexity int) int
 		Ledger  func(childComplexity int) int
+	}
+
+	NewToken struct {
+		CreatedAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Principal func(childComplexity int) int
+		Token     func(childComplexity int) int
 	}
 
 	PageInfo struct {
@@ -267,8 +287,19 @@ type ComplexityRoot struct {
 		HasNextPage func(childComplexity int) int
 	}
 
+	Policy struct {
+		Action   func(childComplexity int) int
+		Resource func(childComplexity int) int
+	}
+
+	Principal struct {
+		ID       func(childComplexity int) int
+		Policies func(childComplexity int) int
+	}
+
 	Query struct {
 		Actions func(childComplexity int) int
+		Auth    func(childComplexity int) int
 		Ledger  func(childComplexity int) int
 	}
 
@@ -409,6 +440,13 @@ type ActionsQueryResolver interface {
 	Action(ctx context.Context, obj *model.ActionsQuery, id uuid.UUID) (*action.Action, error)
 	Actions(ctx context.Context, obj *model.ActionsQuery, first *int, after *string) (*model.ActionConnection, error)
 }
+type AuthMutationResolver interface {
+	CreateToken(ctx context.Context, obj *model.AuthMutation, principal string, policies []model.PolicyInput) (*model.NewToken, error)
+	RevokeToken(ctx context.Context, obj *model.AuthMutation, id uuid.UUID) (bool, error)
+}
+type AuthQueryResolver interface {
+	Principals(ctx context.Context, obj *model.AuthQuery) ([]model.Principal, error)
+}
 type EventResolver interface {
 	Position(ctx context.Context, obj *ledger.Event) (string, error)
 	Record(ctx context.Context, obj *ledger.Event) (ledger.Record, error)
@@ -447,10 +485,12 @@ type LedgerQueryResolver interface {
 type MutationResolver interface {
 	Actions(ctx context.Context) (*model.ActionsMutation, error)
 	Ledger(ctx context.Context) (*model.LedgerMutation, error)
+	Auth(ctx context.Context) (*model.AuthMutation, error)
 }
 type QueryResolver interface {
 	Actions(ctx context.Context) (*model.ActionsQuery, error)
 	Ledger(ctx context.Context) (*model.LedgerQuery, error)
+	Auth(ctx context.Context) (*model.AuthQuery, error)
 }
 type ToolCallResolver interface {
 	Execution(ctx context.Context, obj *tools.Result) (*turns.Execution, error)
@@ -1005,6 +1045,36 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ActionsQuery.Actions(childComplexity, args["first"].(*int), args["after"].(*string)), true
 
+	case "AuthMutation.createToken":
+		if e.ComplexityRoot.AuthMutation.CreateToken == nil {
+			break
+		}
+
+		args, err := ec.field_AuthMutation_createToken_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.AuthMutation.CreateToken(childComplexity, args["principal"].(string), args["policies"].([]model.PolicyInput)), true
+	case "AuthMutation.revokeToken":
+		if e.ComplexityRoot.AuthMutation.RevokeToken == nil {
+			break
+		}
+
+		args, err := ec.field_AuthMutation_revokeToken_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.AuthMutation.RevokeToken(childComplexity, args["id"].(uuid.UUID)), true
+
+	case "AuthQuery.principals":
+		if e.ComplexityRoot.AuthQuery.Principals == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuthQuery.Principals(childComplexity), true
+
 	case "Checkpoint.reason":
 		if e.ComplexityRoot.Checkpoint.Reason == nil {
 			break
@@ -1375,12 +1445,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.Actions(childComplexity), true
+	case "Mutation.auth":
+		if e.ComplexityRoot.Mutation.Auth == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mutation.Auth(childComplexity), true
 	case "Mutation.ledger":
 		if e.ComplexityRoot.Mutation.Ledger == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Mutation.Ledger(childComplexity), true
+
+	case "NewToken.createdAt":
+		if e.ComplexityRoot.NewToken.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NewToken.CreatedAt(childComplexity), true
+	case "NewToken.id":
+		if e.ComplexityRoot.NewToken.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NewToken.ID(childComplexity), true
+	case "NewToken.principal":
+		if e.ComplexityRoot.NewToken.Principal == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NewToken.Principal(childComplexity), true
+	case "NewToken.token":
+		if e.ComplexityRoot.NewToken.Token == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NewToken.Token(childComplexity), true
 
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
@@ -1395,12 +1496,44 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
 
+	case "Policy.action":
+		if e.ComplexityRoot.Policy.Action == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Policy.Action(childComplexity), true
+	case "Policy.resource":
+		if e.ComplexityRoot.Policy.Resource == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Policy.Resource(childComplexity), true
+
+	case "Principal.id":
+		if e.ComplexityRoot.Principal.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Principal.ID(childComplexity), true
+	case "Principal.policies":
+		if e.ComplexityRoot.Principal.Policies == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Principal.Policies(childComplexity), true
+
 	case "Query.actions":
 		if e.ComplexityRoot.Query.Actions == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Query.Actions(childComplexity), true
+	case "Query.auth":
+		if e.ComplexityRoot.Query.Auth == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Auth(childComplexity), true
 
 	case "Query.ledger":
 		if e.ComplexityRoot.Query.Ledger == nil {
@@ -1672,6 +1805,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("ActionInput", ec.unmarshalInputActionInput),
+			graphql.NewInputUnmarshaler("PolicyInput", ec.unmarshalInputPolicyInput),
 			graphql.NewInputUnmarshaler("ResumeInput", ec.unmarshalInputResumeInput),
 			graphql.NewInputUnmarshaler("ScheduleEntryInput", ec.unmarshalInputScheduleEntryInput),
 			graphql.NewInputUnmarshaler("SessionInput", ec.unmarshalInputSessionInput),
@@ -1776,11 +1910,15 @@ scalar Time
 type Query {
   actions: ActionsQuery!
   ledger: LedgerQuery!
+  "Principals and their policies (needs ADMIN on ` + "`" + `*` + "`" + `)."
+  auth: AuthQuery!
 }
 
 type Mutation {
   actions: ActionsMutation!
   ledger: LedgerMutation!
+  "Principals and bearer tokens (needs ADMIN on ` + "`" + `*` + "`" + `)."
+  auth: AuthMutation!
 }
 
 "Information about a page of a connection; pass endCursor as ` + "`" + `after` + "`" + ` for the next page."
@@ -2325,6 +2463,66 @@ type TranscriptConnection {
   nodes: [TranscriptEntry!]!
   pageInfo: PageInfo!
 }
+
+# ---------------------------------------------------------------- authorisation
+
+"""
+What a policy allows on its resource. ADMIN allows every other policy action
+on the same resource; ADMIN on ` + "`" + `*` + "`" + ` allows everything.
+"""
+enum PolicyAction {
+  READ
+  WRITE
+  RESPOND
+  CLOSE
+  ADMIN
+}
+
+"""
+A grant of one policy action on one resource: ` + "`" + `*` + "`" + `, ` + "`" + `financial.Action.document` + "`" + `
+(every action), ` + "`" + `financial.Action.document:<action id>` + "`" + `, ` + "`" + `ledger` + "`" + ` (the whole
+ledger) or ` + "`" + `ledger:<namespace>` + "`" + `.
+"""
+type Policy {
+  action: PolicyAction!
+  resource: String!
+}
+
+input PolicyInput {
+  action: PolicyAction!
+  resource: String!
+}
+
+"Who may call the API: an id and its policies. Tokens are never listed."
+type Principal {
+  id: String!
+  policies: [Policy!]!
+}
+
+"A token just created. ` + "`" + `token` + "`" + ` is shown this once; only its hash is kept."
+type NewToken {
+  "Revoke the token with this id."
+  id: UUID!
+  token: String!
+  principal: Principal!
+  createdAt: Time!
+}
+
+type AuthQuery {
+  "Every principal, by id."
+  principals: [Principal!]!
+}
+
+type AuthMutation {
+  """
+  Creates the principal if it does not exist, sets its policies to
+  ` + "`" + `policies` + "`" + ` (replacing the ones it had, for all its tokens) and issues a
+  new bearer token for it. The token is in this answer only.
+  """
+  createToken(principal: String!, policies: [PolicyInput!]!): NewToken!
+  "Revokes a token; true if it was valid until now, false if unknown or already revoked."
+  revokeToken(id: UUID!): Boolean!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -2553,6 +2751,24 @@ func (ec *executionContext) childFields_ActionsQuery(ctx context.Context, field 
 	return nil, fmt.Errorf("no field named %q was found under type ActionsQuery", field.Name)
 }
 
+func (ec *executionContext) childFields_AuthMutation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "createToken":
+		return ec.fieldContext_AuthMutation_createToken(ctx, field)
+	case "revokeToken":
+		return ec.fieldContext_AuthMutation_revokeToken(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AuthMutation", field.Name)
+}
+
+func (ec *executionContext) childFields_AuthQuery(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "principals":
+		return ec.fieldContext_AuthQuery_principals(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AuthQuery", field.Name)
+}
+
 func (ec *executionContext) childFields_Checkpoint(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "state":
@@ -2729,6 +2945,20 @@ func (ec *executionContext) childFields_LedgerQuery(ctx context.Context, field g
 	return nil, fmt.Errorf("no field named %q was found under type LedgerQuery", field.Name)
 }
 
+func (ec *executionContext) childFields_NewToken(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_NewToken_id(ctx, field)
+	case "token":
+		return ec.fieldContext_NewToken_token(ctx, field)
+	case "principal":
+		return ec.fieldContext_NewToken_principal(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_NewToken_createdAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type NewToken", field.Name)
+}
+
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "hasNextPage":
@@ -2737,6 +2967,26 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 		return ec.fieldContext_PageInfo_endCursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
+}
+
+func (ec *executionContext) childFields_Policy(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "action":
+		return ec.fieldContext_Policy_action(ctx, field)
+	case "resource":
+		return ec.fieldContext_Policy_resource(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Policy", field.Name)
+}
+
+func (ec *executionContext) childFields_Principal(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Principal_id(ctx, field)
+	case "policies":
+		return ec.fieldContext_Principal_policies(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Principal", field.Name)
 }
 
 func (ec *executionContext) childFields_ResumeRole(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3310,6 +3560,42 @@ func (ec *executionContext) field_ActionsQuery_actions_args(ctx context.Context,
 		return nil, err
 	}
 	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_AuthMutation_createToken_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "principal",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["principal"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "policies",
+		func(ctx context.Context, v any) ([]model.PolicyInput, error) {
+			return ec.unmarshalNPolicyInput2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPolicyInputᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["policies"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_AuthMutation_revokeToken_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -5812,6 +6098,126 @@ func (ec *executionContext) fieldContext_ActionsQuery_actions(ctx context.Contex
 	return fc, nil
 }
 
+func (ec *executionContext) _AuthMutation_createToken(ctx context.Context, field graphql.CollectedField, obj *model.AuthMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuthMutation_createToken(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.AuthMutation().CreateToken(ctx, obj, fc.Args["principal"].(string), fc.Args["policies"].([]model.PolicyInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.NewToken) graphql.Marshaler {
+			return ec.marshalNNewToken2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐNewToken(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuthMutation_createToken(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AuthMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NewToken(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_AuthMutation_createToken_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AuthMutation_revokeToken(ctx context.Context, field graphql.CollectedField, obj *model.AuthMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuthMutation_revokeToken(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.AuthMutation().RevokeToken(ctx, obj, fc.Args["id"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuthMutation_revokeToken(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AuthMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_AuthMutation_revokeToken_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AuthQuery_principals(ctx context.Context, field graphql.CollectedField, obj *model.AuthQuery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuthQuery_principals(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AuthQuery().Principals(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.Principal) graphql.Marshaler {
+			return ec.marshalNPrincipal2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPrincipalᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuthQuery_principals(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AuthQuery",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Principal(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Checkpoint_state(ctx context.Context, field graphql.CollectedField, obj *model.Checkpoint) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7366,6 +7772,139 @@ func (ec *executionContext) fieldContext_Mutation_ledger(_ context.Context, fiel
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_auth(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_auth(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Mutation().Auth(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AuthMutation) graphql.Marshaler {
+			return ec.marshalNAuthMutation2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐAuthMutation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_auth(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuthMutation(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _NewToken_id(ctx context.Context, field graphql.CollectedField, obj *model.NewToken) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NewToken_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NewToken_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NewToken", field, false, false, "UUID")
+}
+
+func (ec *executionContext) _NewToken_token(ctx context.Context, field graphql.CollectedField, obj *model.NewToken) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NewToken_token(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Token, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NewToken_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NewToken", field, false, false, "String")
+}
+
+func (ec *executionContext) _NewToken_principal(ctx context.Context, field graphql.CollectedField, obj *model.NewToken) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NewToken_principal(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Principal, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Principal) graphql.Marshaler {
+			return ec.marshalNPrincipal2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPrincipal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NewToken_principal(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "NewToken",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Principal(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _NewToken_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.NewToken) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NewToken_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NewToken_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NewToken", field, false, false, "Time")
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7410,6 +7949,107 @@ func (ec *executionContext) _PageInfo_endCursor(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_PageInfo_endCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("PageInfo", field, false, false, "String")
+}
+
+func (ec *executionContext) _Policy_action(ctx context.Context, field graphql.CollectedField, obj *model.Policy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Policy_action(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Action, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.PolicyAction) graphql.Marshaler {
+			return ec.marshalNPolicyAction2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPolicyAction(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Policy_action(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Policy", field, false, false, "PolicyAction")
+}
+
+func (ec *executionContext) _Policy_resource(ctx context.Context, field graphql.CollectedField, obj *model.Policy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Policy_resource(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Resource, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Policy_resource(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Policy", field, false, false, "String")
+}
+
+func (ec *executionContext) _Principal_id(ctx context.Context, field graphql.CollectedField, obj *model.Principal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Principal_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Principal_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Principal", field, false, false, "String")
+}
+
+func (ec *executionContext) _Principal_policies(ctx context.Context, field graphql.CollectedField, obj *model.Principal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Principal_policies(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Policies, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.Policy) graphql.Marshaler {
+			return ec.marshalNPolicy2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPolicyᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Principal_policies(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Principal",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Policy(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Query_actions(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -7471,6 +8111,38 @@ func (ec *executionContext) fieldContext_Query_ledger(_ context.Context, field g
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_LedgerQuery(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_auth(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_auth(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Auth(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AuthQuery) graphql.Marshaler {
+			return ec.marshalNAuthQuery2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐAuthQuery(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_auth(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuthQuery(ctx, field)
 		},
 	}
 	return fc, nil
@@ -9737,6 +10409,55 @@ func UnmarshalActionInput(ctx context.Context, raw any) (action.Definition, erro
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputPolicyInput(ctx context.Context, obj any) (model.PolicyInput, error) {
+	var it model.PolicyInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"action", "resource"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "action":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("action"))
+			data, err := ec.unmarshalNPolicyAction2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPolicyAction(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Action = data
+		case "resource":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("resource"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Resource = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalPolicyInput unmarshals raw into the PolicyInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalPolicyInput(ctx context.Context, raw any) (model.PolicyInput, error) {
+	var out model.PolicyInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "PolicyInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputResumeInput(ctx context.Context, obj any) (action.ResumeRole, error) {
 	var it action.ResumeRole
 	if obj == nil {
@@ -10988,6 +11709,78 @@ func (ec *executionContext) _ActionsQuery(ctx context.Context, sel ast.Selection
 	return out
 }
 
+var authMutationImplementors = []string{"AuthMutation"}
+
+func (ec *executionContext) _AuthMutation(ctx context.Context, sel ast.SelectionSet, obj *model.AuthMutation) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, authMutationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AuthMutation")
+		case "createToken":
+			out.Values[i] = ec._AuthMutation_createToken(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokeToken":
+			out.Values[i] = ec._AuthMutation_revokeToken(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var authQueryImplementors = []string{"AuthQuery"}
+
+func (ec *executionContext) _AuthQuery(ctx context.Context, sel ast.SelectionSet, obj *model.AuthQuery) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, authQueryImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AuthQuery")
+		case "principals":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AuthQuery_principals(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var checkpointImplementors = []string{"Checkpoint"}
 
 func (ec *executionContext) _Checkpoint(ctx context.Context, sel ast.SelectionSet, obj *model.Checkpoint) graphql.Marshaler {
@@ -11633,6 +12426,61 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "auth":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_auth(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var newTokenImplementors = []string{"NewToken"}
+
+func (ec *executionContext) _NewToken(ctx context.Context, sel ast.SelectionSet, obj *model.NewToken) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, newTokenImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("NewToken")
+		case "id":
+			out.Values[i] = ec._NewToken_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "token":
+			out.Values[i] = ec._NewToken_token(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "principal":
+			out.Values[i] = ec._NewToken_principal(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._NewToken_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -11688,6 +12536,82 @@ func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var policyImplementors = []string{"Policy"}
+
+func (ec *executionContext) _Policy(ctx context.Context, sel ast.SelectionSet, obj *model.Policy) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, policyImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Policy")
+		case "action":
+			out.Values[i] = ec._Policy_action(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "resource":
+			out.Values[i] = ec._Policy_resource(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var principalImplementors = []string{"Principal"}
+
+func (ec *executionContext) _Principal(ctx context.Context, sel ast.SelectionSet, obj *model.Principal) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, principalImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Principal")
+		case "id":
+			out.Values[i] = ec._Principal_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "policies":
+			out.Values[i] = ec._Principal_policies(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var queryImplementors = []string{"Query"}
 
 func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -11718,6 +12642,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_ledger(ctx, field)
+				})
+		case "auth":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_auth(ctx, field)
 				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
@@ -12878,6 +13808,22 @@ func (ec *executionContext) marshalNActionsQuery2ᚖgithubᚗcomᚋactionsledger
 	return ec._ActionsQuery(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNAuthMutation2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐAuthMutation(ctx context.Context, sel ast.SelectionSet, v *model.AuthMutation) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AuthMutation!")
+		return graphql.Null
+	}
+	return ec._AuthMutation(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAuthQuery2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐAuthQuery(ctx context.Context, sel ast.SelectionSet, v *model.AuthQuery) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AuthQuery!")
+		return graphql.Null
+	}
+	return ec._AuthQuery(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -13142,12 +14088,97 @@ func (ec *executionContext) marshalNLedgerQuery2ᚖgithubᚗcomᚋactionsledger�
 	return ec._LedgerQuery(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNNewToken2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐNewToken(ctx context.Context, sel ast.SelectionSet, v *model.NewToken) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "NewToken!")
+		return graphql.Null
+	}
+	return ec._NewToken(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "PageInfo!")
 		return graphql.Null
 	}
 	return ec._PageInfo(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNPolicy2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPolicy(ctx context.Context, sel ast.SelectionSet, v model.Policy) graphql.Marshaler {
+	return ec._Policy(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNPolicy2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPolicyᚄ(ctx context.Context, sel ast.SelectionSet, v []model.Policy) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPolicy2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPolicy(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNPolicyAction2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPolicyAction(ctx context.Context, v any) (model.PolicyAction, error) {
+	var res model.PolicyAction
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNPolicyAction2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPolicyAction(ctx context.Context, sel ast.SelectionSet, v model.PolicyAction) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNPolicyInput2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPolicyInput(ctx context.Context, v any) (model.PolicyInput, error) {
+	res, err := ec.unmarshalInputPolicyInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNPolicyInput2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPolicyInputᚄ(ctx context.Context, v any) ([]model.PolicyInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]model.PolicyInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNPolicyInput2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPolicyInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNPrincipal2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPrincipal(ctx context.Context, sel ast.SelectionSet, v model.Principal) graphql.Marshaler {
+	return ec._Principal(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNPrincipal2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPrincipalᚄ(ctx context.Context, sel ast.SelectionSet, v []model.Principal) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPrincipal2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPrincipal(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPrincipal2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPrincipal(ctx context.Context, sel ast.SelectionSet, v *model.Principal) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Principal!")
+		return graphql.Null
+	}
+	return ec._Principal(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNScheduleEntry2githubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐScheduleEntry(ctx context.Context, sel ast.SelectionSet, v action.ScheduleEntry) graphql.Marshaler {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/session"
@@ -22,6 +23,7 @@ type Resolver struct {
 	SessionStore *session.Store
 	TurnStore    *turns.Store
 	Tools        *tools.Service
+	AuthStore    *auth.Store
 	Clock        clock.Clock
 	Log          *slog.Logger
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/graph/model"
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/jsonvalue"
@@ -336,6 +337,38 @@ func (r *actionsQueryResolver) Actions(ctx context.Context, obj *model.ActionsQu
 	return &model.ActionConnection{Nodes: list, PageInfo: pageInfo(more, end)}, nil
 }
 
+// CreateToken is the resolver for the createToken field.
+func (r *authMutationResolver) CreateToken(ctx context.Context, obj *model.AuthMutation, principal string, policies []model.PolicyInput) (*model.NewToken, error) {
+	pols := make([]auth.Policy, len(policies))
+	for i, p := range policies {
+		pols[i] = auth.Policy{Action: string(p.Action), Resource: p.Resource}
+	}
+	iss, err := r.AuthStore.CreateToken(ctx, principal, pols)
+	if err != nil {
+		return nil, err
+	}
+	p := principalModel(iss.Principal)
+	return &model.NewToken{ID: iss.ID, Token: iss.Token, Principal: &p, CreatedAt: iss.CreatedAt}, nil
+}
+
+// RevokeToken is the resolver for the revokeToken field.
+func (r *authMutationResolver) RevokeToken(ctx context.Context, obj *model.AuthMutation, id uuid.UUID) (bool, error) {
+	return r.AuthStore.Revoke(ctx, id)
+}
+
+// Principals is the resolver for the principals field.
+func (r *authQueryResolver) Principals(ctx context.Context, obj *model.AuthQuery) ([]model.Principal, error) {
+	list, err := r.AuthStore.Principals(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]model.Principal, len(list))
+	for i, p := range list {
+		out[i] = principalModel(p)
+	}
+	return out, nil
+}
+
 // Position is the resolver for the position field.
 func (r *eventResolver) Position(ctx context.Context, obj *ledger.Event) (string, error) {
 	return strconv.FormatInt(obj.Position, 10), nil
@@ -535,6 +568,11 @@ func (r *mutationResolver) Ledger(ctx context.Context) (*model.LedgerMutation, e
 	return &model.LedgerMutation{}, nil
 }
 
+// Auth is the resolver for the auth field.
+func (r *mutationResolver) Auth(ctx context.Context) (*model.AuthMutation, error) {
+	return &model.AuthMutation{}, nil
+}
+
 // Actions is the resolver for the actions field.
 func (r *queryResolver) Actions(ctx context.Context) (*model.ActionsQuery, error) {
 	return &model.ActionsQuery{}, nil
@@ -543,6 +581,11 @@ func (r *queryResolver) Actions(ctx context.Context) (*model.ActionsQuery, error
 // Ledger is the resolver for the ledger field.
 func (r *queryResolver) Ledger(ctx context.Context) (*model.LedgerQuery, error) {
 	return &model.LedgerQuery{}, nil
+}
+
+// Auth is the resolver for the auth field.
+func (r *queryResolver) Auth(ctx context.Context) (*model.AuthQuery, error) {
+	return &model.AuthQuery{}, nil
 }
 
 // Execution is the resolver for the execution field.
@@ -592,6 +635,12 @@ func (r *Resolver) ActionsMutation() ActionsMutationResolver { return &actionsMu
 // ActionsQuery returns ActionsQueryResolver implementation.
 func (r *Resolver) ActionsQuery() ActionsQueryResolver { return &actionsQueryResolver{r} }
 
+// AuthMutation returns AuthMutationResolver implementation.
+func (r *Resolver) AuthMutation() AuthMutationResolver { return &authMutationResolver{r} }
+
+// AuthQuery returns AuthQueryResolver implementation.
+func (r *Resolver) AuthQuery() AuthQueryResolver { return &authQueryResolver{r} }
+
 // Event returns EventResolver implementation.
 func (r *Resolver) Event() EventResolver { return &eventResolver{r} }
 
@@ -635,6 +684,8 @@ type (
 	actionVersionResolver      struct{ *Resolver }
 	actionsMutationResolver    struct{ *Resolver }
 	actionsQueryResolver       struct{ *Resolver }
+	authMutationResolver       struct{ *Resolver }
+	authQueryResolver          struct{ *Resolver }
 	eventResolver              struct{ *Resolver }
 	executionResolver          struct{ *Resolver }
 	intakeRecordResolver       struct{ *Resolver }

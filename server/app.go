@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgxlisten"
 
 	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/graph"
 	"github.com/actionsledger/actionsledger/handlers/echo"
 	"github.com/actionsledger/actionsledger/handlers/script"
@@ -41,6 +42,13 @@ type Config struct {
 	DisableIntrospection bool
 	// DisableGraphiQL stops serving the GraphiQL page at / (served by default).
 	DisableGraphiQL bool
+	// Auth requires a bearer token on every GraphQL request (see package
+	// auth). Off, every request acts as the dev principal, which may do
+	// everything; Run then refuses a non-loopback Addr.
+	Auth bool
+	// AdminToken, when set, is a bearer token (at least MinAdminTokenLen
+	// characters) whose principal "admin" has ADMIN on `*`; for bootstrapping.
+	AdminToken string
 }
 
 // App is a running process's parts.
@@ -56,6 +64,7 @@ type App struct {
 	Timers     *session.Timers
 	Executor   *turns.Executor
 	Tools      *tools.Service
+	Auth       *auth.Store
 	Resolver   *graph.Resolver
 	cfg        Config
 	log        *slog.Logger
@@ -68,6 +77,9 @@ func Kinds() *turns.Registry { return turns.NewRegistry(echo.Kind(), script.Kind
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, errors.New("DATABASE_URL is not set")
+	}
+	if cfg.AdminToken != "" && len(cfg.AdminToken) < MinAdminTokenLen {
+		return nil, fmt.Errorf("ADMIN_TOKEN is shorter than %d characters", MinAdminTokenLen)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
@@ -109,8 +121,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		Workers: cfg.Workers, Lease: cfg.Lease, Poll: cfg.Poll})
 	a.Tools = tools.NewService(pool, a.Actions, a.Kinds, a.Clock, log)
 	a.Executor.EnvFunc = a.Tools.Env
+	a.Auth = auth.NewStore(pool, a.Clock)
 	a.Resolver = &graph.Resolver{LedgerStore: a.Ledger, ActionStore: a.Actions, SessionStore: a.Sessions,
-		TurnStore: a.Turns, Tools: a.Tools, Clock: a.Clock, Log: log}
+		TurnStore: a.Turns, Tools: a.Tools, AuthStore: a.Auth, Clock: a.Clock, Log: log}
 	return a, nil
 }
 
@@ -126,10 +139,17 @@ func (a *App) Handler() http.Handler {
 	return DevPrincipal(Mux(GraphQL(a.Resolver, a.log, front), front))
 }
 
+// AuthHandler returns the HTTP routes with bearer-token authentication on
+// /graphql (GraphiQL's page and /healthz stay open).
+func (a *App) AuthHandler() http.Handler {
+	front := Front{Introspection: !a.cfg.DisableIntrospection, GraphiQL: !a.cfg.DisableGraphiQL}
+	return Mux(Authenticate(a.Auth, a.cfg.AdminToken, a.log, GraphQL(a.Resolver, a.log, front)), front)
+}
+
 // Run runs the dispatcher, the session timers, the executor and (with an
 // Addr) the HTTP server until ctx ends.
 func (a *App) Run(ctx context.Context) error {
-	if a.cfg.Addr != "" {
+	if a.cfg.Addr != "" && !a.cfg.Auth {
 		if err := checkLoopback(a.cfg.Addr); err != nil {
 			return err
 		}
@@ -174,9 +194,15 @@ func (a *App) Run(ctx context.Context) error {
 			wg.Wait()
 			return err
 		}
-		srv := &http.Server{Handler: http.TimeoutHandler(a.Handler(), RequestTimeout, `{"errors":[{"message":"request timed out","extensions":{"code":"TIMEOUT"}}]}`),
+		h := a.Handler()
+		if a.cfg.Auth {
+			h = a.AuthHandler()
+			a.log.Info("authorisation on: every GraphQL request needs a bearer token", "addr", ln.Addr().String(), "admin_token", a.cfg.AdminToken != "")
+		} else {
+			a.log.Warn("DEV MODE: no credentials are checked; every request acts as the dev principal, which may do everything. Loopback only; set AUTH=on to require tokens.", "addr", ln.Addr().String())
+		}
+		srv := &http.Server{Handler: http.TimeoutHandler(h, RequestTimeout, `{"errors":[{"message":"request timed out","extensions":{"code":"TIMEOUT"}}]}`),
 			ReadHeaderTimeout: ReadHeaderTimeout}
-		a.log.Warn("DEV MODE: no credentials are checked; every request acts as the dev principal. Loopback only.", "addr", ln.Addr().String())
 		ready := []any{"url", "http://" + ln.Addr().String() + "/graphql", "introspection", !a.cfg.DisableIntrospection}
 		if !a.cfg.DisableGraphiQL {
 			ready = append(ready, "graphiql", "http://"+ln.Addr().String()+"/")
@@ -218,8 +244,8 @@ func wakeHandler(ch chan struct{}) pgxlisten.HandlerFunc {
 	}
 }
 
-// checkLoopback refuses non-loopback addresses: this build has only the
-// no-credential dev principal.
+// checkLoopback refuses non-loopback addresses in dev mode: only AUTH=on
+// may serve beyond this machine.
 func checkLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -231,5 +257,5 @@ func checkLoopback(addr string) error {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return fmt.Errorf("ADDR %q is not a loopback address: serving beyond this machine needs credentials, which this build does not check yet; bind to 127.0.0.1", addr)
+	return fmt.Errorf("ADDR %q is not a loopback address: serving beyond this machine requires AUTH=on (bearer tokens); without it bind to 127.0.0.1", addr)
 }

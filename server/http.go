@@ -73,6 +73,7 @@ func GraphQL(r *graph.Resolver, log *slog.Logger, front Front) http.Handler {
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
 	srv.Use(extension.FixedComplexityLimit(MaxComplexity))
 	srv.Use(depthLimit{max: MaxDepth})
+	srv.AroundFields(authorize)
 	srv.AroundFields(checkText)
 	srv.SetErrorPresenter(presenter(log))
 	srv.SetRecoverFunc(func(ctx context.Context, v any) error {

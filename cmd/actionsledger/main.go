@@ -3,6 +3,7 @@
 //	actionsledger serve     GraphQL server, dispatcher and turn executor (default)
 //	actionsledger worker    dispatcher and turn executor only
 //	actionsledger migrate   bring the database schema up to date
+//	actionsledger token create --admin   print a new admin bearer token
 //	actionsledger demo      a scripted walkthrough on a fresh database
 //	actionsledger bench     throughput and latency figures
 //	actionsledger bench-clock  idle CPU with clocked sessions, firing lag
@@ -31,7 +32,9 @@ type globals struct {
 }
 
 type serveCmd struct {
-	Addr          string        `env:"ADDR" default:"127.0.0.1:8080" help:"HTTP listen address (loopback only in this build)."`
+	Addr          string        `env:"ADDR" default:"127.0.0.1:8080" help:"HTTP listen address (loopback only unless AUTH=on)."`
+	Auth          string        `env:"AUTH" default:"off" enum:"on,off" help:"on: every GraphQL request needs a bearer token; off: loopback dev mode, no credentials."`
+	AdminToken    string        `env:"ADMIN_TOKEN" help:"A bearer token (32+ characters) for principal admin with ADMIN on *."`
 	Workers       int           `env:"WORKERS" default:"4" help:"Concurrent turns in this process."`
 	Lease         time.Duration `env:"TURN_LEASE" default:"30s" help:"How long a claimed turn stays leased without a heartbeat."`
 	Introspection bool          `env:"INTROSPECTION" default:"true" negatable:"" help:"Answer GraphQL introspection queries."`
@@ -50,6 +53,7 @@ var cli struct {
 	Serve      serveCmd      `cmd:"" default:"1" help:"Run the GraphQL server, dispatcher and turn executor."`
 	Worker     workerCmd     `cmd:"" help:"Run the dispatcher and turn executor without HTTP."`
 	Migrate    migrateCmd    `cmd:"" help:"Bring the database schema up to date (harmless to repeat)."`
+	Token      tokenCmd      `cmd:"" help:"Manage bearer tokens."`
 	Demo       demoCmd       `cmd:"" help:"Create the example monitor, open accounts, write entries, print sessions and turns."`
 	Bench      benchCmd      `cmd:"" help:"Measure ledger commit rate, end-to-end events/s and event-to-turn latency."`
 	BenchClock benchClockCmd `cmd:"" name:"bench-clock" help:"Measure idle CPU with many clocked sessions and firing lag."`
@@ -74,7 +78,7 @@ func main() {
 
 func (c *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
 	return runApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease,
-		DisableIntrospection: !c.Introspection, DisableGraphiQL: !c.GraphiQL}, log)
+		DisableIntrospection: !c.Introspection, DisableGraphiQL: !c.GraphiQL, Auth: c.Auth == "on", AdminToken: c.AdminToken}, log)
 }
 
 func (c *workerCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {

@@ -1,6 +1,6 @@
 // Command gen regenerates the GraphQL code (gqlgen) with one change to
 // gqlgen's defaults: the fields of the mutation namespaces (ledger { ... },
-// actions { ... }) run one after another in document order, as root
+// actions { ... }, auth { ... }) run one after another in document order, as root
 // mutation fields do. gqlgen resolves nested fields concurrently, which
 // would let `mutation { ledger { a: putValue(...) b: putValue(...) } }`
 // commit in any order.
@@ -24,13 +24,13 @@ func (serialMutations) Name() string { return "serial-mutations" }
 func (serialMutations) GenerateCode(data *codegen.Data) error {
 	found := 0
 	for _, o := range data.Objects {
-		if o.Name == "LedgerMutation" || o.Name == "ActionsMutation" {
+		if o.Name == "LedgerMutation" || o.Name == "ActionsMutation" || o.Name == "AuthMutation" {
 			o.DisableConcurrency = true
 			found++
 		}
 	}
-	if found != 2 {
-		return fmt.Errorf("serial-mutations: found %d of the 2 mutation namespaces", found)
+	if found != 3 {
+		return fmt.Errorf("serial-mutations: found %d of the 3 mutation namespaces", found)
 	}
 	return nil
 }

@@ -23,6 +23,8 @@ type (
 	LedgerMutation  struct{}
 	ActionsQuery    struct{}
 	ActionsMutation struct{}
+	AuthQuery       struct{}
+	AuthMutation    struct{}
 )
 
 // MarshalUUID writes a UUID in canonical form.

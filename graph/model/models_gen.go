@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/session"
 	"github.com/actionsledger/actionsledger/turns"
+	"github.com/google/uuid"
 )
 
 type ActionConnection struct {
@@ -61,10 +63,38 @@ type KVValueConnection struct {
 	PageInfo *PageInfo        `json:"pageInfo"`
 }
 
+// A token just created. `token` is shown this once; only its hash is kept.
+type NewToken struct {
+	// Revoke the token with this id.
+	ID        uuid.UUID  `json:"id"`
+	Token     string     `json:"token"`
+	Principal *Principal `json:"principal"`
+	CreatedAt time.Time  `json:"createdAt"`
+}
+
 // Information about a page of a connection; pass endCursor as `after` for the next page.
 type PageInfo struct {
 	HasNextPage bool    `json:"hasNextPage"`
 	EndCursor   *string `json:"endCursor,omitempty"`
+}
+
+// A grant of one policy action on one resource: `*`, `financial.Action.document`
+// (every action), `financial.Action.document:<action id>`, `ledger` (the whole
+// ledger) or `ledger:<namespace>`.
+type Policy struct {
+	Action   PolicyAction `json:"action"`
+	Resource string       `json:"resource"`
+}
+
+type PolicyInput struct {
+	Action   PolicyAction `json:"action"`
+	Resource string       `json:"resource"`
+}
+
+// Who may call the API: an id and its policies. Tokens are never listed.
+type Principal struct {
+	ID       string   `json:"id"`
+	Policies []Policy `json:"policies"`
 }
 
 type TranscriptConnection struct {
@@ -312,6 +342,69 @@ func (e *InputStatus) UnmarshalJSON(b []byte) error {
 }
 
 func (e InputStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// What a policy allows on its resource. ADMIN allows every other policy action
+// on the same resource; ADMIN on `*` allows everything.
+type PolicyAction string
+
+const (
+	PolicyActionRead    PolicyAction = "READ"
+	PolicyActionWrite   PolicyAction = "WRITE"
+	PolicyActionRespond PolicyAction = "RESPOND"
+	PolicyActionClose   PolicyAction = "CLOSE"
+	PolicyActionAdmin   PolicyAction = "ADMIN"
+)
+
+var AllPolicyAction = []PolicyAction{
+	PolicyActionRead,
+	PolicyActionWrite,
+	PolicyActionRespond,
+	PolicyActionClose,
+	PolicyActionAdmin,
+}
+
+func (e PolicyAction) IsValid() bool {
+	switch e {
+	case PolicyActionRead, PolicyActionWrite, PolicyActionRespond, PolicyActionClose, PolicyActionAdmin:
+		return true
+	}
+	return false
+}
+
+func (e PolicyAction) String() string {
+	return string(e)
+}
+
+func (e *PolicyAction) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = PolicyAction(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid PolicyAction", str)
+	}
+	return nil
+}
+
+func (e PolicyAction) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *PolicyAction) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e PolicyAction) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

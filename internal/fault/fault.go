@@ -52,6 +52,9 @@ const (
 	IntrospectionDisabled = "INTROSPECTION_DISABLED"
 	// Forbidden: the principal may not do this.
 	Forbidden = "FORBIDDEN"
+	// Unauthenticated: authorisation is on and the request has no valid
+	// bearer token (HTTP 401).
+	Unauthenticated = "UNAUTHENTICATED"
 	// Internal: anything unexpected; details are logged, never shown.
 	Internal = "INTERNAL"
 )

@@ -1,0 +1,187 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/google/uuid"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/actionsledger/actionsledger/auth"
+	"github.com/actionsledger/actionsledger/internal/fault"
+)
+
+// rule is what one field of a namespace object needs: the policy action and
+// the resource, found from the field's arguments. A nil resource means the
+// field needs only an authenticated principal (the namespaces themselves).
+type rule struct {
+	action   string
+	resource func(args map[string]any) string
+}
+
+func fixed(action, resource string) rule {
+	return rule{action: action, resource: func(map[string]any) string { return resource }}
+}
+
+func namespaceArg(action string) rule {
+	return rule{action: action, resource: func(a map[string]any) string {
+		ns, _ := a["namespace"].(string)
+		return auth.NamespaceResource(ns)
+	}}
+}
+
+func actionArg(action, arg string) rule {
+	return rule{action: action, resource: func(a map[string]any) string {
+		id, ok := a[arg].(uuid.UUID)
+		if !ok {
+			return "" // covered by no policy but `*`
+		}
+		return auth.ActionResource(id)
+	}}
+}
+
+// guarded are the objects whose every field is checked against fieldRules: the
+// roots and the namespaces under them. Everything else is reached through
+// one of their fields, so is covered by that field's check (reading an
+// action covers its sessions, turns, inputs, executions and the events
+// delivered to them).
+var guarded = map[string]bool{
+	"Query": true, "Mutation": true,
+	"LedgerQuery": true, "LedgerMutation": true,
+	"ActionsQuery": true, "ActionsMutation": true,
+	"AuthQuery": true, "AuthMutation": true,
+}
+
+// rules maps "Type.field" to its check. A field of a guarded object missing
+// here is refused (and TestEveryFieldHasARule fails).
+var fieldRules = map[string]rule{
+	"Query.actions":    {},
+	"Query.ledger":     {},
+	"Query.auth":       {},
+	"Mutation.actions": {},
+	"Mutation.ledger":  {},
+	"Mutation.auth":    {},
+
+	"LedgerQuery.events":         fixed(auth.Read, auth.LedgerPrefix),
+	"LedgerQuery.event":          fixed(auth.Read, auth.LedgerPrefix),
+	"LedgerQuery.value":          namespaceArg(auth.Read),
+	"LedgerQuery.values":         namespaceArg(auth.Read),
+	"LedgerMutation.putValue":    namespaceArg(auth.Write),
+	"LedgerMutation.appendEvent": fixed(auth.Write, auth.LedgerPrefix),
+
+	"ActionsQuery.action":             actionArg(auth.Read, "id"),
+	"ActionsQuery.actions":            fixed(auth.Read, auth.ActionsDoc),
+	"ActionsMutation.createAction":    actionArg(auth.Write, "id"),
+	"ActionsMutation.updateAction":    actionArg(auth.Write, "id"),
+	"ActionsMutation.setActionStatus": actionArg(auth.Write, "id"),
+	"ActionsMutation.closeSession":    actionArg(auth.Close, "actionId"),
+	"ActionsMutation.callTool":        actionArg(auth.Write, "actionId"),
+
+	"AuthQuery.principals":     fixed(auth.Admin, auth.All),
+	"AuthMutation.createToken": fixed(auth.Admin, auth.All),
+	"AuthMutation.revokeToken": fixed(auth.Admin, auth.All),
+}
+
+// authorize checks every field of a guarded object against its rule before
+// it resolves. A refusal is FORBIDDEN with one message for every case, so it
+// says nothing about whether the resource exists.
+func authorize(ctx context.Context, next graphql.Resolver) (any, error) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || !guarded[fc.Object] || strings.HasPrefix(fc.Field.Name, "__") {
+		return next(ctx)
+	}
+	p, ok := auth.From(ctx)
+	if !ok {
+		return nil, auth.Forbidden()
+	}
+	r, ok := fieldRules[fc.Object+"."+fc.Field.Name]
+	if !ok {
+		return nil, auth.Forbidden()
+	}
+	if r.resource != nil && !p.Allows(r.action, r.resource(fc.Args)) {
+		return nil, auth.Forbidden()
+	}
+	return next(ctx)
+}
+
+// UncheckedFields lists the fields of the guarded objects in schema that
+// have no rule, as "Type.field"; it is empty when every field is checked.
+func UncheckedFields(schema *ast.Schema) []string {
+	var out []string
+	for name := range guarded {
+		def := schema.Types[name]
+		if def == nil {
+			out = append(out, name+" (type missing from the schema)")
+			continue
+		}
+		for _, f := range def.Fields {
+			if strings.HasPrefix(f.Name, "__") {
+				continue
+			}
+			if _, ok := fieldRules[name+"."+f.Name]; !ok {
+				out = append(out, name+"."+f.Name)
+			}
+		}
+	}
+	// Every namespace reachable from the roots must itself be guarded.
+	for _, root := range []string{"Query", "Mutation"} {
+		for _, f := range schema.Types[root].Fields {
+			if t := f.Type.Name(); !strings.HasPrefix(f.Name, "__") && !guarded[t] {
+				out = append(out, fmt.Sprintf("%s.%s returns %s, which is not guarded", root, f.Name, t))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// MinAdminTokenLen is the shortest ADMIN_TOKEN accepted.
+const MinAdminTokenLen = 32
+
+// Authenticate requires a valid bearer token on every request and puts its
+// principal on the context; anything else is refused with HTTP 401 and
+// UNAUTHENTICATED. adminToken, when not empty, is one more valid token
+// whose principal "admin" has ADMIN on `*`; it is compared by hash.
+func Authenticate(store *auth.Store, adminToken string, log *slog.Logger, h http.Handler) http.Handler {
+	var adminHash []byte
+	if adminToken != "" {
+		adminHash = auth.Hash(adminToken)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		token = strings.TrimSpace(token)
+		if !strings.EqualFold(scheme, "Bearer") || token == "" {
+			unauthenticated(w)
+			return
+		}
+		hash := auth.Hash(token)
+		if adminHash != nil && subtle.ConstantTimeCompare(hash, adminHash) == 1 {
+			p := auth.Principal{ID: "admin", Policies: []auth.Policy{{Action: auth.Admin, Resource: auth.All}}}
+			h.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
+			return
+		}
+		p, err := store.Authenticate(r.Context(), token)
+		switch {
+		case errors.Is(err, auth.ErrUnknownToken):
+			unauthenticated(w)
+			return
+		case err != nil:
+			log.Error("authenticate", "err", err)
+			writeError(w, http.StatusInternalServerError, fault.Internal, "internal error")
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
+	})
+}
+
+func unauthenticated(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="actionsledger"`)
+	writeError(w, http.StatusUnauthorized, fault.Unauthenticated, "a valid bearer token is required (Authorization: Bearer <token>)")
+}
