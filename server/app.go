@@ -20,6 +20,7 @@ import (
 	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/graph"
 	"github.com/actionsledger/actionsledger/handlers/echo"
+	"github.com/actionsledger/actionsledger/handlers/httpkind"
 	"github.com/actionsledger/actionsledger/handlers/script"
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/ledger"
@@ -70,8 +71,11 @@ type App struct {
 	log        *slog.Logger
 }
 
-// Kinds returns the handler kinds this build offers.
-func Kinds() *turns.Registry { return turns.NewRegistry(echo.Kind(), script.Kind()) }
+// Kinds returns the handler kinds this build offers; c is the service clock
+// (the http kind stamps its requests with it).
+func Kinds(c clock.Clock) *turns.Registry {
+	return turns.NewRegistry(echo.Kind(), script.Kind(), httpkind.Kind(c))
+}
 
 // New migrates the database and builds the parts (nothing runs yet).
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
@@ -110,7 +114,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		pool.Close()
 		return nil, fmt.Errorf("database: %w", err)
 	}
-	a := &App{Pool: pool, Clock: cfg.Clock, Kinds: Kinds(), cfg: cfg, log: log}
+	a := &App{Pool: pool, Clock: cfg.Clock, Kinds: Kinds(cfg.Clock), cfg: cfg, log: log}
 	a.Ledger = ledger.NewStore(pool, a.Clock)
 	a.Actions = action.NewStore(pool, a.Clock, a.Kinds.Check)
 	a.Sessions = session.NewStore(pool, a.Clock)
