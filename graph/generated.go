@@ -442,7 +442,7 @@ type ActionsQueryResolver interface {
 }
 type AuthMutationResolver interface {
 	CreateToken(ctx context.Context, obj *model.AuthMutation, principal string, policies []model.PolicyInput) (*model.NewToken, error)
-	RevokeToken(ctx context.Context, obj *model.AuthMutation, id uuid.UUID) (bool, error)
+	RevokeToken(ctx context.Context, obj *model.AuthMutation, id uuid.UUID) (*bool, error)
 }
 type AuthQueryResolver interface {
 	Principals(ctx context.Context, obj *model.AuthQuery) ([]model.Principal, error)
@@ -1939,15 +1939,20 @@ type LedgerQuery {
   values(namespace: String!, first: Int, after: String): KVValueConnection!
 }
 
+"""
+Ledger writes. Fields run one after another in the order written, each in
+its own transaction. Results are nullable so that a failed field does not
+hide the fields before it that committed: check each alias.
+"""
 type LedgerMutation {
   """
   Writes a key-value record and appends ` + "`" + `<namespace>.inserted` + "`" + ` (first write of
   the key) or ` + "`" + `<namespace>.updated` + "`" + `, whose data is the value and whose record
   is this KVValue. A repeated idempotencyKey returns the first result.
   """
-  putValue(namespace: String!, key: String!, value: JSON!, idempotencyKey: String): KVValue!
+  putValue(namespace: String!, key: String!, value: JSON!, idempotencyKey: String): KVValue
   "Appends an event with no record. A repeated idempotencyKey returns the first result."
-  appendEvent(type: String!, data: JSON!, idempotencyKey: String): Event!
+  appendEvent(type: String!, data: JSON!, idempotencyKey: String): Event
 }
 
 "One committed ledger event."
@@ -2000,7 +2005,7 @@ type ActionsMutation {
   with the same definition returns the existing version; a different
   definition under the same id fails with ACTION_EXISTS.
   """
-  createAction(id: UUID!, input: ActionInput!): ActionVersion!
+  createAction(id: UUID!, input: ActionInput!): ActionVersion
   """
   Stores a new definition as the action's next version (A2), validated as
   createAction validates. The new version's triggers match events committed
@@ -2010,7 +2015,7 @@ type ActionsMutation {
   A definition equal to the current one returns the current version and
   makes no new one. Unknown id: NOT_FOUND.
   """
-  updateAction(id: UUID!, input: ActionInput!): ActionVersion!
+  updateAction(id: UUID!, input: ActionInput!): ActionVersion
   """
   Sets whether the action takes part in new work. DISABLED and ARCHIVED both
   stop its triggers from matching events committed after the change and
@@ -2019,15 +2024,15 @@ type ActionsMutation {
   matching with the events committed after the change. Setting the status
   the action has changes nothing. Unknown id: NOT_FOUND.
   """
-  setActionStatus(id: UUID!, status: ActionStatus!): Action!
+  setActionStatus(id: UUID!, status: ActionStatus!): Action
   "Ends a session by an operator (I3): status CANCELLED with the reason; it takes no more inputs."
-  closeSession(actionId: UUID!, id: String!, reason: String!): ActionSession!
+  closeSession(actionId: UUID!, id: String!, reason: String!): ActionSession
   """
   Calls a tool action directly (X1-X6), in a transaction of its own. The
   input must match the tool's inputSchema. A tool with a session records the
   call as a CALL input of its session, created on the first call.
   """
-  callTool(actionId: UUID!, input: JSON!): ToolCall!
+  callTool(actionId: UUID!, input: JSON!): ToolCall
 }
 
 "A committed tool call."
@@ -2166,7 +2171,7 @@ type TurnsDefinition {
 
 input ActionInput {
   name: String!
-  "Handler kind: agent.echo or starlark."
+  "Handler kind: agent.echo, starlark or http."
   kind: String!
   config: JSON
   "The action's code, for kinds that run code (starlark): at most 256 KiB."
@@ -2289,11 +2294,11 @@ type ActionSession {
   reason: String
   input: JSON!
   state: JSON
-  "Commit time of the earliest-committed start event delivered (S3)."
+  "Commit time of the session's origin (S3)."
   startedAt: Time!
   "The session's end from session.ends (E1); it moves with startedAt. Null: no end."
   endsAt: Time
-  "The earliest-committed start event delivered."
+  "The session's origin: the start event that created it, or an earlier-committed start event delivered to it later (S2, S3). It is not one of the session's inputs."
   origin: Event
   createdAt: Time!
   updatedAt: Time!
@@ -2519,9 +2524,9 @@ type AuthMutation {
   ` + "`" + `policies` + "`" + ` (replacing the ones it had, for all its tokens) and issues a
   new bearer token for it. The token is in this answer only.
   """
-  createToken(principal: String!, policies: [PolicyInput!]!): NewToken!
+  createToken(principal: String!, policies: [PolicyInput!]!): NewToken
   "Revokes a token; true if it was valid until now, false if unknown or already revoked."
-  revokeToken(id: UUID!): Boolean!
+  revokeToken(id: UUID!): Boolean
 }
 `, BuiltIn: false},
 }
@@ -5804,10 +5809,10 @@ func (ec *executionContext) _ActionsMutation_createAction(ctx context.Context, f
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *action.Version) graphql.Marshaler {
-			return ec.marshalNActionVersion2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐVersion(ctx, selections, v)
+			return ec.marshalOActionVersion2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐVersion(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_ActionsMutation_createAction(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -5848,10 +5853,10 @@ func (ec *executionContext) _ActionsMutation_updateAction(ctx context.Context, f
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *action.Version) graphql.Marshaler {
-			return ec.marshalNActionVersion2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐVersion(ctx, selections, v)
+			return ec.marshalOActionVersion2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐVersion(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_ActionsMutation_updateAction(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -5892,10 +5897,10 @@ func (ec *executionContext) _ActionsMutation_setActionStatus(ctx context.Context
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *action.Action) graphql.Marshaler {
-			return ec.marshalNAction2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐAction(ctx, selections, v)
+			return ec.marshalOAction2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐAction(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_ActionsMutation_setActionStatus(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -5936,10 +5941,10 @@ func (ec *executionContext) _ActionsMutation_closeSession(ctx context.Context, f
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *session.Session) graphql.Marshaler {
-			return ec.marshalNActionSession2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSession(ctx, selections, v)
+			return ec.marshalOActionSession2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSession(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_ActionsMutation_closeSession(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -5980,10 +5985,10 @@ func (ec *executionContext) _ActionsMutation_callTool(ctx context.Context, field
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *tools.Result) graphql.Marshaler {
-			return ec.marshalNToolCall2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋtoolsᚐResult(ctx, selections, v)
+			return ec.marshalOToolCall2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋtoolsᚐResult(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_ActionsMutation_callTool(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -6112,10 +6117,10 @@ func (ec *executionContext) _AuthMutation_createToken(ctx context.Context, field
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.NewToken) graphql.Marshaler {
-			return ec.marshalNNewToken2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐNewToken(ctx, selections, v)
+			return ec.marshalONewToken2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐNewToken(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_AuthMutation_createToken(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -6155,11 +6160,11 @@ func (ec *executionContext) _AuthMutation_revokeToken(ctx context.Context, field
 			return ec.Resolvers.AuthMutation().RevokeToken(ctx, obj, fc.Args["id"].(uuid.UUID))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
-			return ec.marshalNBoolean2bool(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_AuthMutation_revokeToken(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -7458,10 +7463,10 @@ func (ec *executionContext) _LedgerMutation_putValue(ctx context.Context, field 
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ledger.KVValue) graphql.Marshaler {
-			return ec.marshalNKVValue2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐKVValue(ctx, selections, v)
+			return ec.marshalOKVValue2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐKVValue(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_LedgerMutation_putValue(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -7502,10 +7507,10 @@ func (ec *executionContext) _LedgerMutation_appendEvent(ctx context.Context, fie
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ledger.Event) graphql.Marshaler {
-			return ec.marshalNEvent2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEvent(ctx, selections, v)
+			return ec.marshalOEvent2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEvent(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_LedgerMutation_appendEvent(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11629,27 +11634,27 @@ func (ec *executionContext) _ActionsMutation(ctx context.Context, sel ast.Select
 			out.Values[i] = graphql.MarshalString("ActionsMutation")
 		case "createAction":
 			out.Values[i] = ec._ActionsMutation_createAction(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "updateAction":
 			out.Values[i] = ec._ActionsMutation_updateAction(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "setActionStatus":
 			out.Values[i] = ec._ActionsMutation_setActionStatus(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "closeSession":
 			out.Values[i] = ec._ActionsMutation_closeSession(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "callTool":
 			out.Values[i] = ec._ActionsMutation_callTool(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -11722,12 +11727,12 @@ func (ec *executionContext) _AuthMutation(ctx context.Context, sel ast.Selection
 			out.Values[i] = graphql.MarshalString("AuthMutation")
 		case "createToken":
 			out.Values[i] = ec._AuthMutation_createToken(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "revokeToken":
 			out.Values[i] = ec._AuthMutation_revokeToken(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -12316,12 +12321,12 @@ func (ec *executionContext) _LedgerMutation(ctx context.Context, sel ast.Selecti
 			out.Values[i] = graphql.MarshalString("LedgerMutation")
 		case "putValue":
 			out.Values[i] = ec._LedgerMutation_putValue(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "appendEvent":
 			out.Values[i] = ec._LedgerMutation_appendEvent(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -13682,14 +13687,6 @@ func (ec *executionContext) marshalNActionSession2ᚕgithubᚗcomᚋactionsledge
 	return ret
 }
 
-func (ec *executionContext) marshalNActionSession2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSession(ctx context.Context, sel ast.SelectionSet, v *session.Session) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "ActionSession!")
-		return graphql.Null
-	}
-	return ec._ActionSession(ctx, sel, v)
-}
-
 func (ec *executionContext) marshalNActionSessionConnection2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐActionSessionConnection(ctx context.Context, sel ast.SelectionSet, v *model.ActionSessionConnection) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "ActionSessionConnection!")
@@ -13782,14 +13779,6 @@ func (ec *executionContext) marshalNActionVersion2ᚕgithubᚗcomᚋactionsledge
 	}
 
 	return ret
-}
-
-func (ec *executionContext) marshalNActionVersion2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐVersion(ctx context.Context, sel ast.SelectionSet, v *action.Version) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "ActionVersion!")
-		return graphql.Null
-	}
-	return ec._ActionVersion(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNActionsMutation2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐActionsMutation(ctx context.Context, sel ast.SelectionSet, v *model.ActionsMutation) graphql.Marshaler {
@@ -14056,14 +14045,6 @@ func (ec *executionContext) marshalNKVValue2ᚕgithubᚗcomᚋactionsledgerᚋac
 	return ret
 }
 
-func (ec *executionContext) marshalNKVValue2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐKVValue(ctx context.Context, sel ast.SelectionSet, v *ledger.KVValue) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "KVValue!")
-		return graphql.Null
-	}
-	return ec._KVValue(ctx, sel, v)
-}
-
 func (ec *executionContext) marshalNKVValueConnection2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐKVValueConnection(ctx context.Context, sel ast.SelectionSet, v *model.KVValueConnection) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "KVValueConnection!")
@@ -14086,14 +14067,6 @@ func (ec *executionContext) marshalNLedgerQuery2ᚖgithubᚗcomᚋactionsledger�
 		return graphql.Null
 	}
 	return ec._LedgerQuery(ctx, sel, v)
-}
-
-func (ec *executionContext) marshalNNewToken2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐNewToken(ctx context.Context, sel ast.SelectionSet, v *model.NewToken) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "NewToken!")
-		return graphql.Null
-	}
-	return ec._NewToken(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
@@ -14268,14 +14241,6 @@ func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel as
 		graphql.AddInvalidNullFromMarshaler(ctx, "Time!")
 	}
 	return res
-}
-
-func (ec *executionContext) marshalNToolCall2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋtoolsᚐResult(ctx context.Context, sel ast.SelectionSet, v *tools.Result) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "ToolCall!")
-		return graphql.Null
-	}
-	return ec._ToolCall(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNTranscriptConnection2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐTranscriptConnection(ctx context.Context, sel ast.SelectionSet, v *model.TranscriptConnection) graphql.Marshaler {
@@ -14655,6 +14620,13 @@ func (ec *executionContext) marshalOKVValue2ᚖgithubᚗcomᚋactionsledgerᚋac
 	return ec._KVValue(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalONewToken2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐNewToken(ctx context.Context, sel ast.SelectionSet, v *model.NewToken) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._NewToken(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalORecord2githubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐRecord(ctx context.Context, sel ast.SelectionSet, v ledger.Record) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -14828,6 +14800,13 @@ func (ec *executionContext) marshalOTime2ᚖtimeᚐTime(ctx context.Context, sel
 	_ = ctx
 	res := model.MarshalTime(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOToolCall2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋtoolsᚐResult(ctx context.Context, sel ast.SelectionSet, v *tools.Result) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ToolCall(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOToolDefinition2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐToolDef(ctx context.Context, sel ast.SelectionSet, v *action.ToolDef) graphql.Marshaler {

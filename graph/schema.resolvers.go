@@ -352,8 +352,12 @@ func (r *authMutationResolver) CreateToken(ctx context.Context, obj *model.AuthM
 }
 
 // RevokeToken is the resolver for the revokeToken field.
-func (r *authMutationResolver) RevokeToken(ctx context.Context, obj *model.AuthMutation, id uuid.UUID) (bool, error) {
-	return r.AuthStore.Revoke(ctx, id)
+func (r *authMutationResolver) RevokeToken(ctx context.Context, obj *model.AuthMutation, id uuid.UUID) (*bool, error) {
+	ok, err := r.AuthStore.Revoke(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &ok, nil
 }
 
 // Principals is the resolver for the principals field.

@@ -173,7 +173,7 @@ func TestCreateActionRejectsA3Violations(t *testing.T) {
 			tc.breakRule(def)
 			id := uuid.NewString()
 			r := e.do(t, createActionOp, map[string]any{"id": id, "input": def})
-			require.Equal(t, "null", string(r.Data), "no partial data")
+			require.JSONEq(t, `{"actions":{"createAction":null}}`, string(r.Data), "no partial data")
 			for _, w := range tc.want {
 				requireError(t, r, w.code, w.field)
 			}
