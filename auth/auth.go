@@ -99,6 +99,9 @@ type Principal struct {
 	Dev bool
 	// Policies are what the principal may do.
 	Policies []Policy
+	// Session, when set, marks a handler credential's principal: it holds
+	// no policies and may only read this one session (see credential.go).
+	Session *SessionScope
 }
 
 // Allows reports whether p may do action on resource.

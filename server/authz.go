@@ -94,12 +94,26 @@ var fieldRules = map[string]rule{
 // says nothing about whether the resource exists.
 func authorize(ctx context.Context, next graphql.Resolver) (any, error) {
 	fc := graphql.GetFieldContext(ctx)
-	if fc == nil || !guarded[fc.Object] || strings.HasPrefix(fc.Field.Name, "__") {
+	if fc == nil || strings.HasPrefix(fc.Field.Name, "__") {
+		return next(ctx)
+	}
+	if !guarded[fc.Object] {
+		// A handler credential is checked on every field, not only the
+		// namespaces: its grant is narrower than anything reachable.
+		if p, ok := auth.From(ctx); ok && p.Session != nil && !sessionMayRead(p.Session, fc) {
+			return nil, auth.Forbidden()
+		}
 		return next(ctx)
 	}
 	p, ok := auth.From(ctx)
 	if !ok {
 		return nil, auth.Forbidden()
+	}
+	if p.Session != nil {
+		if !sessionMayRead(p.Session, fc) {
+			return nil, auth.Forbidden()
+		}
+		return next(ctx)
 	}
 	r, ok := fieldRules[fc.Object+"."+fc.Field.Name]
 	if !ok {
@@ -109,6 +123,51 @@ func authorize(ctx context.Context, next graphql.Resolver) (any, error) {
 		return nil, auth.Forbidden()
 	}
 	return next(ctx)
+}
+
+// sessionFields is everything a handler credential may resolve (T10), by
+// object: true allows every field of the object but those listed in
+// sessionDenied. Objects missing here are refused whole, so a field added to
+// the schema later is readable only when it is a scalar of an allowed object.
+// The path is actions { action(id: its action) { session(id: its session)
+// { ... } } }; every link out of the session (back to the action, to
+// executions, which reach tool calls and callers in other sessions, and to
+// ledger records) is refused.
+var sessionFields = map[string]bool{
+	"Query": true, "ActionsQuery": true, "Action": true,
+	"ActionSession": true, "ActionSessionTurnConnection": true, "ActionSessionTurn": true,
+	"Checkpoint": true, "ActionSessionInputConnection": true, "ActionSessionInput": true,
+	"Event": true, "PageInfo": true,
+}
+
+var sessionDenied = map[string]bool{
+	"Query.ledger": true, "Query.auth": true,
+	"ActionsQuery.actions":         true,
+	"ActionSession.action":         true,
+	"ActionSessionTurn.execution":  true,
+	"ActionSessionInput.execution": true,
+	"ActionSessionInput.caller":    true,
+	"Event.record":                 true,
+}
+
+// sessionMayRead reports whether a handler credential scoped to sc may
+// resolve field fc.
+func sessionMayRead(sc *auth.SessionScope, fc *graphql.FieldContext) bool {
+	if !sessionFields[fc.Object] || sessionDenied[fc.Object+"."+fc.Field.Name] {
+		return false
+	}
+	switch fc.Object + "." + fc.Field.Name {
+	case "ActionsQuery.action":
+		id, ok := fc.Args["id"].(uuid.UUID)
+		return ok && id == sc.ActionID
+	case "Action.session":
+		id, ok := fc.Args["id"].(string)
+		return ok && id == sc.SessionID
+	}
+	if fc.Object == "Action" {
+		return fc.Field.Name == "id"
+	}
+	return true
 }
 
 // UncheckedFields lists the fields of the guarded objects in schema that
@@ -159,6 +218,19 @@ func Authenticate(store *auth.Store, adminToken string, log *slog.Logger, h http
 		token = strings.TrimSpace(token)
 		if !strings.EqualFold(scheme, "Bearer") || token == "" {
 			unauthenticated(w)
+			return
+		}
+		if auth.IsCredential(token) {
+			p, err := store.AuthenticateCredential(r.Context(), token)
+			switch {
+			case errors.Is(err, auth.ErrUnknownCredential):
+				unauthenticated(w)
+			case err != nil:
+				log.Error("authenticate handler credential", "err", err)
+				writeError(w, http.StatusInternalServerError, fault.Internal, "internal error")
+			default:
+				h.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
+			}
 			return
 		}
 		hash := auth.Hash(token)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
@@ -153,6 +154,13 @@ func (e *Executor) worker(ctx context.Context, kick chan struct{}) {
 		case <-t.C:
 		}
 	}
+}
+
+// credentialTTL bounds a handler credential's life (T10): every attempt
+// running to its deadline with the backoff between them, plus one lease.
+// The credential normally dies sooner, with the turn's lease.
+func (e *Executor) credentialTTL() time.Duration {
+	return time.Duration(e.cfg.MaxAttempts)*e.cfg.TurnTimeout + e.cfg.Backoff<<e.cfg.MaxAttempts + e.cfg.Lease
 }
 
 // claim is a leased session with the turn it is to run.
@@ -345,6 +353,18 @@ func (e *Executor) run(ctx context.Context, c *claim) error {
 	case c.exhausted:
 		runErr = Permanent(fmt.Errorf("the execution did not finish in %d attempts (the workers running it stopped)", c.attempt))
 	default:
+		// T10: the handler's credential, dead with the lease it was minted
+		// under and deleted when this run ends.
+		now := e.clock.Now()
+		if req.Credential, err = auth.MintCredential(ctx, e.pool, c.sess.SID, c.token, c.execID, now.Add(e.credentialTTL())); err != nil {
+			return err
+		}
+		defer func() {
+			rctx := context.WithoutCancel(ctx)
+			if err := auth.RevokeCredentials(rctx, e.pool, c.sess.SID, c.token, e.clock.Now()); err != nil {
+				e.log.Warn("revoke handler credential", "session", c.sess.ID, "err", err)
+			}
+		}()
 		var stop bool
 		out, w, runErr, stop, err = e.attempts(ctx, runCtx, c, h, req)
 		if err != nil || stop {

@@ -40,7 +40,12 @@ type Request struct {
 	EndsAt      *time.Time      `json:"ends_at"`
 	ExecutionID uuid.UUID       `json:"execution_id"`
 	Attempt     int             `json:"attempt"`
-	Spec        Spec            `json:"-"`
+	// Credential is a bearer token that reads this session (its turns and
+	// inputs) over GraphQL and nothing else, good while the turn runs (T10);
+	// empty when the executor mints none. Handlers that call back out pass
+	// it on; it is never recorded.
+	Credential string `json:"-"`
+	Spec       Spec   `json:"-"`
 	// Env reaches the ledger and tools inside the turn's transaction; nil
 	// when the executor was built without tools.
 	Env Env `json:"-"`

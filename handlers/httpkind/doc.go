@@ -18,7 +18,7 @@
 // The body is a JSON object:
 //
 //	{"action_id", "version", "session_id", "input", "state", "inputs",
-//	 "turn", "final", "ends_at", "execution_id", "attempt"}
+//	 "turn", "final", "ends_at", "execution_id", "attempt", "credential"}
 //
 // with these headers:
 //
@@ -43,9 +43,12 @@
 // out. Any other status (other 4xx, 1xx, 3xx: redirects are not followed)
 // fails the turn at once.
 //
-// # Not yet
+// # Credential
 //
-// SPEC T10 gives a running turn a read-only credential for its own session.
-// It needs the authorisation layer and is not implemented: requests carry
-// no credential yet.
+// "credential" is a bearer token for calling back into the service while
+// the turn runs (T10): POST /graphql with Authorization: Bearer
+// <credential> may read this session, its turns and its inputs, through
+// actions { action(id: <action_id>) { session(id: <session_id>) { ... } } },
+// and nothing else. It stops working when the turn commits, fails or is
+// cancelled, or its lease is lost.
 package httpkind

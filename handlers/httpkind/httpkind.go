@@ -64,6 +64,9 @@ type Body struct {
 	EndsAt      *time.Time        `json:"ends_at"`
 	ExecutionID uuid.UUID         `json:"execution_id"`
 	Attempt     int               `json:"attempt"`
+	// Credential reads this session over POST /graphql (Authorization:
+	// Bearer <credential>) while the turn runs, and nothing else (T10).
+	Credential string `json:"credential,omitempty"`
 }
 
 // Kind returns the kind for a turns.Registry. Request timestamps are read
@@ -130,7 +133,7 @@ func (h *handler) Run(ctx context.Context, req *turns.Request) (*turns.Outcome, 
 	body, err := json.Marshal(Body{
 		ActionID: req.ActionID, Version: req.Version, SessionID: req.SessionID, Input: orNull(req.Input),
 		State: orNull(req.State), Inputs: orEmpty(req.Inputs), Turn: req.Turn, Final: req.Final, EndsAt: req.EndsAt,
-		ExecutionID: req.ExecutionID, Attempt: req.Attempt,
+		ExecutionID: req.ExecutionID, Attempt: req.Attempt, Credential: req.Credential,
 	})
 	if err != nil {
 		return nil, turns.Permanent(fmt.Errorf("http: encode the turn: %w", err))
