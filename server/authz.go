@@ -14,8 +14,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/auth"
+	"github.com/actionsledger/actionsledger/graph/model"
 	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/session"
+	"github.com/actionsledger/actionsledger/turns"
 )
 
 // rule is what one field of a namespace object needs: the policy action and
@@ -98,12 +102,17 @@ func authorize(ctx context.Context, next graphql.Resolver) (any, error) {
 		return next(ctx)
 	}
 	if !guarded[fc.Object] {
+		p, ok := auth.From(ctx)
 		// A handler credential is checked on every field, not only the
 		// namespaces: its grant is narrower than anything reachable.
-		if p, ok := auth.From(ctx); ok && p.Session != nil && !sessionMayRead(p.Session, fc) {
+		if ok && p.Session != nil && !sessionMayRead(p.Session, fc) {
 			return nil, auth.Forbidden()
 		}
-		return next(ctx)
+		res, err := next(ctx)
+		if err != nil || !ok || p.Session != nil {
+			return res, err
+		}
+		return crossing(p, res)
 	}
 	p, ok := auth.From(ctx)
 	if !ok {
@@ -123,6 +132,41 @@ func authorize(ctx context.Context, next graphql.Resolver) (any, error) {
 		return nil, auth.Forbidden()
 	}
 	return next(ctx)
+}
+
+// crossing checks an object reached below a namespace field that can
+// belong to another action than the one the namespace check allowed: an
+// execution's children (tool calls into other actions), a CALL input's
+// caller, an execution's action or session, a tool call's session. The
+// principal needs READ on that object's action; unreadable children are
+// left out of the page, anything else is refused.
+func crossing(p auth.Principal, res any) (any, error) {
+	readable := func(id uuid.UUID) bool { return p.Allows(auth.Read, auth.ActionResource(id)) }
+	switch v := res.(type) {
+	case *turns.Execution:
+		if v != nil && !readable(v.ActionID) {
+			return nil, auth.Forbidden()
+		}
+	case *session.Session:
+		if v != nil && !readable(v.ActionID) {
+			return nil, auth.Forbidden()
+		}
+	case *action.Action:
+		if v != nil && !readable(v.ID) {
+			return nil, auth.Forbidden()
+		}
+	case *model.ExecutionConnection:
+		if v != nil {
+			kept := v.Nodes[:0:0]
+			for _, x := range v.Nodes {
+				if readable(x.ActionID) {
+					kept = append(kept, x)
+				}
+			}
+			v.Nodes = kept
+		}
+	}
+	return res, nil
 }
 
 // sessionFields is everything a handler credential may resolve (T10), by
