@@ -70,26 +70,14 @@ func NewStore(pool *pgxpool.Pool, c clock.Clock, kinds KindChecker) *Store {
 // a different one fails. Errors: the validation errors of Compile (joined),
 // fault.ActionExists.
 func (s *Store) Create(ctx context.Context, id uuid.UUID, def Definition) (Version, error) {
-	if def.Triggers == nil {
-		def.Triggers = []Trigger{}
-	}
-	comp, err := Compile(def, s.kinds)
+	def, comp, raw, err := s.prepare(def)
 	if err != nil {
 		return Version{}, err
-	}
-	raw, err := json.Marshal(def)
-	if err != nil {
-		return Version{}, fmt.Errorf("action: encode definition: %w", err)
 	}
 	var out Version
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.clock.Now()
-		// Lock the dispatcher's cursor row: no dispatch batch runs while the
-		// action appears, so every event after from_position meets its triggers.
-		if _, err := tx.Exec(ctx, `UPDATE dispatch_state SET actions_epoch = actions_epoch + 1`); err != nil {
-			return err
-		}
-		from, err := ledger.Head(ctx, tx)
+		from, err := cut(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -122,14 +110,46 @@ func (s *Store) Create(ctx context.Context, id uuid.UUID, def Definition) (Versi
 	if err != nil {
 		return Version{}, fmt.Errorf("action: create: %w", err)
 	}
-	comp.ActionID, comp.Version, comp.FromPosition = id, 1, out.FromPosition
-	s.mu.Lock()
-	s.compiled[versionKey{id, 1}] = comp
-	s.mu.Unlock()
+	s.remember(comp, out)
 	return out, nil
 }
 
 var errExists = errors.New("action exists")
+
+// prepare validates and compiles def (A3) and encodes it for storage.
+func (s *Store) prepare(def Definition) (Definition, *Compiled, []byte, error) {
+	if def.Triggers == nil {
+		def.Triggers = []Trigger{}
+	}
+	comp, err := Compile(def, s.kinds)
+	if err != nil {
+		return def, nil, nil, err
+	}
+	raw, err := json.Marshal(def)
+	if err != nil {
+		return def, nil, nil, fmt.Errorf("action: encode definition: %w", err)
+	}
+	return def, comp, raw, nil
+}
+
+// cut locks the dispatcher's cursor row and bumps the actions epoch (so
+// every dispatcher reloads its triggers), and returns the ledger head. No
+// dispatch batch runs until tx ends, so the head is a clean cut: a change
+// made in tx applies exactly to the events after it.
+func cut(ctx context.Context, tx pgx.Tx) (int64, error) {
+	if _, err := tx.Exec(ctx, `UPDATE dispatch_state SET actions_epoch = actions_epoch + 1`); err != nil {
+		return 0, err
+	}
+	return ledger.Head(ctx, tx)
+}
+
+// remember caches a freshly stored version's compiled form.
+func (s *Store) remember(comp *Compiled, v Version) {
+	comp.ActionID, comp.Version, comp.FromPosition = v.ActionID, v.Version, v.FromPosition
+	s.mu.Lock()
+	s.compiled[versionKey{v.ActionID, v.Version}] = comp
+	s.mu.Unlock()
+}
 
 // errUnchanged rolls back an update that would change nothing.
 var errUnchanged = errors.New("action unchanged")
@@ -142,28 +162,23 @@ var errUnchanged = errors.New("action unchanged")
 // the current definition returns the current version and writes nothing.
 // Errors: the validation errors of Compile (joined), fault.NotFound.
 func (s *Store) Update(ctx context.Context, id uuid.UUID, def Definition) (Version, error) {
-	if def.Triggers == nil {
-		def.Triggers = []Trigger{}
-	}
-	comp, err := Compile(def, s.kinds)
+	def, comp, raw, err := s.prepare(def)
 	if err != nil {
 		return Version{}, err
-	}
-	raw, err := json.Marshal(def)
-	if err != nil {
-		return Version{}, fmt.Errorf("action: encode definition: %w", err)
 	}
 	var out Version
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.clock.Now()
-		// As in Create: holding the dispatcher's cursor row while the version
-		// appears makes from_position a clean cut between the two versions.
-		if _, err := tx.Exec(ctx, `UPDATE dispatch_state SET actions_epoch = actions_epoch + 1`); err != nil {
+		// A clean cut between the two versions (see cut). The cursor row is
+		// locked before the action row, in the same order as Create and
+		// SetStatus take them.
+		from, err := cut(ctx, tx)
+		if err != nil {
 			return err
 		}
 		var current int
 		var old []byte
-		err := tx.QueryRow(ctx, `SELECT a.current_version, v.definition FROM actions a
+		err = tx.QueryRow(ctx, `SELECT a.current_version, v.definition FROM actions a
 			JOIN action_versions v ON v.action_id = a.id AND v.version = a.current_version
 			WHERE a.id = $1 FOR UPDATE OF a`, id).Scan(&current, &old)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -175,10 +190,6 @@ func (s *Store) Update(ctx context.Context, id uuid.UUID, def Definition) (Versi
 		if jsonvalue.Equal(old, raw) {
 			out.Version = current
 			return errUnchanged
-		}
-		from, err := ledger.Head(ctx, tx)
-		if err != nil {
-			return err
 		}
 		next := current + 1
 		if _, err := tx.Exec(ctx, `INSERT INTO action_versions (action_id, version, definition, from_position, created_at)
@@ -200,10 +211,7 @@ func (s *Store) Update(ctx context.Context, id uuid.UUID, def Definition) (Versi
 	if err != nil {
 		return Version{}, fmt.Errorf("action: update: %w", err)
 	}
-	comp.ActionID, comp.Version, comp.FromPosition = id, out.Version, out.FromPosition
-	s.mu.Lock()
-	s.compiled[versionKey{id, out.Version}] = comp
-	s.mu.Unlock()
+	s.remember(comp, out)
 	return out, nil
 }
 
@@ -220,12 +228,7 @@ func (s *Store) SetStatus(ctx context.Context, id uuid.UUID, status string) (*Ac
 		return nil, fault.New(fault.BadInput, "status", "status is ACTIVE, DISABLED or ARCHIVED")
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// The epoch bump makes every dispatcher reload its triggers; holding
-		// the cursor row makes the head a clean cut.
-		if _, err := tx.Exec(ctx, `UPDATE dispatch_state SET actions_epoch = actions_epoch + 1`); err != nil {
-			return err
-		}
-		head, err := ledger.Head(ctx, tx)
+		head, err := cut(ctx, tx)
 		if err != nil {
 			return err
 		}
