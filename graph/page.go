@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"github.com/actionsledger/actionsledger/graph/model"
 	"github.com/actionsledger/actionsledger/internal/fault"
 )
@@ -47,18 +49,6 @@ func decodeCursor(after *string, kind string) (string, error) {
 	return v, nil
 }
 
-func decodeCursorInt(after *string, kind string) (int64, error) {
-	v, err := decodeCursor(after, kind)
-	if err != nil || v == "" {
-		return 0, err
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return 0, fault.New(fault.BadInput, "after", "not a cursor from this connection")
-	}
-	return n, nil
-}
-
 // pageInfo builds PageInfo for a page fetched with limit n+1: it trims the
 // extra item and reports whether there was one.
 func trim[T any](items []T, n int) ([]T, bool) {
@@ -70,4 +60,53 @@ func trim[T any](items []T, n int) ([]T, bool) {
 
 func pageInfo(hasNext bool, end *string) *model.PageInfo {
 	return &model.PageInfo{HasNextPage: hasNext, EndCursor: end}
+}
+
+// paginate runs one page of a connection: it decodes the after cursor of
+// kind, fetches up to first+1 items after it (fetch gets the cursor's value,
+// "" at the start), trims the extra item and builds PageInfo with the
+// cursor of the last item (key gives an item's cursor value).
+func paginate[T any](first *int, after *string, kind string, fetch func(after string, limit int) ([]T, error), key func(T) string) ([]T, *model.PageInfo, error) {
+	n, err := pageSize(first)
+	if err != nil {
+		return nil, nil, err
+	}
+	from, err := decodeCursor(after, kind)
+	if err != nil {
+		return nil, nil, err
+	}
+	items, err := fetch(from, n+1)
+	if err != nil {
+		return nil, nil, err
+	}
+	items, more := trim(items, n)
+	var end *string
+	if len(items) > 0 {
+		end = cursor(kind, key(items[len(items)-1]))
+	}
+	return items, pageInfo(more, end), nil
+}
+
+// cursorNumber reads a numeric cursor value ("" reads as 0).
+func cursorNumber(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fault.New(fault.BadInput, "after", "not a cursor from this connection")
+	}
+	return n, nil
+}
+
+// cursorUUID reads a UUID cursor value ("" reads as uuid.Nil).
+func cursorUUID(v string) (uuid.UUID, error) {
+	if v == "" {
+		return uuid.Nil, nil
+	}
+	id, err := uuid.Parse(v)
+	if err != nil {
+		return uuid.Nil, fault.New(fault.BadInput, "after", "not a cursor from this connection")
+	}
+	return id, nil
 }

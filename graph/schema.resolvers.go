@@ -67,53 +67,41 @@ func (r *actionResolver) Session(ctx context.Context, obj *action.Action, id str
 
 // Sessions is the resolver for the sessions field.
 func (r *actionResolver) Sessions(ctx context.Context, obj *action.Action, first *int, after *string, status *model.SessionStatus) (*model.ActionSessionConnection, error) {
-	n, err := pageSize(first)
-	if err != nil {
-		return nil, err
-	}
-	before, err := decodeCursorInt(after, "session")
-	if err != nil {
-		return nil, err
-	}
 	var st *session.Status
 	if status != nil {
-		s := session.Status(*status)
-		st = &s
+		v := session.Status(*status)
+		st = &v
 	}
-	list, err := r.SessionStore.List(ctx, obj.ID, before, n+1, st)
+	list, info, err := paginate(first, after, "session", func(from string, limit int) ([]*session.Session, error) {
+		before, err := cursorNumber(from)
+		if err != nil {
+			return nil, err
+		}
+		return r.SessionStore.List(ctx, obj.ID, before, limit, st)
+	}, func(s *session.Session) string { return strconv.FormatInt(s.SID, 10) })
 	if err != nil {
 		return nil, err
 	}
-	list, more := trim(list, n)
 	nodes := make([]session.Session, len(list))
-	var end *string
 	for i, s := range list {
 		nodes[i] = *s
-		end = cursorInt("session", s.SID)
 	}
-	return &model.ActionSessionConnection{Nodes: nodes, PageInfo: pageInfo(more, end)}, nil
+	return &model.ActionSessionConnection{Nodes: nodes, PageInfo: info}, nil
 }
 
 // IntakeRecords is the resolver for the intakeRecords field.
 func (r *actionResolver) IntakeRecords(ctx context.Context, obj *action.Action, first *int, after *string) (*model.IntakeRecordConnection, error) {
-	n, err := pageSize(first)
+	list, info, err := paginate(first, after, "intake", func(from string, limit int) ([]session.IntakeRecord, error) {
+		before, err := cursorNumber(from)
+		if err != nil {
+			return nil, err
+		}
+		return r.SessionStore.IntakeRecords(ctx, obj.ID, before, limit)
+	}, func(ir session.IntakeRecord) string { return strconv.FormatInt(ir.ID, 10) })
 	if err != nil {
 		return nil, err
 	}
-	before, err := decodeCursorInt(after, "intake")
-	if err != nil {
-		return nil, err
-	}
-	list, err := r.SessionStore.IntakeRecords(ctx, obj.ID, before, n+1)
-	if err != nil {
-		return nil, err
-	}
-	list, more := trim(list, n)
-	var end *string
-	if len(list) > 0 {
-		end = cursorInt("intake", list[len(list)-1].ID)
-	}
-	return &model.IntakeRecordConnection{Nodes: list, PageInfo: pageInfo(more, end)}, nil
+	return &model.IntakeRecordConnection{Nodes: list, PageInfo: info}, nil
 }
 
 // TriggerDiagnostics is the resolver for the triggerDiagnostics field.
@@ -146,24 +134,17 @@ func (r *actionSessionResolver) Running(ctx context.Context, obj *session.Sessio
 
 // Turns is the resolver for the turns field.
 func (r *actionSessionResolver) Turns(ctx context.Context, obj *session.Session, first *int, after *string) (*model.ActionSessionTurnConnection, error) {
-	n, err := pageSize(first)
+	list, info, err := paginate(first, after, "turn", func(from string, limit int) ([]turns.Turn, error) {
+		before, err := cursorNumber(from)
+		if err != nil {
+			return nil, err
+		}
+		return r.TurnStore.Turns(ctx, obj.SID, int(before), limit)
+	}, func(t turns.Turn) string { return strconv.Itoa(t.Number) })
 	if err != nil {
 		return nil, err
 	}
-	before, err := decodeCursorInt(after, "turn")
-	if err != nil {
-		return nil, err
-	}
-	list, err := r.TurnStore.Turns(ctx, obj.SID, int(before), n+1)
-	if err != nil {
-		return nil, err
-	}
-	list, more := trim(list, n)
-	var end *string
-	if len(list) > 0 {
-		end = cursorInt("turn", int64(list[len(list)-1].Number))
-	}
-	return &model.ActionSessionTurnConnection{Nodes: list, PageInfo: pageInfo(more, end)}, nil
+	return &model.ActionSessionTurnConnection{Nodes: list, PageInfo: info}, nil
 }
 
 // Turn is the resolver for the turn field.
@@ -176,29 +157,18 @@ func (r *actionSessionResolver) Turn(ctx context.Context, obj *session.Session, 
 
 // Inputs is the resolver for the inputs field.
 func (r *actionSessionResolver) Inputs(ctx context.Context, obj *session.Session, first *int, after *string, status *model.InputStatus) (*model.ActionSessionInputConnection, error) {
-	n, err := pageSize(first)
-	if err != nil {
-		return nil, err
-	}
-	afterKey, err := decodeCursor(after, "input")
-	if err != nil {
-		return nil, err
-	}
 	var st *string
 	if status != nil {
-		s := string(*status)
-		st = &s
+		v := string(*status)
+		st = &v
 	}
-	list, err := r.SessionStore.Inputs(ctx, obj.SID, afterKey, n+1, st)
+	list, info, err := paginate(first, after, "input", func(from string, limit int) ([]session.Input, error) {
+		return r.SessionStore.Inputs(ctx, obj.SID, from, limit, st)
+	}, func(in session.Input) string { return in.OrderKey })
 	if err != nil {
 		return nil, err
 	}
-	list, more := trim(list, n)
-	var end *string
-	if len(list) > 0 {
-		end = cursor("input", list[len(list)-1].OrderKey)
-	}
-	return &model.ActionSessionInputConnection{Nodes: list, PageInfo: pageInfo(more, end)}, nil
+	return &model.ActionSessionInputConnection{Nodes: list, PageInfo: info}, nil
 }
 
 // Kind is the resolver for the kind field.
@@ -311,30 +281,17 @@ func (r *actionsQueryResolver) Action(ctx context.Context, obj *model.ActionsQue
 
 // Actions is the resolver for the actions field.
 func (r *actionsQueryResolver) Actions(ctx context.Context, obj *model.ActionsQuery, first *int, after *string) (*model.ActionConnection, error) {
-	n, err := pageSize(first)
-	if err != nil {
-		return nil, err
-	}
-	a, err := decodeCursor(after, "action")
-	if err != nil {
-		return nil, err
-	}
-	afterID := uuid.Nil
-	if a != "" {
-		if afterID, err = uuid.Parse(a); err != nil {
-			return nil, fault.New(fault.BadInput, "after", "not a cursor from this connection")
+	list, info, err := paginate(first, after, "action", func(from string, limit int) ([]action.Action, error) {
+		afterID, err := cursorUUID(from)
+		if err != nil {
+			return nil, err
 		}
-	}
-	list, err := r.ActionStore.List(ctx, afterID, n+1)
+		return r.ActionStore.List(ctx, afterID, limit)
+	}, func(a action.Action) string { return a.ID.String() })
 	if err != nil {
 		return nil, err
 	}
-	list, more := trim(list, n)
-	var end *string
-	if len(list) > 0 {
-		end = cursor("action", list[len(list)-1].ID.String())
-	}
-	return &model.ActionConnection{Nodes: list, PageInfo: pageInfo(more, end)}, nil
+	return &model.ActionConnection{Nodes: list, PageInfo: info}, nil
 }
 
 // CreateToken is the resolver for the createToken field.
@@ -423,30 +380,17 @@ func (r *executionResolver) Invocation(ctx context.Context, obj *turns.Execution
 
 // Children is the resolver for the children field.
 func (r *executionResolver) Children(ctx context.Context, obj *turns.Execution, first *int, after *string) (*model.ExecutionConnection, error) {
-	n, err := pageSize(first)
-	if err != nil {
-		return nil, err
-	}
-	a, err := decodeCursor(after, "execution")
-	if err != nil {
-		return nil, err
-	}
-	afterID := uuid.Nil
-	if a != "" {
-		if afterID, err = uuid.Parse(a); err != nil {
-			return nil, fault.New(fault.BadInput, "after", "not a cursor from this connection")
+	list, info, err := paginate(first, after, "execution", func(from string, limit int) ([]turns.Execution, error) {
+		afterID, err := cursorUUID(from)
+		if err != nil {
+			return nil, err
 		}
-	}
-	list, err := r.TurnStore.Children(ctx, obj.ID, afterID, n+1)
+		return r.TurnStore.Children(ctx, obj.ID, afterID, limit)
+	}, func(x turns.Execution) string { return x.ID.String() })
 	if err != nil {
 		return nil, err
 	}
-	list, more := trim(list, n)
-	var end *string
-	if len(list) > 0 {
-		end = cursor("execution", list[len(list)-1].ID.String())
-	}
-	return &model.ExecutionConnection{Nodes: list, PageInfo: pageInfo(more, end)}, nil
+	return &model.ExecutionConnection{Nodes: list, PageInfo: info}, nil
 }
 
 // ID is the resolver for the id field.
@@ -465,24 +409,17 @@ func (r *intakeRecordResolver) Event(ctx context.Context, obj *session.IntakeRec
 
 // Transcript is the resolver for the transcript field.
 func (r *invocationResolver) Transcript(ctx context.Context, obj *model.Invocation, first *int, after *string) (*model.TranscriptConnection, error) {
-	n, err := pageSize(first)
+	list, info, err := paginate(first, after, "entry", func(from string, limit int) ([]turns.Entry, error) {
+		afterSeq, err := cursorNumber(from)
+		if err != nil {
+			return nil, err
+		}
+		return r.TurnStore.Transcript(ctx, obj.ExecutionID, int(afterSeq), limit)
+	}, func(e turns.Entry) string { return strconv.Itoa(e.Seq) })
 	if err != nil {
 		return nil, err
 	}
-	afterSeq, err := decodeCursorInt(after, "entry")
-	if err != nil {
-		return nil, err
-	}
-	list, err := r.TurnStore.Transcript(ctx, obj.ExecutionID, int(afterSeq), n+1)
-	if err != nil {
-		return nil, err
-	}
-	list, more := trim(list, n)
-	var end *string
-	if len(list) > 0 {
-		end = cursorInt("entry", int64(list[len(list)-1].Seq))
-	}
-	return &model.TranscriptConnection{Nodes: list, PageInfo: pageInfo(more, end)}, nil
+	return &model.TranscriptConnection{Nodes: list, PageInfo: info}, nil
 }
 
 // Event is the resolver for the event field.
@@ -510,24 +447,21 @@ func (r *ledgerMutationResolver) AppendEvent(ctx context.Context, obj *model.Led
 
 // Events is the resolver for the events field.
 func (r *ledgerQueryResolver) Events(ctx context.Context, obj *model.LedgerQuery, first *int, after *string, typeArg *string) (*model.EventConnection, error) {
-	n, err := pageSize(first)
+	var pos int64
+	list, info, err := paginate(first, after, "position", func(from string, limit int) ([]ledger.Event, error) {
+		var err error
+		if pos, err = cursorNumber(from); err != nil {
+			return nil, err
+		}
+		return r.LedgerStore.Events(ctx, pos, limit, deref(typeArg))
+	}, func(e ledger.Event) string { return strconv.FormatInt(e.Position, 10) })
 	if err != nil {
 		return nil, err
 	}
-	pos, err := decodeCursorInt(after, "position")
-	if err != nil {
-		return nil, err
+	if info.EndCursor == nil {
+		info.EndCursor = cursorInt("position", pos) // an empty page keeps the place to poll from
 	}
-	list, err := r.LedgerStore.Events(ctx, pos, n+1, deref(typeArg))
-	if err != nil {
-		return nil, err
-	}
-	list, more := trim(list, n)
-	end := cursorInt("position", pos)
-	if len(list) > 0 {
-		end = cursorInt("position", list[len(list)-1].Position)
-	}
-	return &model.EventConnection{Nodes: list, PageInfo: pageInfo(more, end)}, nil
+	return &model.EventConnection{Nodes: list, PageInfo: info}, nil
 }
 
 // Event is the resolver for the event field.
@@ -542,24 +476,13 @@ func (r *ledgerQueryResolver) Value(ctx context.Context, obj *model.LedgerQuery,
 
 // Values is the resolver for the values field.
 func (r *ledgerQueryResolver) Values(ctx context.Context, obj *model.LedgerQuery, namespace string, first *int, after *string) (*model.KVValueConnection, error) {
-	n, err := pageSize(first)
+	list, info, err := paginate(first, after, "key", func(from string, limit int) ([]ledger.KVValue, error) {
+		return r.LedgerStore.Values(ctx, namespace, from, limit)
+	}, func(kv ledger.KVValue) string { return kv.Key })
 	if err != nil {
 		return nil, err
 	}
-	afterKey, err := decodeCursor(after, "key")
-	if err != nil {
-		return nil, err
-	}
-	list, err := r.LedgerStore.Values(ctx, namespace, afterKey, n+1)
-	if err != nil {
-		return nil, err
-	}
-	list, more := trim(list, n)
-	var end *string
-	if len(list) > 0 {
-		end = cursor("key", list[len(list)-1].Key)
-	}
-	return &model.KVValueConnection{Nodes: list, PageInfo: pageInfo(more, end)}, nil
+	return &model.KVValueConnection{Nodes: list, PageInfo: info}, nil
 }
 
 // Actions is the resolver for the actions field.
