@@ -46,19 +46,39 @@ type Compiled struct {
 	Version      int
 	Def          Definition
 	FromPosition int64 // triggers match events after this position
-	// ToPosition, when not 0, is the last position the triggers match: the
+	// ToPosition, when not 0, is the last position the version covers: the
 	// next version's FromPosition, or where the action was disabled or
 	// archived. Set only on the copies Store.Active returns to the dispatcher.
 	ToPosition int64
-	Triggers   []*CompiledTrigger
-	Session    *CompiledSession
-	Tool       *CompiledTool
+	// PinnedToPosition, when not 0, is the last position at which the
+	// version's triggers still reach the open sessions pinned to it: where
+	// the action was disabled or archived. Set only on Active's copies.
+	PinnedToPosition int64
+	Triggers         []*CompiledTrigger
+	Session          *CompiledSession
+	Tool             *CompiledTool
+
+	// pinnedOnly marks an Active copy of a version that covers no event
+	// after the dispatch cursor and is kept only for its open sessions.
+	pinnedOnly bool
 }
 
-// Covers reports whether the version's triggers apply to the event at
-// position (A2): after FromPosition and, with a ToPosition, not after it.
+// Covers reports whether the version covers the event at position (A2):
+// the event committed after FromPosition and, with a ToPosition, not after
+// it, so it was the current version of an active action then. Only the
+// covering version's start triggers create sessions, and only its triggers
+// leave intake records (S5).
 func (c *Compiled) Covers(position int64) bool {
-	return position > c.FromPosition && (c.ToPosition == 0 || position <= c.ToPosition)
+	return !c.pinnedOnly && position > c.FromPosition && (c.ToPosition == 0 || position <= c.ToPosition)
+}
+
+// CoversPinned reports whether the version's triggers apply to the event at
+// position for the open sessions pinned to the version (A2: a session keeps
+// the version it started with): after FromPosition and, with a
+// PinnedToPosition, not after it. A later version does not end this range;
+// disabling or archiving the action does. It holds wherever Covers does.
+func (c *Compiled) CoversPinned(position int64) bool {
+	return position > c.FromPosition && (c.PinnedToPosition == 0 || position <= c.PinnedToPosition)
 }
 
 // CompiledTool is a compiled tool block.

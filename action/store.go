@@ -358,33 +358,60 @@ func (s *Store) compile(v Version) (*Compiled, error) {
 	return c, nil
 }
 
-// Active returns what the dispatcher matches events against (A2): for every
-// action, each version whose triggers may still apply to an event after the
-// dispatch cursor, as a copy of its compiled form whose FromPosition and
-// ToPosition bound the events it covers. A version covers the events after
-// its from_position up to the next version's; a disabled or archived action
-// covers nothing after its status_position, and a re-enabled one nothing up
-// to it. q is the dispatcher's transaction, holding the cursor row.
+// Active returns what the dispatcher matches events against (A2), as copies
+// of compiled versions whose positions bound the events they apply to:
+//
+//   - A version covers the events after its from_position up to the next
+//     version's (FromPosition, ToPosition; Compiled.Covers). Its start
+//     triggers create sessions, at this version, and its triggers leave the
+//     intake records (S5). A disabled or archived action covers nothing after
+//     its status_position, and a re-enabled one nothing up to it.
+//   - A session keeps the version it started with, so a version's triggers
+//     also apply, for the open sessions pinned to it, to every later event
+//     while the action stays ACTIVE (FromPosition, PinnedToPosition;
+//     Compiled.CoversPinned), whatever newer versions exist.
+//
+// Every version that covers an event after the dispatch cursor is returned.
+// A version that covers none is returned only while it has OPEN or WAITING
+// sessions and the action is ACTIVE (or its status changed after the
+// cursor); it contributes nothing to new sessions (Covers is false). Such a
+// version never gains sessions: only the dispatcher starts trigger sessions,
+// under the cursor row lock q holds, and only for the covering version; so
+// an index built from Active stays right until the actions epoch changes (a
+// version that loses its last session only costs a few non-matches until
+// then). Sessions written at a superseded version by other means need an
+// epoch bump to be seen. q is the dispatcher's transaction, holding the
+// cursor row.
 func (s *Store) Active(ctx context.Context, q ledger.Querier) ([]*Compiled, error) {
-	rows, err := q.Query(ctx, `SELECT action_id, version, definition, from_position, created_at, lo, coalesce(hi, 0) FROM (
-			SELECT v.action_id, v.version, v.definition, v.from_position, v.created_at,
-			       greatest(v.from_position, CASE WHEN a.status = 'ACTIVE' THEN a.status_position ELSE 0 END) AS lo,
-			       least(lead(v.from_position) OVER (PARTITION BY v.action_id ORDER BY v.version),
-			             CASE WHEN a.status <> 'ACTIVE' THEN a.status_position END) AS hi
-			FROM actions a JOIN action_versions v ON v.action_id = a.id) r
-		WHERE hi IS NULL OR (hi > lo AND hi > (SELECT position FROM dispatch_state))
+	rows, err := q.Query(ctx, `SELECT action_id, version, definition, from_position, created_at, lo,
+			coalesce(hi, 0), coalesce(pinned_hi, 0), NOT covers FROM (
+			SELECT r.*, (hi IS NULL OR (hi > lo AND hi > cursor)) AS covers,
+			       (pinned_hi IS NULL OR (pinned_hi > lo AND pinned_hi > cursor)) AS pinned_live
+			FROM (
+				SELECT v.action_id, v.version, v.definition, v.from_position, v.created_at, d.position AS cursor,
+				       greatest(v.from_position, CASE WHEN a.status = 'ACTIVE' THEN a.status_position ELSE 0 END) AS lo,
+				       least(lead(v.from_position) OVER (PARTITION BY v.action_id ORDER BY v.version),
+				             CASE WHEN a.status <> 'ACTIVE' THEN a.status_position END) AS hi,
+				       CASE WHEN a.status <> 'ACTIVE' THEN a.status_position END AS pinned_hi
+				FROM actions a JOIN action_versions v ON v.action_id = a.id CROSS JOIN dispatch_state d) r) r
+		WHERE CASE WHEN covers THEN true
+			WHEN pinned_live THEN EXISTS (SELECT 1 FROM sessions s WHERE s.action_id = r.action_id
+				AND s.version = r.version AND s.status IN ('OPEN', 'WAITING'))
+			ELSE false END
 		ORDER BY action_id, version`)
 	if err != nil {
 		return nil, fmt.Errorf("action: active: %w", err)
 	}
 	type span struct {
-		v      Version
-		lo, hi int64
+		v                Version
+		lo, hi, pinnedHi int64
+		pinnedOnly       bool
 	}
 	spans, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (span, error) {
 		var sp span
 		var raw []byte
-		if err := r.Scan(&sp.v.ActionID, &sp.v.Version, &raw, &sp.v.FromPosition, &sp.v.CreatedAt, &sp.lo, &sp.hi); err != nil {
+		if err := r.Scan(&sp.v.ActionID, &sp.v.Version, &raw, &sp.v.FromPosition, &sp.v.CreatedAt,
+			&sp.lo, &sp.hi, &sp.pinnedHi, &sp.pinnedOnly); err != nil {
 			return sp, err
 		}
 		return sp, json.Unmarshal(raw, &sp.v.Definition)
@@ -399,7 +426,7 @@ func (s *Store) Active(ctx context.Context, q ledger.Querier) ([]*Compiled, erro
 			return nil, err
 		}
 		cp := *c
-		cp.FromPosition, cp.ToPosition = sp.lo, sp.hi
+		cp.FromPosition, cp.ToPosition, cp.PinnedToPosition, cp.pinnedOnly = sp.lo, sp.hi, sp.pinnedHi, sp.pinnedOnly
 		out = append(out, &cp)
 	}
 	return out, nil

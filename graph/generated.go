@@ -43,10 +43,12 @@ type ResolverRoot interface {
 	ActionVersion() ActionVersionResolver
 	ActionsMutation() ActionsMutationResolver
 	ActionsQuery() ActionsQueryResolver
+	ApprovalRequest() ApprovalRequestResolver
 	AuthMutation() AuthMutationResolver
 	AuthQuery() AuthQueryResolver
 	Event() EventResolver
 	Execution() ExecutionResolver
+	Hold() HoldResolver
 	IntakeRecord() IntakeRecordResolver
 	Invocation() InvocationResolver
 	KVValue() KVValueResolver
@@ -94,8 +96,10 @@ type ComplexityRoot struct {
 
 	ActionSession struct {
 		Action    func(childComplexity int) int
+		Approvals func(childComplexity int, status *model.InterruptStatus) int
 		CreatedAt func(childComplexity int) int
 		EndsAt    func(childComplexity int) int
+		Holds     func(childComplexity int, status *model.InterruptStatus) int
 		ID        func(childComplexity int) int
 		Input     func(childComplexity int) int
 		Inputs    func(childComplexity int, first *int, after *string, status *model.InputStatus) int
@@ -160,16 +164,29 @@ type ComplexityRoot struct {
 	}
 
 	ActionsMutation struct {
-		CallTool        func(childComplexity int, actionID uuid.UUID, input jsonvalue.Value) int
-		CloseSession    func(childComplexity int, actionID uuid.UUID, id string, reason string) int
-		CreateAction    func(childComplexity int, id uuid.UUID, input action.Definition) int
-		SetActionStatus func(childComplexity int, id uuid.UUID, status model.ActionStatus) int
-		UpdateAction    func(childComplexity int, id uuid.UUID, input action.Definition) int
+		CallTool         func(childComplexity int, actionID uuid.UUID, input jsonvalue.Value) int
+		CloseSession     func(childComplexity int, actionID uuid.UUID, id string, reason string) int
+		CreateAction     func(childComplexity int, id uuid.UUID, input action.Definition) int
+		RespondToSession func(childComplexity int, actionID uuid.UUID, id string, interruptID string, response session.Response) int
+		SetActionStatus  func(childComplexity int, id uuid.UUID, status model.ActionStatus) int
+		UpdateAction     func(childComplexity int, id uuid.UUID, input action.Definition) int
 	}
 
 	ActionsQuery struct {
 		Action  func(childComplexity int, id uuid.UUID) int
 		Actions func(childComplexity int, first *int, after *string) int
+	}
+
+	ApprovalRequest struct {
+		Execution   func(childComplexity int) int
+		ExecutionID func(childComplexity int) int
+		Input       func(childComplexity int) int
+		InterruptID func(childComplexity int) int
+		Response    func(childComplexity int) int
+		Status      func(childComplexity int) int
+		Tool        func(childComplexity int) int
+		ToolAction  func(childComplexity int) int
+		ToolVersion func(childComplexity int) int
 	}
 
 	AuthMutation struct {
@@ -222,6 +239,16 @@ type ComplexityRoot struct {
 		PageInfo func(childComplexity int) int
 	}
 
+	Hold struct {
+		Category    func(childComplexity int) int
+		Cause       func(childComplexity int) int
+		Explanation func(childComplexity int) int
+		InterruptID func(childComplexity int) int
+		Response    func(childComplexity int) int
+		Status      func(childComplexity int) int
+		Turn        func(childComplexity int) int
+	}
+
 	IntakeRecord struct {
 		CreatedAt func(childComplexity int) int
 		Event     func(childComplexity int) int
@@ -238,7 +265,19 @@ type ComplexityRoot struct {
 		PageInfo func(childComplexity int) int
 	}
 
+	InterruptResponse struct {
+		At        func(childComplexity int) int
+		Command   func(childComplexity int) int
+		Decision  func(childComplexity int) int
+		Input     func(childComplexity int) int
+		Note      func(childComplexity int) int
+		Reason    func(childComplexity int) int
+		Responder func(childComplexity int) int
+	}
+
 	Invocation struct {
+		Approvals  func(childComplexity int) int
+		Hold       func(childComplexity int) int
 		Output     func(childComplexity int) int
 		Transcript func(childComplexity int, first *int, after *string) int
 	}
@@ -410,6 +449,8 @@ type ActionSessionResolver interface {
 	Turns(ctx context.Context, obj *session.Session, first *int, after *string) (*model.ActionSessionTurnConnection, error)
 	Turn(ctx context.Context, obj *session.Session, number int) (*turns.Turn, error)
 	Inputs(ctx context.Context, obj *session.Session, first *int, after *string, status *model.InputStatus) (*model.ActionSessionInputConnection, error)
+	Approvals(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error)
+	Holds(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error)
 }
 type ActionSessionInputResolver interface {
 	Kind(ctx context.Context, obj *session.Input) (model.InputKind, error)
@@ -435,10 +476,22 @@ type ActionsMutationResolver interface {
 	SetActionStatus(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, status model.ActionStatus) (*action.Action, error)
 	CloseSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, reason string) (*session.Session, error)
 	CallTool(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, input jsonvalue.Value) (*tools.Result, error)
+	RespondToSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, interruptID string, response session.Response) (*session.Input, error)
 }
 type ActionsQueryResolver interface {
 	Action(ctx context.Context, obj *model.ActionsQuery, id uuid.UUID) (*action.Action, error)
 	Actions(ctx context.Context, obj *model.ActionsQuery, first *int, after *string) (*model.ActionConnection, error)
+}
+type ApprovalRequestResolver interface {
+	InterruptID(ctx context.Context, obj *session.Interrupt) (string, error)
+	Tool(ctx context.Context, obj *session.Interrupt) (string, error)
+	ToolAction(ctx context.Context, obj *session.Interrupt) (*action.Version, error)
+	ToolVersion(ctx context.Context, obj *session.Interrupt) (int, error)
+	Input(ctx context.Context, obj *session.Interrupt) (jsonvalue.Value, error)
+
+	Execution(ctx context.Context, obj *session.Interrupt) (*turns.Execution, error)
+	Status(ctx context.Context, obj *session.Interrupt) (model.InterruptStatus, error)
+	Response(ctx context.Context, obj *session.Interrupt) (*model.InterruptResponse, error)
 }
 type AuthMutationResolver interface {
 	CreateToken(ctx context.Context, obj *model.AuthMutation, principal string, policies []model.PolicyInput) (*model.NewToken, error)
@@ -461,12 +514,21 @@ type ExecutionResolver interface {
 	Invocation(ctx context.Context, obj *turns.Execution) (*model.Invocation, error)
 	Children(ctx context.Context, obj *turns.Execution, first *int, after *string) (*model.ExecutionConnection, error)
 }
+type HoldResolver interface {
+	InterruptID(ctx context.Context, obj *session.Interrupt) (string, error)
+	Cause(ctx context.Context, obj *session.Interrupt) (model.HoldCause, error)
+
+	Status(ctx context.Context, obj *session.Interrupt) (model.InterruptStatus, error)
+	Response(ctx context.Context, obj *session.Interrupt) (*model.InterruptResponse, error)
+}
 type IntakeRecordResolver interface {
 	ID(ctx context.Context, obj *session.IntakeRecord) (string, error)
 
 	Event(ctx context.Context, obj *session.IntakeRecord) (*ledger.Event, error)
 }
 type InvocationResolver interface {
+	Approvals(ctx context.Context, obj *model.Invocation) ([]session.Interrupt, error)
+	Hold(ctx context.Context, obj *model.Invocation) (*session.Interrupt, error)
 	Transcript(ctx context.Context, obj *model.Invocation, first *int, after *string) (*model.TranscriptConnection, error)
 }
 type KVValueResolver interface {
@@ -674,6 +736,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSession.Action(childComplexity), true
+	case "ActionSession.approvals":
+		if e.ComplexityRoot.ActionSession.Approvals == nil {
+			break
+		}
+
+		args, err := ec.field_ActionSession_approvals_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionSession.Approvals(childComplexity, args["status"].(*model.InterruptStatus)), true
 	case "ActionSession.createdAt":
 		if e.ComplexityRoot.ActionSession.CreatedAt == nil {
 			break
@@ -686,6 +759,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSession.EndsAt(childComplexity), true
+	case "ActionSession.holds":
+		if e.ComplexityRoot.ActionSession.Holds == nil {
+			break
+		}
+
+		args, err := ec.field_ActionSession_holds_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionSession.Holds(childComplexity, args["status"].(*model.InterruptStatus)), true
 	case "ActionSession.id":
 		if e.ComplexityRoot.ActionSession.ID == nil {
 			break
@@ -999,6 +1083,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionsMutation.CreateAction(childComplexity, args["id"].(uuid.UUID), args["input"].(action.Definition)), true
+	case "ActionsMutation.respondToSession":
+		if e.ComplexityRoot.ActionsMutation.RespondToSession == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_respondToSession_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.RespondToSession(childComplexity, args["actionId"].(uuid.UUID), args["id"].(string), args["interruptId"].(string), args["response"].(session.Response)), true
 	case "ActionsMutation.setActionStatus":
 		if e.ComplexityRoot.ActionsMutation.SetActionStatus == nil {
 			break
@@ -1044,6 +1139,61 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionsQuery.Actions(childComplexity, args["first"].(*int), args["after"].(*string)), true
+
+	case "ApprovalRequest.execution":
+		if e.ComplexityRoot.ApprovalRequest.Execution == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalRequest.Execution(childComplexity), true
+	case "ApprovalRequest.executionId":
+		if e.ComplexityRoot.ApprovalRequest.ExecutionID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalRequest.ExecutionID(childComplexity), true
+	case "ApprovalRequest.input":
+		if e.ComplexityRoot.ApprovalRequest.Input == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalRequest.Input(childComplexity), true
+	case "ApprovalRequest.interruptId":
+		if e.ComplexityRoot.ApprovalRequest.InterruptID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalRequest.InterruptID(childComplexity), true
+	case "ApprovalRequest.response":
+		if e.ComplexityRoot.ApprovalRequest.Response == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalRequest.Response(childComplexity), true
+	case "ApprovalRequest.status":
+		if e.ComplexityRoot.ApprovalRequest.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalRequest.Status(childComplexity), true
+	case "ApprovalRequest.tool":
+		if e.ComplexityRoot.ApprovalRequest.Tool == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalRequest.Tool(childComplexity), true
+	case "ApprovalRequest.toolAction":
+		if e.ComplexityRoot.ApprovalRequest.ToolAction == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalRequest.ToolAction(childComplexity), true
+	case "ApprovalRequest.toolVersion":
+		if e.ComplexityRoot.ApprovalRequest.ToolVersion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalRequest.ToolVersion(childComplexity), true
 
 	case "AuthMutation.createToken":
 		if e.ComplexityRoot.AuthMutation.CreateToken == nil {
@@ -1241,6 +1391,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ExecutionConnection.PageInfo(childComplexity), true
 
+	case "Hold.category":
+		if e.ComplexityRoot.Hold.Category == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Hold.Category(childComplexity), true
+	case "Hold.cause":
+		if e.ComplexityRoot.Hold.Cause == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Hold.Cause(childComplexity), true
+	case "Hold.explanation":
+		if e.ComplexityRoot.Hold.Explanation == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Hold.Explanation(childComplexity), true
+	case "Hold.interruptId":
+		if e.ComplexityRoot.Hold.InterruptID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Hold.InterruptID(childComplexity), true
+	case "Hold.response":
+		if e.ComplexityRoot.Hold.Response == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Hold.Response(childComplexity), true
+	case "Hold.status":
+		if e.ComplexityRoot.Hold.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Hold.Status(childComplexity), true
+	case "Hold.turn":
+		if e.ComplexityRoot.Hold.Turn == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Hold.Turn(childComplexity), true
+
 	case "IntakeRecord.createdAt":
 		if e.ComplexityRoot.IntakeRecord.CreatedAt == nil {
 			break
@@ -1303,6 +1496,61 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.IntakeRecordConnection.PageInfo(childComplexity), true
 
+	case "InterruptResponse.at":
+		if e.ComplexityRoot.InterruptResponse.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InterruptResponse.At(childComplexity), true
+	case "InterruptResponse.command":
+		if e.ComplexityRoot.InterruptResponse.Command == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InterruptResponse.Command(childComplexity), true
+	case "InterruptResponse.decision":
+		if e.ComplexityRoot.InterruptResponse.Decision == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InterruptResponse.Decision(childComplexity), true
+	case "InterruptResponse.input":
+		if e.ComplexityRoot.InterruptResponse.Input == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InterruptResponse.Input(childComplexity), true
+	case "InterruptResponse.note":
+		if e.ComplexityRoot.InterruptResponse.Note == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InterruptResponse.Note(childComplexity), true
+	case "InterruptResponse.reason":
+		if e.ComplexityRoot.InterruptResponse.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InterruptResponse.Reason(childComplexity), true
+	case "InterruptResponse.responder":
+		if e.ComplexityRoot.InterruptResponse.Responder == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InterruptResponse.Responder(childComplexity), true
+
+	case "Invocation.approvals":
+		if e.ComplexityRoot.Invocation.Approvals == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invocation.Approvals(childComplexity), true
+	case "Invocation.hold":
+		if e.ComplexityRoot.Invocation.Hold == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invocation.Hold(childComplexity), true
 	case "Invocation.output":
 		if e.ComplexityRoot.Invocation.Output == nil {
 			break
@@ -1805,10 +2053,13 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("ActionInput", ec.unmarshalInputActionInput),
+			graphql.NewInputUnmarshaler("ApprovalResponseInput", ec.unmarshalInputApprovalResponseInput),
+			graphql.NewInputUnmarshaler("HoldResponseInput", ec.unmarshalInputHoldResponseInput),
 			graphql.NewInputUnmarshaler("PolicyInput", ec.unmarshalInputPolicyInput),
 			graphql.NewInputUnmarshaler("ResumeInput", ec.unmarshalInputResumeInput),
 			graphql.NewInputUnmarshaler("ScheduleEntryInput", ec.unmarshalInputScheduleEntryInput),
 			graphql.NewInputUnmarshaler("SessionInput", ec.unmarshalInputSessionInput),
+			graphql.NewInputUnmarshaler("SessionResponseInput", ec.unmarshalInputSessionResponseInput),
 			graphql.NewInputUnmarshaler("StartInput", ec.unmarshalInputStartInput),
 			graphql.NewInputUnmarshaler("ToolInput", ec.unmarshalInputToolInput),
 			graphql.NewInputUnmarshaler("ToolSessionInput", ec.unmarshalInputToolSessionInput),
@@ -2033,6 +2284,122 @@ type ActionsMutation {
   call as a CALL input of its session, created on the first call.
   """
   callTool(actionId: UUID!, input: JSON!): ToolCall
+  """
+  Answers one of a session's interrupts (P5, H3-H5) and returns the COMMAND
+  input that carries the answer; a turn of its own takes it. Give exactly one
+  of response.approval (for an approval request) and response.hold (for a
+  held turn). The answer is recorded as an action_session.responded event
+  with the decision, replacement input, reason or note, and the responder
+  (the authenticated principal). Each interrupt is answered once: a second
+  answer fails with ALREADY_ANSWERED, an interrupt the session no longer
+  waits on with INTERRUPT_STALE, an approval while a turn is held with
+  SESSION_HELD, SKIP of a turn that resumed from approval responses with
+  SKIP_NOT_ALLOWED, a closed session with SESSION_CLOSED and an unknown id
+  with NOT_FOUND. Needs RESPOND on the action.
+  """
+  respondToSession(actionId: UUID!, id: String!, interruptId: String!, response: SessionResponseInput!): ActionSessionInput
+}
+
+"An answer to an interrupt: exactly one of approval and hold."
+input SessionResponseInput {
+  approval: ApprovalResponseInput
+  hold: HoldResponseInput
+}
+
+input ApprovalResponseInput {
+  decision: ApprovalDecision!
+  "Why; shown to the agent (a denial's reason is what it is told). At most 1000 bytes."
+  reason: String
+  """
+  Replaces the call's input (APPROVE only; a JSON object). The tool
+  reference's fixed input still applies over it; the tool's inputSchema is
+  checked when the call runs, and a mismatch is reported to the agent.
+  """
+  input: JSON
+}
+
+enum ApprovalDecision {
+  "Run the call."
+  APPROVE
+  "Do not run it; the agent is told it was denied, with the reason."
+  DENY
+}
+
+input HoldResponseInput {
+  decision: HoldDecision!
+  "Shown to the agent with the inputs it runs again (RETRY). At most 1 KiB."
+  note: String
+}
+
+enum HoldDecision {
+  "Run the held turn's inputs again in a new turn, followed by this answer (H3)."
+  RETRY
+  "Go on without the held turn's inputs: no model call, the session is OPEN again (H4)."
+  SKIP
+}
+
+enum InterruptStatus {
+  "Waiting for an answer."
+  PENDING
+  "Answered through respondToSession."
+  ANSWERED
+  "No longer awaited: the session closed, or a later turn went on without it."
+  CLOSED
+}
+
+"A gated tool call a turn paused before (P1, P2)."
+type ApprovalRequest {
+  "Answer it with respondToSession(interruptId: ...). Stable while it waits."
+  interruptId: String!
+  "The tool's name as the agent calls it."
+  tool: String!
+  "The tool action version the call would run."
+  toolAction: ActionVersion
+  toolVersion: Int!
+  "The call's effective input (the reference's fixed input applied)."
+  input: JSON!
+  "The execution that first paused before the call."
+  executionId: UUID!
+  execution: Execution
+  status: InterruptStatus!
+  response: InterruptResponse
+}
+
+"A turn held after the model refused or left it unfinished (H1, H2)."
+type Hold {
+  "Answer it with respondToSession(interruptId: ..., response: { hold: ... })."
+  interruptId: String!
+  cause: HoldCause!
+  "The provider's refusal category, when it gave one."
+  category: String
+  "The provider's explanation of a refusal, when it gave one."
+  explanation: String
+  "The held turn."
+  turn: Int!
+  status: InterruptStatus!
+  response: InterruptResponse
+}
+
+enum HoldCause {
+  "The model declined to continue (agent_refused)."
+  REFUSED
+  "No outcome after the turn's retries (agent_unfinished)."
+  UNFINISHED
+}
+
+"How an interrupt was answered."
+type InterruptResponse {
+  "APPROVE, DENY, RETRY or SKIP."
+  decision: String!
+  reason: String
+  note: String
+  "The replacement input of an approval, if any."
+  input: JSON
+  "The principal that answered."
+  responder: String!
+  at: Time!
+  "The COMMAND input that carries the answer."
+  command: ActionSessionInput
 }
 
 "A committed tool call."
@@ -2171,7 +2538,7 @@ type TurnsDefinition {
 
 input ActionInput {
   name: String!
-  "Handler kind: agent.echo, starlark or http."
+  "Handler kind: agent.echo, agent, starlark or http."
   kind: String!
   config: JSON
   "The action's code, for kinds that run code (starlark): at most 256 KiB."
@@ -2309,6 +2676,10 @@ type ActionSession {
   turn(number: Int!): ActionSessionTurn
   "Inputs in delivery order, optionally of one status. first: 1-500, default 100."
   inputs(first: Int, after: String, status: InputStatus): ActionSessionInputConnection!
+  "Approval requests of the session, oldest first, optionally of one status (PENDING: what it waits on)."
+  approvals(status: InterruptStatus): [ApprovalRequest!]!
+  "Holds of the session, oldest first, optionally of one status."
+  holds(status: InterruptStatus): [Hold!]!
 }
 
 type ActionSessionConnection {
@@ -2453,6 +2824,14 @@ type ExecutionConnection {
 
 type Invocation {
   output: JSON
+  """
+  The gated calls the session was left waiting on when this execution
+  ended WAITING (P1); a request still waiting is listed again, with the same
+  interruptId and executionId, by each later execution that ends WAITING (P2).
+  """
+  approvals: [ApprovalRequest!]!
+  "For a held turn's execution: what to answer (H2)."
+  hold: Hold
   "Entries in order. first: 1-500, default 100."
   transcript(first: Int, after: String): TranscriptConnection!
 }
@@ -2630,6 +3009,10 @@ func (ec *executionContext) childFields_ActionSession(ctx context.Context, field
 		return ec.fieldContext_ActionSession_turn(ctx, field)
 	case "inputs":
 		return ec.fieldContext_ActionSession_inputs(ctx, field)
+	case "approvals":
+		return ec.fieldContext_ActionSession_approvals(ctx, field)
+	case "holds":
+		return ec.fieldContext_ActionSession_holds(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionSession", field.Name)
 }
@@ -2742,6 +3125,8 @@ func (ec *executionContext) childFields_ActionsMutation(ctx context.Context, fie
 		return ec.fieldContext_ActionsMutation_closeSession(ctx, field)
 	case "callTool":
 		return ec.fieldContext_ActionsMutation_callTool(ctx, field)
+	case "respondToSession":
+		return ec.fieldContext_ActionsMutation_respondToSession(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionsMutation", field.Name)
 }
@@ -2754,6 +3139,30 @@ func (ec *executionContext) childFields_ActionsQuery(ctx context.Context, field 
 		return ec.fieldContext_ActionsQuery_actions(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionsQuery", field.Name)
+}
+
+func (ec *executionContext) childFields_ApprovalRequest(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "interruptId":
+		return ec.fieldContext_ApprovalRequest_interruptId(ctx, field)
+	case "tool":
+		return ec.fieldContext_ApprovalRequest_tool(ctx, field)
+	case "toolAction":
+		return ec.fieldContext_ApprovalRequest_toolAction(ctx, field)
+	case "toolVersion":
+		return ec.fieldContext_ApprovalRequest_toolVersion(ctx, field)
+	case "input":
+		return ec.fieldContext_ApprovalRequest_input(ctx, field)
+	case "executionId":
+		return ec.fieldContext_ApprovalRequest_executionId(ctx, field)
+	case "execution":
+		return ec.fieldContext_ApprovalRequest_execution(ctx, field)
+	case "status":
+		return ec.fieldContext_ApprovalRequest_status(ctx, field)
+	case "response":
+		return ec.fieldContext_ApprovalRequest_response(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ApprovalRequest", field.Name)
 }
 
 func (ec *executionContext) childFields_AuthMutation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2856,6 +3265,26 @@ func (ec *executionContext) childFields_ExecutionConnection(ctx context.Context,
 	return nil, fmt.Errorf("no field named %q was found under type ExecutionConnection", field.Name)
 }
 
+func (ec *executionContext) childFields_Hold(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "interruptId":
+		return ec.fieldContext_Hold_interruptId(ctx, field)
+	case "cause":
+		return ec.fieldContext_Hold_cause(ctx, field)
+	case "category":
+		return ec.fieldContext_Hold_category(ctx, field)
+	case "explanation":
+		return ec.fieldContext_Hold_explanation(ctx, field)
+	case "turn":
+		return ec.fieldContext_Hold_turn(ctx, field)
+	case "status":
+		return ec.fieldContext_Hold_status(ctx, field)
+	case "response":
+		return ec.fieldContext_Hold_response(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Hold", field.Name)
+}
+
 func (ec *executionContext) childFields_IntakeRecord(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -2888,10 +3317,34 @@ func (ec *executionContext) childFields_IntakeRecordConnection(ctx context.Conte
 	return nil, fmt.Errorf("no field named %q was found under type IntakeRecordConnection", field.Name)
 }
 
+func (ec *executionContext) childFields_InterruptResponse(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "decision":
+		return ec.fieldContext_InterruptResponse_decision(ctx, field)
+	case "reason":
+		return ec.fieldContext_InterruptResponse_reason(ctx, field)
+	case "note":
+		return ec.fieldContext_InterruptResponse_note(ctx, field)
+	case "input":
+		return ec.fieldContext_InterruptResponse_input(ctx, field)
+	case "responder":
+		return ec.fieldContext_InterruptResponse_responder(ctx, field)
+	case "at":
+		return ec.fieldContext_InterruptResponse_at(ctx, field)
+	case "command":
+		return ec.fieldContext_InterruptResponse_command(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type InterruptResponse", field.Name)
+}
+
 func (ec *executionContext) childFields_Invocation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "output":
 		return ec.fieldContext_Invocation_output(ctx, field)
+	case "approvals":
+		return ec.fieldContext_Invocation_approvals(ctx, field)
+	case "hold":
+		return ec.fieldContext_Invocation_hold(ctx, field)
 	case "transcript":
 		return ec.fieldContext_Invocation_transcript(ctx, field)
 	}
@@ -3268,6 +3721,34 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 
 // region    ***************************** args.gotpl *****************************
 
+func (ec *executionContext) field_ActionSession_approvals_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "status",
+		func(ctx context.Context, v any) (*model.InterruptStatus, error) {
+			return ec.unmarshalOInterruptStatus2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptStatus(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["status"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionSession_holds_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "status",
+		func(ctx context.Context, v any) (*model.InterruptStatus, error) {
+			return ec.unmarshalOInterruptStatus2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptStatus(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["status"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_ActionSession_inputs_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3485,6 +3966,44 @@ func (ec *executionContext) field_ActionsMutation_createAction_args(ctx context.
 		return nil, err
 	}
 	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_respondToSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "interruptId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["interruptId"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "response",
+		func(ctx context.Context, v any) (session.Response, error) {
+			return ec.unmarshalNSessionResponseInput2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐResponse(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["response"] = arg3
 	return args, nil
 }
 
@@ -4988,6 +5507,94 @@ func (ec *executionContext) fieldContext_ActionSession_inputs(ctx context.Contex
 	return fc, nil
 }
 
+func (ec *executionContext) _ActionSession_approvals(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSession_approvals(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionSession().Approvals(ctx, obj, fc.Args["status"].(*model.InterruptStatus))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []session.Interrupt) graphql.Marshaler {
+			return ec.marshalNApprovalRequest2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterruptᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSession_approvals(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionSession",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ApprovalRequest(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionSession_approvals_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionSession_holds(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSession_holds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionSession().Holds(ctx, obj, fc.Args["status"].(*model.InterruptStatus))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []session.Interrupt) graphql.Marshaler {
+			return ec.marshalNHold2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterruptᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSession_holds(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionSession",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Hold(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionSession_holds_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ActionSessionConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.ActionSessionConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6015,6 +6622,50 @@ func (ec *executionContext) fieldContext_ActionsMutation_callTool(ctx context.Co
 	return fc, nil
 }
 
+func (ec *executionContext) _ActionsMutation_respondToSession(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_respondToSession(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsMutation().RespondToSession(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["id"].(string), fc.Args["interruptId"].(string), fc.Args["response"].(session.Response))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Input) graphql.Marshaler {
+			return ec.marshalOActionSessionInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInput(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_respondToSession(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSessionInput(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_respondToSession_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ActionsQuery_action(ctx context.Context, field graphql.CollectedField, obj *model.ActionsQuery) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6099,6 +6750,240 @@ func (ec *executionContext) fieldContext_ActionsQuery_actions(ctx context.Contex
 	if fc.Args, err = ec.field_ActionsQuery_actions_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ApprovalRequest_interruptId(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalRequest_interruptId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ApprovalRequest().InterruptID(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalRequest_interruptId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalRequest", field, true, true, "String")
+}
+
+func (ec *executionContext) _ApprovalRequest_tool(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalRequest_tool(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ApprovalRequest().Tool(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalRequest_tool(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalRequest", field, true, true, "String")
+}
+
+func (ec *executionContext) _ApprovalRequest_toolAction(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalRequest_toolAction(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ApprovalRequest().ToolAction(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *action.Version) graphql.Marshaler {
+			return ec.marshalOActionVersion2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐVersion(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalRequest_toolAction(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ApprovalRequest",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionVersion(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ApprovalRequest_toolVersion(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalRequest_toolVersion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ApprovalRequest().ToolVersion(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalRequest_toolVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalRequest", field, true, true, "Int")
+}
+
+func (ec *executionContext) _ApprovalRequest_input(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalRequest_input(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ApprovalRequest().Input(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v jsonvalue.Value) graphql.Marshaler {
+			return ec.marshalNJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalRequest_input(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalRequest", field, true, true, "JSON")
+}
+
+func (ec *executionContext) _ApprovalRequest_executionId(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalRequest_executionId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExecutionID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalRequest_executionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalRequest", field, false, false, "UUID")
+}
+
+func (ec *executionContext) _ApprovalRequest_execution(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalRequest_execution(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ApprovalRequest().Execution(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *turns.Execution) graphql.Marshaler {
+			return ec.marshalOExecution2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐExecution(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalRequest_execution(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ApprovalRequest",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Execution(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ApprovalRequest_status(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalRequest_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ApprovalRequest().Status(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.InterruptStatus) graphql.Marshaler {
+			return ec.marshalNInterruptStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalRequest_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalRequest", field, true, true, "InterruptStatus")
+}
+
+func (ec *executionContext) _ApprovalRequest_response(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalRequest_response(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ApprovalRequest().Response(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.InterruptResponse) graphql.Marshaler {
+			return ec.marshalOInterruptResponse2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptResponse(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalRequest_response(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ApprovalRequest",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InterruptResponse(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -6914,6 +7799,176 @@ func (ec *executionContext) fieldContext_ExecutionConnection_pageInfo(_ context.
 	return fc, nil
 }
 
+func (ec *executionContext) _Hold_interruptId(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Hold_interruptId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Hold().InterruptID(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Hold_interruptId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Hold", field, true, true, "String")
+}
+
+func (ec *executionContext) _Hold_cause(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Hold_cause(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Hold().Cause(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.HoldCause) graphql.Marshaler {
+			return ec.marshalNHoldCause2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐHoldCause(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Hold_cause(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Hold", field, true, true, "HoldCause")
+}
+
+func (ec *executionContext) _Hold_category(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Hold_category(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Category, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Hold_category(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Hold", field, false, false, "String")
+}
+
+func (ec *executionContext) _Hold_explanation(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Hold_explanation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Explanation, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Hold_explanation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Hold", field, false, false, "String")
+}
+
+func (ec *executionContext) _Hold_turn(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Hold_turn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Turn, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Hold_turn(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Hold", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Hold_status(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Hold_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Hold().Status(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.InterruptStatus) graphql.Marshaler {
+			return ec.marshalNInterruptStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Hold_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Hold", field, true, true, "InterruptStatus")
+}
+
+func (ec *executionContext) _Hold_response(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Hold_response(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Hold().Response(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.InterruptResponse) graphql.Marshaler {
+			return ec.marshalOInterruptResponse2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptResponse(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Hold_response(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Hold",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InterruptResponse(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _IntakeRecord_id(ctx context.Context, field graphql.CollectedField, obj *session.IntakeRecord) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7171,6 +8226,176 @@ func (ec *executionContext) fieldContext_IntakeRecordConnection_pageInfo(_ conte
 	return fc, nil
 }
 
+func (ec *executionContext) _InterruptResponse_decision(ctx context.Context, field graphql.CollectedField, obj *model.InterruptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InterruptResponse_decision(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Decision, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InterruptResponse_decision(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InterruptResponse", field, false, false, "String")
+}
+
+func (ec *executionContext) _InterruptResponse_reason(ctx context.Context, field graphql.CollectedField, obj *model.InterruptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InterruptResponse_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InterruptResponse_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InterruptResponse", field, false, false, "String")
+}
+
+func (ec *executionContext) _InterruptResponse_note(ctx context.Context, field graphql.CollectedField, obj *model.InterruptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InterruptResponse_note(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Note, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InterruptResponse_note(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InterruptResponse", field, false, false, "String")
+}
+
+func (ec *executionContext) _InterruptResponse_input(ctx context.Context, field graphql.CollectedField, obj *model.InterruptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InterruptResponse_input(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Input, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v jsonvalue.Value) graphql.Marshaler {
+			return ec.marshalOJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InterruptResponse_input(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InterruptResponse", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _InterruptResponse_responder(ctx context.Context, field graphql.CollectedField, obj *model.InterruptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InterruptResponse_responder(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Responder, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InterruptResponse_responder(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InterruptResponse", field, false, false, "String")
+}
+
+func (ec *executionContext) _InterruptResponse_at(ctx context.Context, field graphql.CollectedField, obj *model.InterruptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InterruptResponse_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InterruptResponse_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InterruptResponse", field, false, false, "Time")
+}
+
+func (ec *executionContext) _InterruptResponse_command(ctx context.Context, field graphql.CollectedField, obj *model.InterruptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InterruptResponse_command(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Command, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Input) graphql.Marshaler {
+			return ec.marshalOActionSessionInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInput(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InterruptResponse_command(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InterruptResponse",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSessionInput(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Invocation_output(ctx context.Context, field graphql.CollectedField, obj *model.Invocation) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7192,6 +8417,70 @@ func (ec *executionContext) _Invocation_output(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_Invocation_output(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Invocation", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _Invocation_approvals(ctx context.Context, field graphql.CollectedField, obj *model.Invocation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invocation_approvals(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Invocation().Approvals(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []session.Interrupt) graphql.Marshaler {
+			return ec.marshalNApprovalRequest2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterruptᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invocation_approvals(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Invocation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ApprovalRequest(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Invocation_hold(ctx context.Context, field graphql.CollectedField, obj *model.Invocation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invocation_hold(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Invocation().Hold(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Interrupt) graphql.Marshaler {
+			return ec.marshalOHold2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterrupt(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Invocation_hold(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Invocation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Hold(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Invocation_transcript(ctx context.Context, field graphql.CollectedField, obj *model.Invocation) (ret graphql.Marshaler) {
@@ -10414,6 +11703,111 @@ func UnmarshalActionInput(ctx context.Context, raw any) (action.Definition, erro
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputApprovalResponseInput(ctx context.Context, obj any) (session.ApprovalResponse, error) {
+	var it session.ApprovalResponse
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"decision", "reason", "input"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "decision":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("decision"))
+			data, err := ec.unmarshalNApprovalDecision2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Decision = data
+		case "reason":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("reason"))
+			data, err := ec.unmarshalOString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Reason = data
+		case "input":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("input"))
+			data, err := ec.unmarshalOJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Input = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalApprovalResponseInput unmarshals raw into the ApprovalResponseInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalApprovalResponseInput(ctx context.Context, raw any) (session.ApprovalResponse, error) {
+	var out session.ApprovalResponse
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ApprovalResponseInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputHoldResponseInput(ctx context.Context, obj any) (session.HoldResponse, error) {
+	var it session.HoldResponse
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"decision", "note"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "decision":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("decision"))
+			data, err := ec.unmarshalNHoldDecision2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Decision = data
+		case "note":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("note"))
+			data, err := ec.unmarshalOString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Note = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalHoldResponseInput unmarshals raw into the HoldResponseInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalHoldResponseInput(ctx context.Context, raw any) (session.HoldResponse, error) {
+	var out session.HoldResponse
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "HoldResponseInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputPolicyInput(ctx context.Context, obj any) (model.PolicyInput, error) {
 	var it model.PolicyInput
 	if obj == nil {
@@ -10635,6 +12029,55 @@ func (ec *executionContext) unmarshalInputSessionInput(ctx context.Context, obj 
 func UnmarshalSessionInput(ctx context.Context, raw any) (action.SessionDef, error) {
 	var out action.SessionDef
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "SessionInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputSessionResponseInput(ctx context.Context, obj any) (session.Response, error) {
+	var it session.Response
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"approval", "hold"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "approval":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("approval"))
+			data, err := ec.unmarshalOApprovalResponseInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐApprovalResponse(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Approval = data
+		case "hold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("hold"))
+			data, err := ec.unmarshalOHoldResponseInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐHoldResponse(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Hold = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalSessionResponseInput unmarshals raw into the SessionResponseInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalSessionResponseInput(ctx context.Context, raw any) (session.Response, error) {
+	var out session.Response
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "SessionResponseInput", raw, &out)
 	return out, err
 }
 
@@ -11276,6 +12719,18 @@ func (ec *executionContext) _ActionSession(ctx context.Context, sel ast.Selectio
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._ActionSession_inputs(ctx, field, obj)
 				})
+		case "approvals":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionSession_approvals(ctx, field, obj)
+				})
+		case "holds":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionSession_holds(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -11657,6 +13112,11 @@ func (ec *executionContext) _ActionsMutation(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "respondToSession":
+			out.Values[i] = ec._ActionsMutation_respondToSession(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -11696,6 +13156,87 @@ func (ec *executionContext) _ActionsQuery(ctx context.Context, sel ast.Selection
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._ActionsQuery_actions(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var approvalRequestImplementors = []string{"ApprovalRequest"}
+
+func (ec *executionContext) _ApprovalRequest(ctx context.Context, sel ast.SelectionSet, obj *session.Interrupt) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, approvalRequestImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ApprovalRequest")
+		case "interruptId":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ApprovalRequest_interruptId(ctx, field, obj)
+				})
+		case "tool":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ApprovalRequest_tool(ctx, field, obj)
+				})
+		case "toolAction":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ApprovalRequest_toolAction(ctx, field, obj)
+				})
+		case "toolVersion":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ApprovalRequest_toolVersion(ctx, field, obj)
+				})
+		case "input":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ApprovalRequest_input(ctx, field, obj)
+				})
+		case "executionId":
+			out.Values[i] = ec._ApprovalRequest_executionId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "execution":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ApprovalRequest_execution(ctx, field, obj)
+				})
+		case "status":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ApprovalRequest_status(ctx, field, obj)
+				})
+		case "response":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ApprovalRequest_response(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -12064,6 +13605,73 @@ func (ec *executionContext) _ExecutionConnection(ctx context.Context, sel ast.Se
 	return out
 }
 
+var holdImplementors = []string{"Hold"}
+
+func (ec *executionContext) _Hold(ctx context.Context, sel ast.SelectionSet, obj *session.Interrupt) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, holdImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Hold")
+		case "interruptId":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Hold_interruptId(ctx, field, obj)
+				})
+		case "cause":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Hold_cause(ctx, field, obj)
+				})
+		case "category":
+			out.Values[i] = ec._Hold_category(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "explanation":
+			out.Values[i] = ec._Hold_explanation(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "turn":
+			out.Values[i] = ec._Hold_turn(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "status":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Hold_status(ctx, field, obj)
+				})
+		case "response":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Hold_response(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var intakeRecordImplementors = []string{"IntakeRecord"}
 
 func (ec *executionContext) _IntakeRecord(ctx context.Context, sel ast.SelectionSet, obj *session.IntakeRecord) graphql.Marshaler {
@@ -12172,6 +13780,69 @@ func (ec *executionContext) _IntakeRecordConnection(ctx context.Context, sel ast
 	return out
 }
 
+var interruptResponseImplementors = []string{"InterruptResponse"}
+
+func (ec *executionContext) _InterruptResponse(ctx context.Context, sel ast.SelectionSet, obj *model.InterruptResponse) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, interruptResponseImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("InterruptResponse")
+		case "decision":
+			out.Values[i] = ec._InterruptResponse_decision(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reason":
+			out.Values[i] = ec._InterruptResponse_reason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "note":
+			out.Values[i] = ec._InterruptResponse_note(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "input":
+			out.Values[i] = ec._InterruptResponse_input(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "responder":
+			out.Values[i] = ec._InterruptResponse_responder(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._InterruptResponse_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "command":
+			out.Values[i] = ec._InterruptResponse_command(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var invocationImplementors = []string{"Invocation"}
 
 func (ec *executionContext) _Invocation(ctx context.Context, sel ast.SelectionSet, obj *model.Invocation) graphql.Marshaler {
@@ -12188,6 +13859,18 @@ func (ec *executionContext) _Invocation(ctx context.Context, sel ast.SelectionSe
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "approvals":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Invocation_approvals(ctx, field, obj)
+				})
+		case "hold":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Invocation_hold(ctx, field, obj)
+				})
 		case "transcript":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -13797,6 +15480,40 @@ func (ec *executionContext) marshalNActionsQuery2ᚖgithubᚗcomᚋactionsledger
 	return ec._ActionsQuery(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNApprovalDecision2string(ctx context.Context, v any) (string, error) {
+	res, err := graphql.UnmarshalString(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNApprovalDecision2string(ctx context.Context, sel ast.SelectionSet, v string) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "ApprovalDecision!")
+	}
+	return res
+}
+
+func (ec *executionContext) marshalNApprovalRequest2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterrupt(ctx context.Context, sel ast.SelectionSet, v session.Interrupt) graphql.Marshaler {
+	return ec._ApprovalRequest(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNApprovalRequest2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterruptᚄ(ctx context.Context, sel ast.SelectionSet, v []session.Interrupt) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNApprovalRequest2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterrupt(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNAuthMutation2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐAuthMutation(ctx context.Context, sel ast.SelectionSet, v *model.AuthMutation) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "AuthMutation!")
@@ -13909,6 +15626,50 @@ func (ec *executionContext) marshalNExecutionStatus2githubᚗcomᚋactionsledger
 	return v
 }
 
+func (ec *executionContext) marshalNHold2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterrupt(ctx context.Context, sel ast.SelectionSet, v session.Interrupt) graphql.Marshaler {
+	return ec._Hold(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNHold2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterruptᚄ(ctx context.Context, sel ast.SelectionSet, v []session.Interrupt) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNHold2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterrupt(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNHoldCause2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐHoldCause(ctx context.Context, v any) (model.HoldCause, error) {
+	var res model.HoldCause
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNHoldCause2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐHoldCause(ctx context.Context, sel ast.SelectionSet, v model.HoldCause) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNHoldDecision2string(ctx context.Context, v any) (string, error) {
+	res, err := graphql.UnmarshalString(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNHoldDecision2string(ctx context.Context, sel ast.SelectionSet, v string) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "HoldDecision!")
+	}
+	return res
+}
+
 func (ec *executionContext) unmarshalNID2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalID(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -13997,6 +15758,16 @@ func (ec *executionContext) marshalNIntakeRecordConnection2ᚖgithubᚗcomᚋact
 		return graphql.Null
 	}
 	return ec._IntakeRecordConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNInterruptStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptStatus(ctx context.Context, v any) (model.InterruptStatus, error) {
+	var res model.InterruptStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNInterruptStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptStatus(ctx context.Context, sel ast.SelectionSet, v model.InterruptStatus) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNInvocation2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInvocation(ctx context.Context, sel ast.SelectionSet, v *model.Invocation) graphql.Marshaler {
@@ -14160,6 +15931,11 @@ func (ec *executionContext) marshalNScheduleEntry2githubᚗcomᚋactionsledger�
 
 func (ec *executionContext) unmarshalNScheduleEntryInput2githubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐScheduleEntry(ctx context.Context, v any) (action.ScheduleEntry, error) {
 	res, err := ec.unmarshalInputScheduleEntryInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNSessionResponseInput2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐResponse(ctx context.Context, v any) (session.Response, error) {
+	res, err := ec.unmarshalInputSessionResponseInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -14496,6 +16272,13 @@ func (ec *executionContext) marshalOActionSession2ᚖgithubᚗcomᚋactionsledge
 	return ec._ActionSession(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalOActionSessionInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInput(ctx context.Context, sel ast.SelectionSet, v *session.Input) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ActionSessionInput(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalOActionSessionTurn2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐTurn(ctx context.Context, sel ast.SelectionSet, v *turns.Turn) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -14508,6 +16291,14 @@ func (ec *executionContext) marshalOActionVersion2ᚖgithubᚗcomᚋactionsledge
 		return graphql.Null
 	}
 	return ec._ActionVersion(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOApprovalResponseInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐApprovalResponse(ctx context.Context, v any) (*session.ApprovalResponse, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputApprovalResponseInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {
@@ -14561,6 +16352,21 @@ func (ec *executionContext) marshalOExecution2ᚖgithubᚗcomᚋactionsledgerᚋ
 	return ec._Execution(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalOHold2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterrupt(ctx context.Context, sel ast.SelectionSet, v *session.Interrupt) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Hold(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOHoldResponseInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐHoldResponse(ctx context.Context, v any) (*session.HoldResponse, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputHoldResponseInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalOInputStatus2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInputStatus(ctx context.Context, v any) (*model.InputStatus, error) {
 	if v == nil {
 		return nil, nil
@@ -14593,6 +16399,29 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	_ = ctx
 	res := graphql.MarshalInt(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOInterruptResponse2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptResponse(ctx context.Context, sel ast.SelectionSet, v *model.InterruptResponse) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._InterruptResponse(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOInterruptStatus2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptStatus(ctx context.Context, v any) (*model.InterruptStatus, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.InterruptStatus)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOInterruptStatus2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptStatus(ctx context.Context, sel ast.SelectionSet, v *model.InterruptStatus) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx context.Context, v any) (jsonvalue.Value, error) {
@@ -14729,6 +16558,18 @@ func (ec *executionContext) marshalOStartRole2ᚖgithubᚗcomᚋactionsledgerᚋ
 		return graphql.Null
 	}
 	return ec._StartRole(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOString2string(ctx context.Context, v any) (string, error) {
+	res, err := graphql.UnmarshalString(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOString2string(ctx context.Context, sel ast.SelectionSet, v string) graphql.Marshaler {
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalString(v)
+	return res
 }
 
 func (ec *executionContext) unmarshalOString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {

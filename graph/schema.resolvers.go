@@ -171,6 +171,18 @@ func (r *actionSessionResolver) Inputs(ctx context.Context, obj *session.Session
 	return &model.ActionSessionInputConnection{Nodes: list, PageInfo: info}, nil
 }
 
+// Approvals is the resolver for the approvals field.
+func (r *actionSessionResolver) Approvals(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error) {
+
+	return r.interrupts(ctx, obj, session.InterruptApproval, status)
+}
+
+// Holds is the resolver for the holds field.
+func (r *actionSessionResolver) Holds(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error) {
+
+	return r.interrupts(ctx, obj, session.InterruptHold, status)
+}
+
 // Kind is the resolver for the kind field.
 func (r *actionSessionInputResolver) Kind(ctx context.Context, obj *session.Input) (model.InputKind, error) {
 	return model.InputKind(obj.Kind), nil
@@ -274,6 +286,13 @@ func (r *actionsMutationResolver) CallTool(ctx context.Context, obj *model.Actio
 	return res, nil
 }
 
+// RespondToSession is the resolver for the respondToSession field.
+func (r *actionsMutationResolver) RespondToSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, interruptID string, response session.Response) (*session.Input, error) {
+
+	p, _ := auth.From(ctx)
+	return r.SessionStore.Respond(ctx, actionID, id, interruptID, response, p.ID)
+}
+
 // Action is the resolver for the action field.
 func (r *actionsQueryResolver) Action(ctx context.Context, obj *model.ActionsQuery, id uuid.UUID) (*action.Action, error) {
 	return r.ActionStore.Get(ctx, id)
@@ -292,6 +311,70 @@ func (r *actionsQueryResolver) Actions(ctx context.Context, obj *model.ActionsQu
 		return nil, err
 	}
 	return &model.ActionConnection{Nodes: list, PageInfo: info}, nil
+}
+
+// InterruptID is the resolver for the interruptId field.
+func (r *approvalRequestResolver) InterruptID(ctx context.Context, obj *session.Interrupt) (string, error) {
+
+	return obj.ID.String(), nil
+}
+
+// Tool is the resolver for the tool field.
+func (r *approvalRequestResolver) Tool(ctx context.Context, obj *session.Interrupt) (string, error) {
+
+	if obj.ToolName == nil {
+		return "", nil
+	}
+	return *obj.ToolName, nil
+}
+
+// ToolAction is the resolver for the toolAction field.
+func (r *approvalRequestResolver) ToolAction(ctx context.Context, obj *session.Interrupt) (*action.Version, error) {
+
+	if obj.ToolActionID == nil || obj.ToolVersion == nil {
+		return nil, nil
+	}
+	v, err := r.ActionStore.Version(ctx, *obj.ToolActionID, *obj.ToolVersion)
+	if err != nil {
+		return nil, nil // the tool action's version is gone or unreadable: null
+	}
+	return &v, nil
+}
+
+// ToolVersion is the resolver for the toolVersion field.
+func (r *approvalRequestResolver) ToolVersion(ctx context.Context, obj *session.Interrupt) (int, error) {
+
+	if obj.ToolVersion == nil {
+		return 0, nil
+	}
+	return *obj.ToolVersion, nil
+}
+
+// Input is the resolver for the input field.
+func (r *approvalRequestResolver) Input(ctx context.Context, obj *session.Interrupt) (jsonvalue.Value, error) {
+
+	if len(obj.Input) == 0 {
+		return jsonvalue.Value("{}"), nil
+	}
+	return obj.Input, nil
+}
+
+// Execution is the resolver for the execution field.
+func (r *approvalRequestResolver) Execution(ctx context.Context, obj *session.Interrupt) (*turns.Execution, error) {
+
+	return r.TurnStore.Execution(ctx, obj.ExecutionID)
+}
+
+// Status is the resolver for the status field.
+func (r *approvalRequestResolver) Status(ctx context.Context, obj *session.Interrupt) (model.InterruptStatus, error) {
+
+	return model.InterruptStatus(obj.Status), nil
+}
+
+// Response is the resolver for the response field.
+func (r *approvalRequestResolver) Response(ctx context.Context, obj *session.Interrupt) (*model.InterruptResponse, error) {
+
+	return r.Resolver.interruptResponse(ctx, obj)
 }
 
 // CreateToken is the resolver for the createToken field.
@@ -375,7 +458,7 @@ func (r *executionResolver) Session(ctx context.Context, obj *turns.Execution) (
 
 // Invocation is the resolver for the invocation field.
 func (r *executionResolver) Invocation(ctx context.Context, obj *turns.Execution) (*model.Invocation, error) {
-	return &model.Invocation{ExecutionID: obj.ID, Output: obj.Output}, nil
+	return &model.Invocation{ExecutionID: obj.ID, Output: obj.Output, Approvals: obj.Approvals, HoldID: obj.HoldID}, nil
 }
 
 // Children is the resolver for the children field.
@@ -393,6 +476,33 @@ func (r *executionResolver) Children(ctx context.Context, obj *turns.Execution, 
 	return &model.ExecutionConnection{Nodes: list, PageInfo: info}, nil
 }
 
+// InterruptID is the resolver for the interruptId field.
+func (r *holdResolver) InterruptID(ctx context.Context, obj *session.Interrupt) (string, error) {
+
+	return obj.ID.String(), nil
+}
+
+// Cause is the resolver for the cause field.
+func (r *holdResolver) Cause(ctx context.Context, obj *session.Interrupt) (model.HoldCause, error) {
+
+	if obj.Cause == nil {
+		return model.HoldCauseUnfinished, nil
+	}
+	return model.HoldCause(*obj.Cause), nil
+}
+
+// Status is the resolver for the status field.
+func (r *holdResolver) Status(ctx context.Context, obj *session.Interrupt) (model.InterruptStatus, error) {
+
+	return model.InterruptStatus(obj.Status), nil
+}
+
+// Response is the resolver for the response field.
+func (r *holdResolver) Response(ctx context.Context, obj *session.Interrupt) (*model.InterruptResponse, error) {
+
+	return r.Resolver.interruptResponse(ctx, obj)
+}
+
 // ID is the resolver for the id field.
 func (r *intakeRecordResolver) ID(ctx context.Context, obj *session.IntakeRecord) (string, error) {
 	return strconv.FormatInt(obj.ID, 10), nil
@@ -405,6 +515,33 @@ func (r *intakeRecordResolver) Event(ctx context.Context, obj *session.IntakeRec
 		err = fmt.Errorf("event %s of an intake record is missing", obj.EventID)
 	}
 	return ev, err
+}
+
+// Approvals is the resolver for the approvals field.
+func (r *invocationResolver) Approvals(ctx context.Context, obj *model.Invocation) ([]session.Interrupt, error) {
+
+	list, err := r.SessionStore.InterruptsByID(ctx, obj.Approvals)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]session.Interrupt, len(list))
+	for i, in := range list {
+		out[i] = *in
+	}
+	return out, nil
+}
+
+// Hold is the resolver for the hold field.
+func (r *invocationResolver) Hold(ctx context.Context, obj *model.Invocation) (*session.Interrupt, error) {
+
+	if obj.HoldID == nil {
+		return nil, nil
+	}
+	list, err := r.SessionStore.InterruptsByID(ctx, []uuid.UUID{*obj.HoldID})
+	if err != nil || len(list) == 0 {
+		return nil, err
+	}
+	return list[0], nil
 }
 
 // Transcript is the resolver for the transcript field.
@@ -562,6 +699,9 @@ func (r *Resolver) ActionsMutation() ActionsMutationResolver { return &actionsMu
 // ActionsQuery returns ActionsQueryResolver implementation.
 func (r *Resolver) ActionsQuery() ActionsQueryResolver { return &actionsQueryResolver{r} }
 
+// ApprovalRequest returns ApprovalRequestResolver implementation.
+func (r *Resolver) ApprovalRequest() ApprovalRequestResolver { return &approvalRequestResolver{r} }
+
 // AuthMutation returns AuthMutationResolver implementation.
 func (r *Resolver) AuthMutation() AuthMutationResolver { return &authMutationResolver{r} }
 
@@ -573,6 +713,9 @@ func (r *Resolver) Event() EventResolver { return &eventResolver{r} }
 
 // Execution returns ExecutionResolver implementation.
 func (r *Resolver) Execution() ExecutionResolver { return &executionResolver{r} }
+
+// Hold returns HoldResolver implementation.
+func (r *Resolver) Hold() HoldResolver { return &holdResolver{r} }
 
 // IntakeRecord returns IntakeRecordResolver implementation.
 func (r *Resolver) IntakeRecord() IntakeRecordResolver { return &intakeRecordResolver{r} }
@@ -611,10 +754,12 @@ type (
 	actionVersionResolver      struct{ *Resolver }
 	actionsMutationResolver    struct{ *Resolver }
 	actionsQueryResolver       struct{ *Resolver }
+	approvalRequestResolver    struct{ *Resolver }
 	authMutationResolver       struct{ *Resolver }
 	authQueryResolver          struct{ *Resolver }
 	eventResolver              struct{ *Resolver }
 	executionResolver          struct{ *Resolver }
+	holdResolver               struct{ *Resolver }
 	intakeRecordResolver       struct{ *Resolver }
 	invocationResolver         struct{ *Resolver }
 	kVValueResolver            struct{ *Resolver }

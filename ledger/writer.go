@@ -26,6 +26,7 @@ type Writer struct {
 	now     func() time.Time
 	pending []NewEvent
 	calls   int
+	marks   int
 }
 
 // NewWriter returns a Writer whose transaction begins on pool when first
@@ -118,6 +119,42 @@ func (w *Writer) Put(ctx context.Context, ns, key string, value jsonvalue.Value)
 	}
 	w.pending = append(w.pending, ev)
 	return version, nil
+}
+
+// Mark is a point in the writer's transaction that RollbackTo returns to.
+type Mark struct {
+	name    string
+	pending int
+}
+
+// Mark sets a savepoint in the transaction (beginning it if needed) and
+// remembers the queued events, so a failed step (a tool call) can be undone
+// without abandoning the transaction.
+func (w *Writer) Mark(ctx context.Context) (Mark, error) {
+	tx, err := w.Tx(ctx)
+	if err != nil {
+		return Mark{}, err
+	}
+	w.marks++
+	m := Mark{name: fmt.Sprintf("mark_%d", w.marks), pending: len(w.pending)}
+	if _, err := tx.Exec(ctx, "SAVEPOINT "+m.name); err != nil {
+		return Mark{}, fmt.Errorf("ledger: savepoint: %w", err)
+	}
+	return m, nil
+}
+
+// RollbackTo undoes everything written and queued since m.
+func (w *Writer) RollbackTo(ctx context.Context, m Mark) error {
+	if w.tx == nil {
+		return fmt.Errorf("ledger: rollback to %s: no transaction", m.name)
+	}
+	if _, err := w.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+m.name); err != nil {
+		return fmt.Errorf("ledger: rollback to savepoint: %w", err)
+	}
+	if m.pending < len(w.pending) {
+		w.pending = w.pending[:m.pending]
+	}
+	return nil
 }
 
 // Append queues an event with no record.

@@ -19,6 +19,8 @@ import (
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/graph"
+	"github.com/actionsledger/actionsledger/handlers/agent"
+	"github.com/actionsledger/actionsledger/handlers/agent/provider"
 	"github.com/actionsledger/actionsledger/handlers/echo"
 	"github.com/actionsledger/actionsledger/handlers/httpkind"
 	"github.com/actionsledger/actionsledger/handlers/script"
@@ -50,6 +52,9 @@ type Config struct {
 	// AdminToken, when set, is a bearer token (at least MinAdminTokenLen
 	// characters) whose principal "admin" has ADMIN on `*`; for bootstrapping.
 	AdminToken string
+	// Providers are the model providers agents may name ("openai",
+	// "anthropic"); see provider.FromEnv.
+	Providers map[string]provider.Provider
 }
 
 // App is a running process's parts.
@@ -72,9 +77,12 @@ type App struct {
 }
 
 // Kinds returns the handler kinds this build offers; c is the service clock
-// (the http kind stamps its requests with it).
-func Kinds(c clock.Clock) *turns.Registry {
-	return turns.NewRegistry(echo.Kind(), script.Kind(), httpkind.Kind(c))
+// (the http kind stamps its requests with it), providers the model
+// providers agents may name (scripted is always there) and tools resolves
+// agents' tool references.
+func Kinds(c clock.Clock, providers map[string]provider.Provider, tools agent.ToolDirectory) *turns.Registry {
+	return turns.NewRegistry(echo.Kind(), script.Kind(), httpkind.Kind(c),
+		agent.Kind(agent.Options{Providers: providers, Tools: tools, Now: c.Now}))
 }
 
 // New migrates the database and builds the parts (nothing runs yet).
@@ -114,9 +122,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		pool.Close()
 		return nil, fmt.Errorf("database: %w", err)
 	}
-	a := &App{Pool: pool, Clock: cfg.Clock, Kinds: Kinds(cfg.Clock), cfg: cfg, log: log}
+	dir := &toolDirectory{}
+	a := &App{Pool: pool, Clock: cfg.Clock, Kinds: Kinds(cfg.Clock, cfg.Providers, dir), cfg: cfg, log: log}
 	a.Ledger = ledger.NewStore(pool, a.Clock)
 	a.Actions = action.NewStore(pool, a.Clock, a.Kinds.Check)
+	dir.actions = a.Actions
 	a.Sessions = session.NewStore(pool, a.Clock)
 	a.Turns = turns.NewStore(pool)
 	a.Dispatcher = session.NewDispatcher(pool, a.Actions, a.Clock, log)

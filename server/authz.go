@@ -87,6 +87,8 @@ var fieldRules = map[string]rule{
 	"ActionsMutation.setActionStatus": actionArg(auth.Write, "id"),
 	"ActionsMutation.closeSession":    actionArg(auth.Close, "actionId"),
 	"ActionsMutation.callTool":        actionArg(auth.Write, "actionId"),
+	// P5, H5: answering needs RESPOND on the action's record.
+	"ActionsMutation.respondToSession": actionArg(auth.Respond, "actionId"),
 
 	"AuthQuery.principals":     fixed(auth.Admin, auth.All),
 	"AuthMutation.createToken": fixed(auth.Admin, auth.All),
@@ -153,6 +155,10 @@ func crossing(p auth.Principal, res any) (any, error) {
 		}
 	case *action.Action:
 		if v != nil && !readable(v.ID) {
+			return nil, auth.Forbidden()
+		}
+	case *action.Version: // an approval request's tool action
+		if v != nil && !readable(v.ActionID) {
 			return nil, auth.Forbidden()
 		}
 	case *model.ExecutionConnection:

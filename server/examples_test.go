@@ -20,7 +20,8 @@ func TestExamplesAreVerbatim(t *testing.T) {
 	if _, err := os.Stat(shared); errors.Is(err, fs.ErrNotExist) {
 		t.Skipf("%s is absent: cannot compare the seed examples", shared)
 	}
-	for _, name := range []string{"create_monitor.graphql", "session_query.graphql"} {
+	for _, name := range []string{"create_monitor.graphql", "session_query.graphql", "approve.graphql", "retry_held_turn.graphql",
+		"session_block_with_end_and_clock.graphql-fragment", "tool_with_session.graphql-fragment"} {
 		want, err := os.ReadFile(filepath.Join(shared, name))
 		require.NoError(t, err)
 		got, err := os.ReadFile(filepath.Join("testdata", name))

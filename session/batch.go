@@ -43,6 +43,18 @@ type diagEntry struct {
 	msg   string
 }
 
+// scope is an action version an event is matched against, and whether the
+// version covers the event (A2). A covering version's start triggers create
+// sessions and its triggers leave intake records (S5); a version that does
+// not cover the event is matched only for the open sessions pinned to it
+// (a session keeps the version it started with) and records nothing, so an
+// update never doubles an intake record. Either way a version's triggers
+// deliver only to sessions of that version.
+type scope struct {
+	*action.Compiled
+	covers bool
+}
+
 // target is a session an event is about to be delivered to (S6: once per
 // session, whatever number of triggers matched).
 type target struct {
@@ -77,7 +89,7 @@ func (b *batch) event(ctx context.Context, ev ledger.Event) error {
 }
 
 func (b *batch) action(ctx context.Context, ev ledger.Event, evVars *expr.Event, ar actionRefs) error {
-	a := ar.action
+	a := scope{ar.action, ar.covers}
 	var targets []*target
 	byID := map[string]*target{}
 	add := func(id string, t *action.CompiledTrigger, checked bool) {
@@ -143,6 +155,9 @@ func (b *batch) action(ctx context.Context, ev ledger.Event, evVars *expr.Event,
 			}
 			continue
 		}
+		if s.Version != a.Version {
+			continue // A2: an open session is resumed by its own version's triggers alone
+		}
 		input, err := s.Input.Decode()
 		if err != nil {
 			return err
@@ -181,7 +196,7 @@ func startsFirst(ts []*action.CompiledTrigger) []*action.CompiledTrigger {
 
 // missed records the intake record of a resume that named a session that
 // is missing (s nil) or closed.
-func (b *batch) missed(ctx context.Context, a *action.Compiled, t *action.CompiledTrigger, ev ledger.Event, id string, s *Session) error {
+func (b *batch) missed(ctx context.Context, a scope, t *action.CompiledTrigger, ev ledger.Event, id string, s *Session) error {
 	if s == nil {
 		return b.intake(ctx, a, t, ev, &id, ReasonSessionNotFound, "no session with this id")
 	}
@@ -190,7 +205,7 @@ func (b *batch) missed(ctx context.Context, a *action.Compiled, t *action.Compil
 
 // predicate evaluates a trigger's predicate; an evaluation error is a
 // non-match recorded as a diagnostic.
-func (b *batch) predicate(ctx context.Context, a *action.Compiled, t *action.CompiledTrigger, p *expr.Program, ev ledger.Event, vars expr.Vars) bool {
+func (b *batch) predicate(ctx context.Context, a scope, t *action.CompiledTrigger, p *expr.Program, ev ledger.Event, vars expr.Vars) bool {
 	v, err := p.Eval(ctx, vars)
 	if err == nil {
 		if ok, isBool := v.(bool); isBool {
@@ -218,7 +233,12 @@ func (b *batch) predicate(ctx context.Context, a *action.Compiled, t *action.Com
 // it is open with the same input": the event that creates a session is its
 // origin, from which its input comes, and is not also one of its inputs; a
 // later start event for the open session with the same input is delivered.
-func (b *batch) start(ctx context.Context, a *action.Compiled, t *action.CompiledTrigger, ev ledger.Event, vars expr.Vars) (id string, created, ok bool, err error) {
+//
+// A2: only a version that covers the event creates sessions. The start
+// triggers of an older version still deliver to the open sessions pinned to
+// it, and a start naming an open session of another version is left to that
+// session's own triggers: it neither delivers nor records anything.
+func (b *batch) start(ctx context.Context, a scope, t *action.CompiledTrigger, ev ledger.Event, vars expr.Vars) (id string, created, ok bool, err error) {
 	mapped, err := t.Start.Eval(ctx, vars)
 	if err != nil {
 		return "", false, false, b.intake(ctx, a, t, ev, nil, ReasonMappingFailed, err.Error())
@@ -243,6 +263,9 @@ func (b *batch) start(ctx context.Context, a *action.Compiled, t *action.Compile
 	if err != nil {
 		return "", false, false, b.intake(ctx, a, t, ev, nil, ReasonIDFailed, err.Error())
 	}
+	if !a.covers {
+		return b.startPinned(ctx, a, t, id, raw, input, ev)
+	}
 	// E1: the end is computed when the session starts; an end that cannot
 	// be computed fails the start.
 	endsAt, err := evalEnd(ctx, a.Session, input, ev.CommitTime)
@@ -264,11 +287,34 @@ func (b *batch) start(ctx context.Context, a *action.Compiled, t *action.Compile
 		return "", false, false, err
 	}
 	switch {
+	case s == nil:
+		return "", false, false, fmt.Errorf("create session %q: conflict with no row", id)
 	case s.Status.Final():
 		return "", false, false, b.intake(ctx, a, t, ev, &id, ReasonSessionClosed, "a closed session never starts again; it is "+string(s.Status))
+	case s.Version != a.Version:
+		return "", false, false, nil // A2: open at another version, whose triggers decide
 	case !jsonvalue.Equal(s.Input, raw):
 		return "", false, false, b.intake(ctx, a, t, ev, &id, ReasonInputConflict, "the open session has a different input")
 	}
+	return b.startExisting(ctx, a, t, s, input, ev)
+}
+
+// startPinned delivers a start event matched by a version that does not
+// cover it to the open session of that version it names, when its input is
+// the same (S2, A2); anything else is no business of this version.
+func (b *batch) startPinned(ctx context.Context, a scope, t *action.CompiledTrigger, id string, raw jsonvalue.Value, input any, ev ledger.Event) (string, bool, bool, error) {
+	s, err := b.lock(ctx, a, id)
+	if err != nil || s == nil || s.Status.Final() || s.Version != a.Version || !jsonvalue.Equal(s.Input, raw) {
+		return "", false, false, err
+	}
+	return b.startExisting(ctx, a, t, s, input, ev)
+}
+
+// startExisting handles a start event for the open session s with the same
+// input, which it will be delivered to: an earlier commit time moves the
+// session's start (S3), and a session with no origin takes this one.
+func (b *batch) startExisting(ctx context.Context, a scope, t *action.CompiledTrigger, s *Session, input any, ev ledger.Event) (string, bool, bool, error) {
+	id := s.ID
 	if ev.CommitTime.Before(s.StartedAt) {
 		// S3: the session's origin is its earliest-committed start event
 		// delivered, and startedAt its commit time (never moved later); the
@@ -312,8 +358,11 @@ func (b *batch) startTimer(ctx context.Context, cs *action.CompiledSession, sid 
 	return setTimer(ctx, b.tx, sid, due)
 }
 
-// lock reads and row-locks the session addressed by a and id, or returns nil.
-func (b *batch) lock(ctx context.Context, a *action.Compiled, id string) (*Session, error) {
+// lock reads and row-locks the session addressed by a and id, whatever its
+// version, or returns nil. Callers compare Session.Version with a's (A2): a
+// closed session of any version still makes a covering version's intake
+// record (S5), an open one of another version is left to its own triggers.
+func (b *batch) lock(ctx context.Context, a scope, id string) (*Session, error) {
 	s, err := scanSession(b.tx.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE action_id = $1 AND id = $2 FOR UPDATE`, a.ActionID, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -325,10 +374,14 @@ func (b *batch) lock(ctx context.Context, a *action.Compiled, id string) (*Sessi
 }
 
 // deliver appends the event as an EVENT input of the session, once (S6),
-// in one statement that also finds the session and takes the next place in
-// its delivery order. A session that is missing or closed gets nothing, and
-// each unchecked resume trigger that named it leaves an intake record.
-func (b *batch) deliver(ctx context.Context, a *action.Compiled, tg *target, ev ledger.Event) error {
+// in one statement that also finds the session, checks it is pinned to a's
+// version (A2) and takes the next place in its delivery order. Whether the
+// input starts a turn (T3) and its window (T4) are therefore those of the
+// session's own version. A session that is missing, closed or of another
+// version gets nothing; when a covers the event and the session is missing
+// or closed, each unchecked resume trigger that named it leaves an intake
+// record (S5).
+func (b *batch) deliver(ctx context.Context, a scope, tg *target, ev ledger.Event) error {
 	starts := a.Session.StartsTurn(tg.triggers)
 	// T4: an input that finds the session idle (no turn running or due)
 	// starts its turn after the window; after the session's end nothing
@@ -339,14 +392,14 @@ func (b *batch) deliver(ctx context.Context, a *action.Compiled, tg *target, ev 
 			UPDATE sessions SET input_count = input_count + 1, updated_at = $3,
 			       next_turn_at = CASE WHEN $4 THEN coalesce(next_turn_at,
 			           CASE WHEN ends_at <= $3 THEN $3 ELSE $9::timestamptz END) ELSE next_turn_at END
-			 WHERE action_id = $1 AND id = $2 AND status IN ('OPEN', 'WAITING')
+			 WHERE action_id = $1 AND id = $2 AND version = $10 AND status IN ('OPEN', 'WAITING')
 			RETURNING sid, input_count, next_turn_at),
 		i AS (
 			INSERT INTO session_inputs (sid, seq, identity, kind, event_id, triggers, starts_turn, status, byte_size, delivered_at, order_key)
 			SELECT sid, input_count, $5, 'EVENT', $6, $7, $4, 'PENDING', $8, $3, lpad(input_count::text, 20, '0') FROM s
 			ON CONFLICT (sid, identity) DO NOTHING RETURNING sid)
 		SELECT i.sid, s.next_turn_at FROM i JOIN s ON s.sid = i.sid`,
-		a.ActionID, tg.id, b.now, starts, "event/"+ev.ID.String(), ev.ID, tg.triggers, len(ev.Data), windowEnd)
+		a.ActionID, tg.id, b.now, starts, "event/"+ev.ID.String(), ev.ID, tg.triggers, len(ev.Data), windowEnd, a.Version)
 	if err != nil {
 		return fmt.Errorf("deliver: %w", err)
 	}
@@ -372,15 +425,15 @@ func (b *batch) deliver(ctx context.Context, a *action.Compiled, tg *target, ev 
 		}
 		return nil
 	}
-	if len(tg.unchecked) == 0 {
-		return nil // already delivered (a replayed batch)
+	if len(tg.unchecked) == 0 || !a.covers {
+		return nil // already delivered (a replayed batch), or nothing to record
 	}
 	s, err := b.lock(ctx, a, tg.id)
 	if err != nil {
 		return err
 	}
 	if s != nil && !s.Status.Final() {
-		return nil
+		return nil // open at another version, whose triggers decide (A2)
 	}
 	for _, t := range tg.unchecked {
 		if err := b.missed(ctx, a, t, ev, tg.id, s); err != nil {
@@ -390,7 +443,13 @@ func (b *batch) deliver(ctx context.Context, a *action.Compiled, tg *target, ev 
 	return nil
 }
 
-func (b *batch) intake(ctx context.Context, a *action.Compiled, t *action.CompiledTrigger, ev ledger.Event, id *string, reason, msg string) error {
+// intake records an event that failed to start or resume (S5). Only the
+// version that covers the event records (A2): the triggers of an older
+// version, matched for its pinned sessions alone, record nothing.
+func (b *batch) intake(ctx context.Context, a scope, t *action.CompiledTrigger, ev ledger.Event, id *string, reason, msg string) error {
+	if !a.covers {
+		return nil
+	}
 	_, err := b.tx.Exec(ctx, `INSERT INTO intake_records (action_id, version, event_id, trigger, session_id, reason, message, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, a.ActionID, a.Version, ev.ID, t.Name, id, reason, truncate(msg, 2000), b.now)
 	if err != nil {

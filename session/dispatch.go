@@ -145,22 +145,25 @@ func buildIndex(active []*action.Compiled) *triggerIndex {
 	return ix
 }
 
-// candidates returns the triggers that may match ev, grouped by action in
-// trigger order. Triggers of versions whose positions do not cover the event
-// (created after it, replaced or disabled before it) are skipped (A2).
+// candidates returns the triggers that may match ev, grouped by action
+// version in trigger order (A2). A version whose positions cover the event
+// (Compiled.Covers) offers all its triggers as covering; an older version
+// still in the index for its open sessions offers its triggers for them
+// alone (Compiled.CoversPinned), covers false; any other is skipped
+// (created after the event, or its action disabled before it).
 func (ix *triggerIndex) candidates(ev ledger.Event) []actionRefs {
 	var out []actionRefs
 	at := map[*action.Compiled]int{}
 	add := func(rs []ref) {
 		for _, r := range rs {
-			if !r.action.Covers(ev.Position) {
+			if !r.action.CoversPinned(ev.Position) {
 				continue
 			}
 			i, ok := at[r.action]
 			if !ok {
 				i = len(out)
 				at[r.action] = i
-				out = append(out, actionRefs{action: r.action})
+				out = append(out, actionRefs{action: r.action, covers: r.action.Covers(ev.Position)})
 			}
 			out[i].triggers = append(out[i].triggers, r.trigger)
 		}
@@ -173,8 +176,12 @@ func (ix *triggerIndex) candidates(ev ledger.Event) []actionRefs {
 	return out
 }
 
+// actionRefs are one action version's candidate triggers for an event.
 type actionRefs struct {
-	action   *action.Compiled
+	action *action.Compiled
+	// covers: the version was current when the event committed (A2); else
+	// its triggers reach only the open sessions pinned to it.
+	covers   bool
 	triggers []*action.CompiledTrigger
 }
 

@@ -331,7 +331,8 @@ const MaxReasonLen = 1000
 
 // Close ends an open or waiting session by an operator (I3): status
 // CANCELLED with the reason, no further inputs (T8). A turn running at the
-// time finishes as CANCELLED without committing. Errors: fault.BadInput
+// time finishes as CANCELLED without committing. Pending approval requests
+// and holds end with it (H5): answering them fails with SESSION_CLOSED. Errors: fault.BadInput
 // (reason), fault.NotFound, fault.SessionClosed.
 func (st *Store) Close(ctx context.Context, actionID uuid.UUID, id, reason string) (*Session, error) {
 	if strings.TrimSpace(reason) == "" || len(reason) > MaxReasonLen || !utf8.ValidString(reason) || strings.IndexByte(reason, 0) >= 0 {
@@ -341,9 +342,19 @@ func (st *Store) Close(ctx context.Context, actionID uuid.UUID, id, reason strin
 		return nil, fault.New(fault.BadInput, "id", "a session id is 1-%d bytes", MaxIDLen)
 	}
 	now := st.clock.Now()
-	s, err := scanSession(st.pool.QueryRow(ctx, `UPDATE sessions SET status = 'CANCELLED', reason = $3, closed_at = $4,
-		updated_at = $4, next_turn_at = NULL
-		WHERE action_id = $1 AND id = $2 AND status IN ('OPEN', 'WAITING') RETURNING `+sessionColumns, actionID, id, reason, now))
+	var s *Session
+	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		var err error
+		s, err = scanSession(tx.QueryRow(ctx, `UPDATE sessions SET status = 'CANCELLED', reason = $3, closed_at = $4,
+			updated_at = $4, next_turn_at = NULL, resume = NULL
+			WHERE action_id = $1 AND id = $2 AND status IN ('OPEN', 'WAITING') RETURNING `+sessionColumns, actionID, id, reason, now))
+		if err != nil {
+			return err
+		}
+		// H5: closing ends what the session waited on instead of an answer.
+		_, err = tx.Exec(ctx, `UPDATE session_interrupts SET status = 'CLOSED' WHERE sid = $1 AND status = 'PENDING'`, s.SID)
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := st.Get(ctx, actionID, id)
 		if gerr != nil {

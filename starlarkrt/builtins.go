@@ -27,7 +27,7 @@ var predeclared = func() starlark.StringDict {
 		"math":      starmath.Module,
 		"ledger":    &starlarkstruct.Module{Name: "ledger", Members: starlark.StringDict{"get": starlark.NewBuiltin("ledger.get", ledgerGet), "put": starlark.NewBuiltin("ledger.put", ledgerPut)}},
 		"session":   starlark.NewBuiltin("session", sessionFn),
-		"call_tool": starlark.NewBuiltin("call_tool", callTool),
+		"call_tool": starlark.NewBuiltin("call_tool", callTool("action_id")),
 
 		// Guarded universal builtins.
 		"range":   starlark.NewBuiltin("range", rangeFn),
@@ -386,12 +386,20 @@ func sessionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	}), nil
 }
 
-func callTool(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+// callTool is call_tool(<param>, input): Host.CallTool with the first
+// argument (an action id for scripts, a tool name for snippets).
+func callTool(param string) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+	return func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		return callToolWith(thread, b, args, kwargs, param)
+	}
+}
+
+func callToolWith(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple, param string) (starlark.Value, error) {
 	var (
 		actionID string
 		input    starlark.Value
 	)
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "action_id", &actionID, "input", &input); err != nil {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, param, &actionID, "input", &input); err != nil {
 		return nil, err
 	}
 	st := stateOf(thread)

@@ -116,7 +116,23 @@ func (p *program) checkEntry(entry string) error {
 // against BenchmarkCallUncached), and a handler's source is fixed per
 // action version, so the cache turns compile-per-call into compile-once.
 func compile(filename, src string) (p *program, err error) {
-	key := cacheKey{filename: filename, sum: sha256.Sum256([]byte(src))}
+	return compileIn(fileDialect, filename, src)
+}
+
+// dialect is a flavour of Starlark: the file options and the predeclared
+// names the resolver accepts. Programs are cached per dialect.
+type dialect struct {
+	name          string
+	opts          *syntax.FileOptions
+	isPredeclared func(string) bool
+}
+
+// fileDialect is the dialect of actions' scripts (the package doc).
+var fileDialect = &dialect{name: "file", opts: fileOptions, isPredeclared: isPredeclared}
+
+// compileIn is compile for a dialect.
+func compileIn(d *dialect, filename, src string) (p *program, err error) {
+	key := cacheKey{dialect: d.name, filename: filename, sum: sha256.Sum256([]byte(src))}
 	if p := programs.get(key); p != nil {
 		return p, nil
 	}
@@ -125,7 +141,7 @@ func compile(filename, src string) (p *program, err error) {
 			p, err = nil, &compilePanic{value: r, stack: string(debug.Stack())}
 		}
 	}()
-	p, err = compileSource(filename, src)
+	p, err = compileSourceIn(d, filename, src)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +155,11 @@ func compile(filename, src string) (p *program, err error) {
 var fileOptions = &syntax.FileOptions{}
 
 func compileSource(filename, src string) (*program, error) {
-	f, err := fileOptions.Parse(filename, src, 0)
+	return compileSourceIn(fileDialect, filename, src)
+}
+
+func compileSourceIn(d *dialect, filename, src string) (*program, error) {
+	f, err := d.opts.Parse(filename, src, 0)
 	if err != nil {
 		var se syntax.Error
 		if errors.As(err, &se) {
@@ -155,7 +175,7 @@ func compileSource(filename, src string) (*program, error) {
 	if err := rewriteFile(f); err != nil {
 		return nil, err
 	}
-	prog, err := starlark.FileProgram(f, isPredeclared)
+	prog, err := starlark.FileProgram(f, d.isPredeclared)
 	if err != nil {
 		var el resolve.ErrorList
 		if errors.As(err, &el) && len(el) > 0 {
@@ -222,6 +242,7 @@ func selfReference(def *syntax.DefStmt) (syntax.Position, bool) {
 var programs = newProgramCache(128)
 
 type cacheKey struct {
+	dialect  string
 	filename string
 	sum      [sha256.Size]byte
 }

@@ -33,6 +33,15 @@
 // Host error fails the call: Starlark has no try/except, so the script
 // cannot catch it. print is accepted and discarded.
 //
+// # Snippets
+//
+// [RunSnippet] runs a snippet: code a model wrote (the agent kind's
+// run_code tool, SPEC P4) rather than an action's author. It may use if
+// and for at top level and reassign globals, returns its "result" global,
+// reaches tools by name through a [SnippetHost] instead of ledger, session
+// and tools by id, and has catch(fn, *args, **kwargs) for the host's
+// [CatchableError]s. Limits and conversions are a script's.
+//
 // # What it cannot do
 //
 // load statements are refused, and there is no file, network, process or

@@ -178,7 +178,23 @@ func Call(ctx context.Context, filename, src, entry string, event jsonvalue.Valu
 	if err != nil {
 		return nil, &ScriptError{Kind: KindError, Message: "event: " + err.Error(), Err: err}
 	}
+	return execute(ctx, filename, host, lim, func(thread *starlark.Thread) (starlark.Value, error) {
+		globals, err := p.prog.Init(thread, predeclared)
+		if err != nil {
+			return nil, err
+		}
+		fn, ok := globals[entry].(*starlark.Function)
+		if !ok || fn.NumParams() != 1 {
+			return nil, &ScriptError{Kind: KindError, Message: fmt.Sprintf("%s is not a function of one parameter", entry)}
+		}
+		return starlark.Call(thread, fn, starlark.Tuple{ev}, nil)
+	})
+}
 
+// execute runs body on a fresh thread under lim (its defaults already
+// applied) and returns body's value as JSON. body returns a *ScriptError as is, or an
+// interpreter error that execute classifies.
+func execute(ctx context.Context, filename string, host Host, lim Limits, body func(*starlark.Thread) (starlark.Value, error)) (jsonvalue.Value, error) {
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
 	st := &callState{ctx: ctx, host: host, lim: lim}
@@ -198,7 +214,7 @@ func Call(ctx context.Context, filename, src, entry string, event jsonvalue.Valu
 	defer stopAfter()
 
 	done := make(chan outcome, 1)
-	go func() { done <- st.run(thread, p, entry, ev) }()
+	go func() { done <- st.run(thread, body) }()
 	select {
 	case out := <-done:
 		return out.value, out.err
@@ -272,9 +288,9 @@ func (st *callState) abandon() {
 	st.mu.Unlock()
 }
 
-// run executes the program and the entry function on the script's own
-// goroutine; a Go panic anywhere below becomes a KindPanic error.
-func (st *callState) run(thread *starlark.Thread, p *program, entry string, ev starlark.Value) (out outcome) {
+// run executes body on the script's own goroutine; a Go panic anywhere
+// below becomes a KindPanic error.
+func (st *callState) run(thread *starlark.Thread, body func(*starlark.Thread) (starlark.Value, error)) (out outcome) {
 	defer func() {
 		if r := recover(); r != nil {
 			out = outcome{err: &ScriptError{
@@ -284,16 +300,11 @@ func (st *callState) run(thread *starlark.Thread, p *program, entry string, ev s
 			}}
 		}
 	}()
-	globals, err := p.prog.Init(thread, predeclared)
+	v, err := body(thread)
 	if err != nil {
-		return outcome{err: st.scriptError(err)}
-	}
-	fn, ok := globals[entry].(*starlark.Function)
-	if !ok || fn.NumParams() != 1 {
-		return outcome{err: &ScriptError{Kind: KindError, Message: fmt.Sprintf("%s is not a function of one parameter", entry)}}
-	}
-	v, err := starlark.Call(thread, fn, starlark.Tuple{ev}, nil)
-	if err != nil {
+		if se, ok := err.(*ScriptError); ok {
+			return outcome{err: se}
+		}
 		return outcome{err: st.scriptError(err)}
 	}
 	raw, err := encodeValue(v, st.lim.MaxOutput, "result")

@@ -169,7 +169,6 @@ func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 		return nil, keyErr
 	}
 	var sess *session.Session
-	var view *turns.SessionView
 	if key != nil {
 		sess, err = s.ensureSession(ctx, comp, key)
 		if err != nil {
@@ -180,6 +179,27 @@ func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 	if err != nil {
 		return nil, err
 	}
+	// A failed call leaves nothing behind in the caller's transaction: its
+	// execution row, its writes and its own calls are undone, so a caller
+	// that goes on (an agent told of the failure) commits none of it.
+	mark, err := w.Mark(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.run1(ctx, w, caller, depth, comp, h, sess, input)
+	if err != nil {
+		if rerr := w.RollbackTo(context.WithoutCancel(ctx), mark); rerr != nil {
+			return nil, errors.Join(err, rerr)
+		}
+		return nil, err
+	}
+	return res, nil
+}
+
+// run1 runs one call once its tool, session and handler are known.
+func (s *Service) run1(ctx context.Context, w *ledger.Writer, caller *uuid.UUID, depth int, comp *action.Compiled,
+	h turns.ToolHandler, sess *session.Session, input jsonvalue.Value) (*Result, error) {
+	var view *turns.SessionView
 	tx, err := w.Tx(ctx)
 	if err != nil {
 		return nil, err

@@ -176,6 +176,10 @@ type claim struct {
 	// exhausted: a re-claimed turn whose attempts are spent (the workers
 	// running it kept stopping); it fails without running again (T7).
 	exhausted bool
+	// resume: the continuation the turn starts from (P1, H3); retryOf: the
+	// held turn it retries (H3), 0 for none.
+	resume  jsonvalue.Value
+	retryOf int
 }
 
 // RunOnce claims one runnable session and runs its turn to the end. It
@@ -243,8 +247,12 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 		c = &claim{sess: sess, token: token}
 		// A RUNNING turn left by a worker that died is run again as it was.
 		var status string
-		err = tx.QueryRow(ctx, `SELECT status, execution_id, final, ends_at FROM session_turns WHERE sid = $1 AND number = $2`,
-			sid, sess.TurnCount).Scan(&status, &c.execID, &c.final, &c.endsAt)
+		var retryOf *int
+		err = tx.QueryRow(ctx, `SELECT status, execution_id, final, ends_at, resume, retry_of FROM session_turns WHERE sid = $1 AND number = $2`,
+			sid, sess.TurnCount).Scan(&status, &c.execID, &c.final, &c.endsAt, &c.resume, &retryOf)
+		if retryOf != nil {
+			c.retryOf = *retryOf
+		}
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("claim: last turn: %w", err)
 		}
@@ -288,12 +296,16 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 		if err != nil {
 			return err
 		}
+		if c.retryOf, c.resume, err = startsFrom(ctx, tx, sid, c.inputs); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO executions (id, action_id, version, sid, turn, status, attempts, started_at)
 			VALUES ($1, $2, $3, $4, $5, 'RUNNING', 1, $6)`, c.execID, sess.ActionID, sess.Version, sid, c.turn, now); err != nil {
 			return fmt.Errorf("claim: execution: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO session_turns (sid, number, status, execution_id, final, ends_at, started_at)
-			VALUES ($1, $2, 'RUNNING', $3, $4, $5, $6)`, sid, c.turn, c.execID, c.final, sess.EndsAt, now); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO session_turns (sid, number, status, execution_id, final, ends_at, started_at, resume, retry_of)
+			VALUES ($1, $2, 'RUNNING', $3, $4, $5, $6, $7, nullif($8, 0))`, sid, c.turn, c.execID, c.final, sess.EndsAt, now,
+			nullable(c.resume), c.retryOf); err != nil {
 			return fmt.Errorf("claim: turn: %w", err)
 		}
 		seqs := make([]int64, len(c.inputs))
@@ -394,6 +406,11 @@ func (e *Executor) run(ctx context.Context, c *claim) error {
 // first reaches the ledger or a tool): a failed attempt's writes roll back,
 // and the successful attempt's writer is returned so the turn commits in it.
 func (e *Executor) attempts(ctx, runCtx context.Context, c *claim, h Handler, req *Request) (out *Outcome, w *ledger.Writer, runErr error, stop bool, err error) {
+	maxAttempts := e.cfg.MaxAttempts
+	if p, ok := h.(AttemptsPolicy); ok && p.MaxAttempts() > 0 {
+		maxAttempts = p.MaxAttempts()
+	}
+	req.Attempts = maxAttempts
 	for first := true; ; first = false {
 		if !first { // the claim counted the first attempt
 			c.attempt++
@@ -424,7 +441,10 @@ func (e *Executor) attempts(ctx, runCtx context.Context, c *claim, h Handler, re
 			return out, w, nil, false, nil
 		}
 		w.Rollback(context.WithoutCancel(ctx))
-		if IsPermanent(runErr) || c.attempt >= e.cfg.MaxAttempts || runCtx.Err() != nil {
+		if hold := AsHold(runErr); hold != nil && hold.Cause == CauseRefused {
+			return out, nil, runErr, false, nil // H1: a refusal is not retried
+		}
+		if IsPermanent(runErr) || c.attempt >= maxAttempts || runCtx.Err() != nil {
 			return out, nil, runErr, false, nil
 		}
 		if e.sleep(runCtx, e.cfg.Backoff<<(c.attempt-1)) != nil {
@@ -470,29 +490,17 @@ func (e *Executor) heartbeat(ctx context.Context, c *claim, cancel context.Cance
 }
 
 func (e *Executor) request(ctx context.Context, c *claim, comp *action.Compiled) (*Request, error) {
-	ids := make([]uuid.UUID, 0, len(c.inputs))
-	for _, in := range c.inputs {
-		if in.EventID != nil {
-			ids = append(ids, *in.EventID)
-		}
-	}
-	events, err := ledger.EventsByID(ctx, e.pool, ids)
+	views, err := e.views(ctx, c.inputs)
 	if err != nil {
 		return nil, err
 	}
-	views := make([]InputView, len(c.inputs))
-	for i, in := range c.inputs {
-		v := InputView{Identity: in.Identity, Kind: in.Kind, Sequence: in.Seq, Triggers: in.Triggers}
-		if in.EventID != nil {
-			if ev, ok := events[*in.EventID]; ok {
-				v.Event = &EventView{ID: ev.ID, Type: ev.Type, Data: ev.Data, CommitTime: ev.CommitTime, Position: ev.Position}
-			}
-		}
-		views[i] = v
+	replayed, err := e.replayed(ctx, c)
+	if err != nil {
+		return nil, err
 	}
 	return &Request{
 		ActionID: c.sess.ActionID, Version: c.sess.Version, SessionID: c.sess.ID,
-		Input: c.sess.Input, State: c.sess.State, Inputs: views, Turn: c.turn,
+		Input: c.sess.Input, State: c.sess.State, Inputs: views, Turn: c.turn, Resume: c.resume, Replayed: replayed,
 		Final: c.final, EndsAt: c.endsAt, ExecutionID: c.execID, Spec: Spec{Config: comp.Def.Config, Source: comp.Def.Source},
 		Transcript: &Transcript{now: e.clock.Now},
 	}, nil
@@ -554,6 +562,9 @@ func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript [
 			}
 			return e.finish(ctx, tx, c, now, "CANCELLED", "CANCELLED", nil, "the session was closed while the turn ran")
 		}
+		if h := AsHold(runErr); h != nil {
+			return e.hold(ctx, tx, c, h, now)
+		}
 		if runErr != nil {
 			if err := session.DropTimer(ctx, tx, c.sess.SID); err != nil {
 				return err
@@ -572,12 +583,33 @@ func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript [
 		var reason *string
 		if out.Reason != "" {
 			reason = &out.Reason
+		} else if out.Status == string(session.Waiting) {
+			r := waitingReason(len(out.Approvals))
+			reason = &r
+		}
+		// P1, P2: the requests the session now waits on; any other it
+		// waited on is no longer awaited.
+		approvals, err := recordApprovals(ctx, tx, c, out.Approvals, now)
+		if err != nil {
+			return err
+		}
+		var resume jsonvalue.Value
+		if out.Status == string(session.Waiting) {
+			resume = out.Resume
+			if len(resume) == 0 {
+				resume = jsonvalue.Value("{}")
+			}
 		}
 		final := session.Status(out.Status).Final()
 		if _, err := tx.Exec(ctx, `UPDATE sessions SET state = $2, status = $3, reason = $4, updated_at = $5,
-			closed_at = CASE WHEN $6 THEN $5::timestamptz END, lease_owner = NULL, lease_expires_at = NULL WHERE sid = $1`,
-			c.sess.SID, nullable(out.State), out.Status, reason, now, final); err != nil {
+			closed_at = CASE WHEN $6 THEN $5::timestamptz END, lease_owner = NULL, lease_expires_at = NULL, resume = $7 WHERE sid = $1`,
+			c.sess.SID, nullable(out.State), out.Status, reason, now, final, nullable(resume)); err != nil {
 			return err
+		}
+		if len(approvals) > 0 {
+			if _, err := tx.Exec(ctx, `UPDATE executions SET approvals = $2 WHERE id = $1`, c.execID, approvals); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.Exec(ctx, `UPDATE session_inputs i SET status = 'CONSUMED', turn = $2 FROM turn_inputs t
 			WHERE t.sid = $1 AND t.turn = $2 AND i.sid = t.sid AND i.seq = t.seq`, c.sess.SID, c.turn); err != nil {

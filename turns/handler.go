@@ -52,6 +52,19 @@ type Request struct {
 	// Transcript collects the execution's transcript entries. It is reset
 	// before each attempt so a retry starts clean.
 	Transcript *Transcript `json:"-"`
+	// Resume is the continuation the handler left when a turn ended WAITING
+	// for approvals (Outcome.Resume, P1): set for the turn that takes the
+	// responses and for a retry of such a turn (H3); nil otherwise. Opaque
+	// to the executor.
+	Resume jsonvalue.Value `json:"resume,omitempty"`
+	// Replayed is set for a retry of a held turn (H3): the inputs the held
+	// turn took (and, when it was itself a retry, the inputs it ran again),
+	// oldest first. They are run again before Inputs, which then hold only
+	// the RETRY answer.
+	Replayed []InputView `json:"replayed,omitempty"`
+	// Attempts is how many attempts the turn gets (T7): the handler's own
+	// policy (AttemptsPolicy) or the executor's.
+	Attempts int `json:"-"`
 }
 
 // InputView is one input as a handler sees it.
@@ -61,6 +74,25 @@ type InputView struct {
 	Sequence int64      `json:"sequence"`
 	Triggers []string   `json:"triggers,omitempty"`
 	Event    *EventView `json:"event,omitempty"`
+	// Command is set for a COMMAND input: the answer to an interrupt (P5, H3).
+	Command *Command `json:"command,omitempty"`
+}
+
+// Command is a response to one of the session's interrupts, as
+// respondToSession recorded it (the input's action_session.responded event).
+type Command struct {
+	InterruptID string `json:"interrupt_id"`
+	// Kind is APPROVAL or HOLD.
+	Kind string `json:"kind"`
+	// Decision is APPROVE or DENY (approval), RETRY or SKIP (hold).
+	Decision string `json:"decision"`
+	// Reason is an approval's reason; Note a hold answer's note (<= 1 KiB).
+	Reason string `json:"reason,omitempty"`
+	Note   string `json:"note,omitempty"`
+	// Input replaces the gated call's input (approval, optional); the tool
+	// reference's fixed input still applies over it.
+	Input     jsonvalue.Value `json:"input,omitempty"`
+	Responder string          `json:"responder"`
 }
 
 // EventView is an input's event.
@@ -74,11 +106,92 @@ type EventView struct {
 
 // Outcome is what a turn reports (T5): the session's next state and status,
 // a reason (required for COMPLETED and FAILED) and the turn's output.
+//
+// Status WAITING is for a turn that pauses before gated tool calls (P1): it
+// lists every call the session now waits on in Approvals (at least one;
+// calls still waiting from an earlier pause keep their InterruptID and
+// ExecutionID, P2) and leaves its continuation in Resume, which the turn
+// taking the responses receives as Request.Resume.
 type Outcome struct {
-	State  jsonvalue.Value `json:"state"`
-	Status string          `json:"status"`
-	Reason string          `json:"reason,omitempty"`
-	Output jsonvalue.Value `json:"output"`
+	State     jsonvalue.Value `json:"state"`
+	Status    string          `json:"status"`
+	Reason    string          `json:"reason,omitempty"`
+	Output    jsonvalue.Value `json:"output"`
+	Approvals []Approval      `json:"approvals,omitempty"`
+	Resume    jsonvalue.Value `json:"resume,omitempty"`
+}
+
+// Approval is a gated tool call a turn paused before (P1).
+type Approval struct {
+	// InterruptID answers the request; stable while it waits (P2). Use
+	// InterruptIDFor to derive it from the execution and the call.
+	InterruptID uuid.UUID `json:"interrupt_id"`
+	// ExecutionID is the execution that first paused before the call.
+	ExecutionID  uuid.UUID `json:"execution_id"`
+	ToolActionID uuid.UUID `json:"tool_action_id"`
+	// ToolVersion is the tool action's version the call would run.
+	ToolVersion int    `json:"tool_version"`
+	ToolName    string `json:"tool_name"`
+	// Input is the call's effective input (fixed input applied).
+	Input jsonvalue.Value `json:"input"`
+	// CallID is the model's id for the call.
+	CallID string `json:"call_id"`
+}
+
+// InterruptIDFor derives a stable interrupt id for a call made by an
+// execution, so a retried attempt pausing before the same call names the
+// same interrupt.
+func InterruptIDFor(executionID uuid.UUID, callID string) uuid.UUID {
+	return uuid.NewSHA1(executionID, []byte(callID))
+}
+
+// Hold causes (H2).
+const (
+	CauseRefused    = "REFUSED"
+	CauseUnfinished = "UNFINISHED"
+)
+
+// HoldError is returned by a handler whose turn is to be held rather than
+// failed (H1): the model refused (Cause REFUSED, not retried) or the turn
+// ended without an outcome (Cause UNFINISHED, retried like any error, then
+// held). Nothing the attempt did commits; its transcript is kept.
+type HoldError struct {
+	Cause       string
+	Category    string // the provider's refusal category, if any
+	Explanation string // the provider's explanation, if any
+	Message     string
+}
+
+func (h *HoldError) Error() string {
+	if h.Cause == CauseRefused {
+		return "agent_refused: " + h.Message
+	}
+	return "agent_unfinished: " + h.Message
+}
+
+// Refused returns the HoldError for a provider refusal.
+func Refused(category, explanation, message string) error {
+	return &HoldError{Cause: CauseRefused, Category: category, Explanation: explanation, Message: message}
+}
+
+// Unfinished returns the HoldError for a turn that ended with no outcome.
+func Unfinished(message string) error {
+	return &HoldError{Cause: CauseUnfinished, Message: message}
+}
+
+// AsHold returns err's HoldError, or nil.
+func AsHold(err error) *HoldError {
+	var h *HoldError
+	if errors.As(err, &h) {
+		return h
+	}
+	return nil
+}
+
+// AttemptsPolicy is implemented by handlers with a retry policy of their
+// own: MaxAttempts is how many attempts a turn's execution gets (T7).
+type AttemptsPolicy interface {
+	MaxAttempts() int
 }
 
 // Transcript collects an execution's entries (kind + JSON data) in order.
@@ -88,6 +201,10 @@ type Transcript struct {
 	entries []Entry
 	now     func() time.Time
 }
+
+// NewTranscript returns an empty transcript whose entries are stamped by
+// now (for handlers' tests; the executor makes the real ones).
+func NewTranscript(now func() time.Time) *Transcript { return &Transcript{now: now} }
 
 // Entry is one transcript entry.
 type Entry struct {
@@ -296,12 +413,35 @@ func (o *Outcome) validate(final, ends bool) error {
 			return errors.New("the session has an end and this is not its final turn: a turn before the end may keep the session OPEN, not complete it")
 		}
 	case "WAITING":
-		return errors.New("status WAITING is reported only by a turn that waits for an approval")
+		if len(o.Approvals) == 0 {
+			return errors.New("status WAITING is reported only by a turn that waits for an approval: list the gated calls in approvals")
+		}
+		if final {
+			return errors.New("this is the session's final turn: it must report COMPLETED with a reason, not wait for an approval")
+		}
 	default:
 		return fmt.Errorf("status %q is not one of OPEN, COMPLETED, FAILED", o.Status)
 	}
 	if len(o.Reason) > 1000 {
 		return errors.New("reason is longer than 1000 bytes")
+	}
+	if len(o.Approvals) > 0 && o.Status != "WAITING" {
+		return errors.New("approvals are listed only by a turn that reports WAITING")
+	}
+	seen := map[uuid.UUID]bool{}
+	for i, a := range o.Approvals {
+		if a.InterruptID == uuid.Nil || a.ExecutionID == uuid.Nil || a.ToolActionID == uuid.Nil || a.ToolVersion < 1 || seen[a.InterruptID] {
+			return fmt.Errorf("approvals[%d] needs a distinct interrupt id, the execution that paused, the tool action and its version", i)
+		}
+		seen[a.InterruptID] = true
+		if err := jsonvalue.Check(a.Input, fmt.Sprintf("approvals[%d].input", i)); err != nil {
+			return err
+		}
+	}
+	if len(o.Resume) > 0 {
+		if err := jsonvalue.Check(o.Resume, "resume"); err != nil {
+			return err
+		}
 	}
 	for name, v := range map[string]jsonvalue.Value{"state": o.State, "output": o.Output} {
 		if len(v) == 0 {

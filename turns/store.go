@@ -43,6 +43,11 @@ type Execution struct {
 	Error      *string
 	StartedAt  time.Time
 	FinishedAt *time.Time
+	// Approvals are the interrupts the execution left its session waiting
+	// on when it ended WAITING (P1, P2), in order; HoldID is the hold of a
+	// held execution (H2).
+	Approvals []uuid.UUID
+	HoldID    *uuid.UUID
 }
 
 // Store reads turns, executions and transcripts.
@@ -90,11 +95,13 @@ func (s *Store) Turn(ctx context.Context, sid int64, number int) (*Turn, error) 
 	return &t, err
 }
 
-const executionColumns = `id, action_id, version, sid, turn, parent_id, status, attempts, input, output, error, started_at, finished_at`
+const executionColumns = `id, action_id, version, sid, turn, parent_id, status, attempts, input, output, error, started_at, finished_at,
+	approvals, hold_id`
 
 func scanExecution(r pgx.CollectableRow) (Execution, error) {
 	var x Execution
-	err := r.Scan(&x.ID, &x.ActionID, &x.Version, &x.SID, &x.Turn, &x.ParentID, &x.Status, &x.Attempts, &x.Input, &x.Output, &x.Error, &x.StartedAt, &x.FinishedAt)
+	err := r.Scan(&x.ID, &x.ActionID, &x.Version, &x.SID, &x.Turn, &x.ParentID, &x.Status, &x.Attempts, &x.Input, &x.Output, &x.Error, &x.StartedAt, &x.FinishedAt,
+		&x.Approvals, &x.HoldID)
 	x.StartedAt = x.StartedAt.UTC()
 	return x, err
 }

@@ -76,6 +76,26 @@ func (e *Executor) plan(ctx context.Context, tx pgx.Tx, sess *session.Session, c
 			return nil, nil
 		}
 	}
+	if !ended {
+		// P5, H3: an answer to an interrupt runs in a turn of its own; the
+		// other pending inputs wait for the turn after it (P3).
+		rows, err := tx.Query(ctx, `SELECT `+session.InputColumns+` FROM session_inputs
+			WHERE sid = $1 AND status = 'PENDING' AND kind = 'COMMAND' ORDER BY seq`, sess.SID)
+		if err != nil {
+			return nil, err
+		}
+		commands, err := pgx.CollectRows(rows, session.ScanInput)
+		if err != nil {
+			return nil, err
+		}
+		if len(commands) > 0 {
+			items := make([]item, len(commands))
+			for i := range commands {
+				items[i] = item{row: &commands[i], at: commands[i].DeliveredAt}
+			}
+			return &take{items: items}, nil
+		}
+	}
 	limit := action.DefaultMaxInputs
 	if cs.MaxInputs > 0 {
 		limit = cs.MaxInputs

@@ -100,4 +100,8 @@ func truncate(s string) string {
 type Invocation struct {
 	ExecutionID uuid.UUID
 	Output      jsonvalue.Value
+	// Approvals are the interrupts the execution left the session waiting
+	// on (P1, P2); HoldID the hold of a held execution (H2).
+	Approvals []uuid.UUID
+	HoldID    *uuid.UUID
 }

@@ -58,6 +58,21 @@ type IntakeRecordConnection struct {
 	PageInfo *PageInfo              `json:"pageInfo"`
 }
 
+// How an interrupt was answered.
+type InterruptResponse struct {
+	// APPROVE, DENY, RETRY or SKIP.
+	Decision string  `json:"decision"`
+	Reason   *string `json:"reason,omitempty"`
+	Note     *string `json:"note,omitempty"`
+	// The replacement input of an approval, if any.
+	Input jsonvalue.Value `json:"input,omitempty"`
+	// The principal that answered.
+	Responder string    `json:"responder"`
+	At        time.Time `json:"at"`
+	// The COMMAND input that carries the answer.
+	Command *session.Input `json:"command,omitempty"`
+}
+
 type KVValueConnection struct {
 	Nodes    []ledger.KVValue `json:"nodes"`
 	PageInfo *PageInfo        `json:"pageInfo"`
@@ -226,6 +241,63 @@ func (e ExecutionStatus) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+type HoldCause string
+
+const (
+	// The model declined to continue (agent_refused).
+	HoldCauseRefused HoldCause = "REFUSED"
+	// No outcome after the turn's retries (agent_unfinished).
+	HoldCauseUnfinished HoldCause = "UNFINISHED"
+)
+
+var AllHoldCause = []HoldCause{
+	HoldCauseRefused,
+	HoldCauseUnfinished,
+}
+
+func (e HoldCause) IsValid() bool {
+	switch e {
+	case HoldCauseRefused, HoldCauseUnfinished:
+		return true
+	}
+	return false
+}
+
+func (e HoldCause) String() string {
+	return string(e)
+}
+
+func (e *HoldCause) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = HoldCause(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid HoldCause", str)
+	}
+	return nil
+}
+
+func (e HoldCause) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *HoldCause) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e HoldCause) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type InputKind string
 
 const (
@@ -342,6 +414,66 @@ func (e *InputStatus) UnmarshalJSON(b []byte) error {
 }
 
 func (e InputStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type InterruptStatus string
+
+const (
+	// Waiting for an answer.
+	InterruptStatusPending InterruptStatus = "PENDING"
+	// Answered through respondToSession.
+	InterruptStatusAnswered InterruptStatus = "ANSWERED"
+	// No longer awaited: the session closed, or a later turn went on without it.
+	InterruptStatusClosed InterruptStatus = "CLOSED"
+)
+
+var AllInterruptStatus = []InterruptStatus{
+	InterruptStatusPending,
+	InterruptStatusAnswered,
+	InterruptStatusClosed,
+}
+
+func (e InterruptStatus) IsValid() bool {
+	switch e {
+	case InterruptStatusPending, InterruptStatusAnswered, InterruptStatusClosed:
+		return true
+	}
+	return false
+}
+
+func (e InterruptStatus) String() string {
+	return string(e)
+}
+
+func (e *InterruptStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = InterruptStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid InterruptStatus", str)
+	}
+	return nil
+}
+
+func (e InterruptStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *InterruptStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e InterruptStatus) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

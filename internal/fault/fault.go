@@ -45,6 +45,18 @@ const (
 	SessionInputConflict = "SESSION_INPUT_CONFLICT"
 	// CallFailed: a tool's code failed; the message says why.
 	CallFailed = "TOOL_CALL_FAILED"
+	// AlreadyAnswered: respondToSession on an interrupt that was answered
+	// before (P5, H5: each is answered once).
+	AlreadyAnswered = "ALREADY_ANSWERED"
+	// InterruptStale: respondToSession on an interrupt the session no longer
+	// waits on (a later turn went on without it).
+	InterruptStale = "INTERRUPT_STALE"
+	// SessionHeld: an approval answered while the session holds a turn;
+	// answer the hold first (H2).
+	SessionHeld = "SESSION_HELD"
+	// SkipNotAllowed: SKIP for a held turn that resumed from approval
+	// responses (H4): retry it or close the session.
+	SkipNotAllowed = "SKIP_NOT_ALLOWED"
 	// NotImplemented: the feature is recognised but not available in this build.
 	NotImplemented = "NOT_IMPLEMENTED"
 	// IntrospectionDisabled: the operation selects __schema or __type on a

@@ -1,0 +1,48 @@
+package graph
+
+import (
+	"context"
+
+	"github.com/actionsledger/actionsledger/graph/model"
+	"github.com/actionsledger/actionsledger/session"
+)
+
+// interrupts lists a session's interrupts of one kind (approval requests
+// or holds), optionally of one status.
+func (r *actionSessionResolver) interrupts(ctx context.Context, obj *session.Session, kind string, status *model.InterruptStatus) ([]session.Interrupt, error) {
+	var st *string
+	if status != nil {
+		s := string(*status)
+		st = &s
+	}
+	list, err := r.SessionStore.Interrupts(ctx, obj.SID, kind, st)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]session.Interrupt, len(list))
+	for i, in := range list {
+		out[i] = *in
+	}
+	return out, nil
+}
+
+// interruptResponse reads how an interrupt was answered; nil while it waits.
+func (r *Resolver) interruptResponse(ctx context.Context, in *session.Interrupt) (*model.InterruptResponse, error) {
+	a, err := session.ResponseOf(in)
+	if err != nil || a == nil {
+		return nil, err
+	}
+	out := &model.InterruptResponse{Decision: a.Decision, Input: a.Input, Responder: a.Responder, At: a.At}
+	if a.Reason != "" {
+		out.Reason = &a.Reason
+	}
+	if a.Note != "" {
+		out.Note = &a.Note
+	}
+	if a.CommandSeq != nil {
+		if out.Command, err = r.SessionStore.InputBySeq(ctx, in.SID, *a.CommandSeq); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

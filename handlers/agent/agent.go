@@ -1,0 +1,187 @@
+// Package agent is the "agent" handler kind: a model that works through a
+// session's turn by calling tools and ends it by reporting an outcome
+// (SPEC T5, E2, P1-P5, H1-H3).
+//
+// # Config
+//
+// An agent action's config is a JSON object (unknown keys are refused;
+// errors are fault.InvalidConfig naming the field, such as
+// config.tools[0].approval):
+//
+//	provider        "openai", "anthropic" (each only when the server has it
+//	                configured) or "scripted" (always); required
+//	model           the provider's model name; required unless scripted
+//	system          system prompt, at most 64 KiB
+//	tools           at most 32 references to tool actions:
+//	                {action: UUID, name?: the tool's name as the model sees
+//	                it (^[a-zA-Z0-9_-]{1,64}$), approval?: "REQUIRED" or
+//	                "NONE" (default), input?: fixed input, an object whose
+//	                top-level keys replace the model's}
+//	maxSteps        model calls per turn, 1-100, default 16
+//	maxTokens       output tokens per model call, default 1024
+//	maxTotalTokens  input plus output tokens per turn; once used up the turn
+//	                makes no more model calls and is unfinished; 0 (the
+//	                default) for no limit
+//	attempts        attempts per turn for errors and unfinished turns, 1-10,
+//	                default 3 (T7; the handler's turns.AttemptsPolicy)
+//	programmatic    offer the run_code tool (P4)
+//	script          the scripted provider's replies (see Scripted):
+//	                [{step?, when?, text?, toolCalls?: [{id?, name, input}],
+//	                refusal?: {category?, explanation?}, stop?: "end" |
+//	                "max_tokens"}]
+//
+// # A turn
+//
+// The model sees the session (id, input, state, turn number, whether the
+// turn is final and when the session ends) and the turn's inputs as one
+// user message, the tools of config.tools (resolved through the
+// ToolDirectory at each turn, so the model sees a tool's current
+// description and schema) and two built-ins: report_outcome {status,
+// reason, state}, whose status enum offers what the turn may report (E2:
+// only OPEN before a session's end, only COMPLETED in its final turn, any
+// of OPEN, COMPLETED and FAILED without an end), and run_code when
+// programmatic. The turn ends when the model calls report_outcome with a
+// valid outcome; a turn that ends without one (after one reminder), or
+// runs out of maxSteps or maxTotalTokens, is unfinished (H1), and a
+// refusal ends it as refused (H1).
+//
+// A tool call runs at once, with the reference's fixed input laid over
+// the model's, inside the turn's transaction (turns.Env.CallTool). A
+// tool's error (a *fault.Error) goes back to the model as an error
+// result; any other error fails the attempt. Results are cut at 32 KiB
+// (MaxResult). The calls of one model message are taken as parallel
+// calls: plain ones run in order while gated ones wait, and the model
+// gets all their results, in call order, together. report_outcome ends
+// the turn (calls after it in the message are ignored), except while
+// calls of the same message wait for approval: then it gets an error
+// result and the model reports once it has their results.
+//
+// # Approvals (P1-P5)
+//
+// A call of a reference with approval REQUIRED does not run: the turn ends
+// WAITING with the call among Outcome.Approvals and the conversation in
+// Outcome.Resume. The turn that takes the responses (COMMAND inputs of
+// kind APPROVAL) continues from there: an approved call runs (with the
+// response's replacement input, if any, and the fixed input over it), a
+// denied one is reported to the model as denied with the reason. While
+// calls of the paused message are unanswered the turn ends WAITING again,
+// listing them with their first InterruptID and ExecutionID (P2). In a
+// final turn a gated call cannot wait: the model gets an error result, and
+// requests left unanswered are reported as not answered. A retry of a held
+// approval-resumed turn (H3) runs the approved calls again and shows the
+// responder's note with their results. Resume is this package's own JSON
+// (the conversation, the paused message's known results and its waiting
+// calls); other inputs a resumed turn takes while it waits again are kept
+// there and shown to the model with the results.
+//
+// # Programmatic tool calling (P4)
+//
+// With programmatic, the model also has run_code {code}: a Starlark
+// snippet run by starlarkrt.RunSnippet, with call_tool(name, input) bound
+// to the agent's tools that need no approval (fixed input applied; each
+// call is recorded as a tool_call with via run_code) and catch(fn, ...)
+// for the errors it raises: a gated tool's ("call it directly"), an
+// unknown name's and a tool's own. Its global result is the tool result.
+//
+// # Transcript
+//
+// Entries, in order: input (the user message presenting the turn), then
+// per model call model_message, tool_call, tool_result, approval_request,
+// approval_response, note, refusal and outcome as they happen.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/actionsledger/actionsledger/handlers/agent/provider"
+	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/turns"
+)
+
+// KindName is the kind actions name.
+const KindName = "agent"
+
+// ToolInfo describes a tool action's current version.
+type ToolInfo struct {
+	ActionID    uuid.UUID
+	Version     int
+	Name        string
+	Description string
+	// InputSchema is the tool's JSON Schema; empty for {"type":"object"}.
+	InputSchema json.RawMessage
+}
+
+// ToolDirectory resolves tool references (the server implements it over
+// the action store). Errors: *fault.Error NotFound, NotATool or
+// ActionInactive for a reference that cannot be called; any other error
+// is taken as transient.
+type ToolDirectory interface {
+	Tool(ctx context.Context, actionID uuid.UUID) (*ToolInfo, error)
+}
+
+// Options configure the kind.
+type Options struct {
+	// Providers are the model providers by name ("openai", "anthropic"), as
+	// the server configured them. "scripted" is always available.
+	Providers map[string]provider.Provider
+	// Tools resolves config.tools; nil when the server offers none.
+	Tools ToolDirectory
+	// Now is the clock run_code's time.now() falls back to when a turn has
+	// no Env; optional (time.Now).
+	Now func() time.Time
+}
+
+// Kind returns the agent kind for a turns.Registry. New validates the
+// config (and refuses source); the kind serves no tool calls.
+func Kind(opts Options) turns.Kind {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return turns.Kind{Name: KindName, New: func(spec turns.Spec) (turns.Handler, error) {
+		if spec.Source != nil {
+			return nil, fault.New(fault.InvalidConfig, "source", "an agent runs no source")
+		}
+		cfg, err := parseConfig(json.RawMessage(spec.Config), func(name string) bool { return opts.Providers[name] != nil })
+		if err != nil {
+			return nil, err
+		}
+		p := opts.Providers[cfg.Provider]
+		if cfg.Provider == ProviderScripted {
+			p = NewScripted(cfg.Script)
+		}
+		return &handler{cfg: cfg, opts: opts, provider: p}, nil
+	}}
+}
+
+// handler runs turns of one agent action version.
+type handler struct {
+	cfg      *Config
+	opts     Options
+	provider provider.Provider
+}
+
+var _ turns.AttemptsPolicy = (*handler)(nil)
+
+// MaxAttempts is config.attempts (T7).
+func (h *handler) MaxAttempts() int { return h.cfg.Attempts }
+
+// Run runs one turn (see the package doc).
+func (h *handler) Run(ctx context.Context, req *turns.Request) (*turns.Outcome, error) {
+	var rec recorder = discard{}
+	if req.Transcript != nil {
+		rec = req.Transcript
+	}
+	return h.run(ctx, req, rec)
+}
+
+func (h *handler) run(ctx context.Context, req *turns.Request, rec recorder) (*turns.Outcome, error) {
+	l, err := h.newLoop(ctx, req, rec)
+	if err != nil {
+		return nil, err
+	}
+	return l.run(ctx)
+}

@@ -1,0 +1,414 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/ledger"
+)
+
+// Interrupt kinds and statuses (P1, H2).
+const (
+	InterruptApproval = "APPROVAL"
+	InterruptHold     = "HOLD"
+
+	InterruptPending  = "PENDING"
+	InterruptAnswered = "ANSWERED"
+	InterruptClosed   = "CLOSED"
+)
+
+// RespondedType is the type of the event that records an answer (P5, H5).
+const RespondedType = "action_session.responded"
+
+// MaxNoteLen is the longest note of a hold answer, in bytes (H3).
+const MaxNoteLen = 1024
+
+// Interrupt is something a WAITING session waits on: a gated tool call a
+// turn paused before (APPROVAL, P1) or a held turn (HOLD, H2).
+type Interrupt struct {
+	ID   uuid.UUID
+	SID  int64
+	Kind string
+	// Turn is the turn that first paused before the call (APPROVAL) or the
+	// held turn (HOLD); ExecutionID that turn's execution.
+	Turn        int
+	ExecutionID uuid.UUID
+	// APPROVAL: the tool action and version the call would run, its name,
+	// the model's call id and the effective input.
+	ToolActionID *uuid.UUID
+	ToolVersion  *int
+	ToolName     *string
+	CallID       *string
+	Input        jsonvalue.Value
+	// HOLD: REFUSED or UNFINISHED, with the provider's category and
+	// explanation of a refusal when it gave them.
+	Cause       *string
+	Category    *string
+	Explanation *string
+	// Status is PENDING, ANSWERED or CLOSED.
+	Status     string
+	Decision   *string
+	Response   jsonvalue.Value
+	Responder  *string
+	AnsweredAt *time.Time
+	// CommandSeq is the sequence of the COMMAND input the answer created.
+	CommandSeq *int64
+	CreatedAt  time.Time
+}
+
+const interruptColumns = `id, sid, kind, turn, execution_id, tool_action_id, tool_version, tool_name, call_id, input,
+	cause, category, explanation, status, decision, response, responder, answered_at, command_seq, created_at`
+
+func scanInterrupt(row pgx.CollectableRow) (*Interrupt, error) {
+	var in Interrupt
+	err := row.Scan(&in.ID, &in.SID, &in.Kind, &in.Turn, &in.ExecutionID, &in.ToolActionID, &in.ToolVersion, &in.ToolName,
+		&in.CallID, &in.Input, &in.Cause, &in.Category, &in.Explanation, &in.Status, &in.Decision, &in.Response,
+		&in.Responder, &in.AnsweredAt, &in.CommandSeq, &in.CreatedAt)
+	in.CreatedAt = in.CreatedAt.UTC()
+	if in.AnsweredAt != nil {
+		t := in.AnsweredAt.UTC()
+		in.AnsweredAt = &t
+	}
+	return &in, err
+}
+
+// InterruptsByID reads interrupts by id, in the order of ids (missing ones
+// are left out).
+func InterruptsByID(ctx context.Context, q ledger.Querier, ids []uuid.UUID) ([]*Interrupt, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := q.Query(ctx, `SELECT `+interruptColumns+` FROM session_interrupts i
+		JOIN unnest($1::uuid[]) WITH ORDINALITY AS x(id, n) USING (id) ORDER BY x.n`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("session: interrupts: %w", err)
+	}
+	return pgx.CollectRows(rows, scanInterrupt)
+}
+
+// Interrupts lists a session's interrupts, oldest first, optionally of one
+// status.
+func Interrupts(ctx context.Context, q ledger.Querier, sid int64, status *string) ([]*Interrupt, error) {
+	rows, err := q.Query(ctx, `SELECT `+interruptColumns+` FROM session_interrupts
+		WHERE sid = $1 AND ($2::text IS NULL OR status = $2) ORDER BY created_at, turn, id`, sid, status)
+	if err != nil {
+		return nil, fmt.Errorf("session: interrupts: %w", err)
+	}
+	return pgx.CollectRows(rows, scanInterrupt)
+}
+
+// Response answers one interrupt: exactly one of Approval and Hold.
+type Response struct {
+	Approval *ApprovalResponse
+	Hold     *HoldResponse
+}
+
+// ApprovalResponse answers a gated call (P5). Decision is APPROVE or DENY;
+// Input, when set, replaces the call's input (the tool reference's fixed
+// input still applies over it); it is not allowed with DENY.
+type ApprovalResponse struct {
+	Decision string
+	Reason   string
+	Input    jsonvalue.Value
+}
+
+// HoldResponse answers a held turn (H3, H4). Decision is RETRY or SKIP;
+// Note (at most MaxNoteLen bytes) is shown to the agent with a retry.
+type HoldResponse struct {
+	Decision string
+	Note     string
+}
+
+// responded is the data of an action_session.responded event; the COMMAND
+// input's handler view (turns.Command) reads the same keys.
+type responded struct {
+	ActionID    uuid.UUID       `json:"action_id"`
+	SessionID   string          `json:"session_id"`
+	InterruptID uuid.UUID       `json:"interrupt_id"`
+	Kind        string          `json:"kind"`
+	Decision    string          `json:"decision"`
+	Reason      string          `json:"reason,omitempty"`
+	Note        string          `json:"note,omitempty"`
+	Input       jsonvalue.Value `json:"input,omitempty"`
+	Responder   string          `json:"responder"`
+}
+
+// Respond answers one of a session's interrupts for responder (the
+// authenticated principal, never client input) and returns the COMMAND
+// input it delivered (P5, H3-H5). In one transaction it appends an
+// action_session.responded event recording the decision, replacement input,
+// reason or note and responder, delivers it as a COMMAND input, marks the
+// interrupt ANSWERED and opens the session so a turn of its own takes the
+// answer. SKIP delivers the input already consumed and runs no turn: the
+// session goes on without the held turn's inputs.
+//
+// Errors: fault.BadInput (response, response.approval.*, response.hold.*),
+// fault.NotFound (actionId, id, interruptId), fault.SessionClosed (the
+// session is final; closing ends its interrupts), fault.AlreadyAnswered,
+// fault.InterruptStale, fault.SessionHeld, fault.SkipNotAllowed.
+func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptID string, resp Response, responder string) (*Input, error) {
+	data, err := checkResponse(resp)
+	if err != nil {
+		return nil, err
+	}
+	iid, perr := uuid.Parse(interruptID)
+	var out *Input
+	err = pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		now := st.clock.Now()
+		s, err := scanSession(tx.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE action_id = $1 AND id = $2 FOR UPDATE`, actionID, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return st.missing(ctx, tx, actionID)
+		}
+		if err != nil {
+			return fmt.Errorf("session: respond: %w", err)
+		}
+		if perr != nil {
+			return fault.New(fault.NotFound, "interruptId", "the session has no interrupt with this id")
+		}
+		rows, err := tx.Query(ctx, `SELECT `+interruptColumns+` FROM session_interrupts WHERE id = $1 AND sid = $2 FOR UPDATE`, iid, s.SID)
+		if err != nil {
+			return fmt.Errorf("session: respond: %w", err)
+		}
+		in, err := pgx.CollectExactlyOneRow(rows, scanInterrupt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fault.New(fault.NotFound, "interruptId", "the session has no interrupt with this id")
+		}
+		if err != nil {
+			return fmt.Errorf("session: respond: %w", err)
+		}
+		if s.Status.Final() {
+			return fault.New(fault.SessionClosed, "id", "the session is %s; its interrupts ended with it", s.Status)
+		}
+		switch in.Status {
+		case InterruptAnswered:
+			return fault.New(fault.AlreadyAnswered, "interruptId", "this interrupt was answered already (%s by %s)", deref(in.Decision), deref(in.Responder))
+		case InterruptClosed:
+			return fault.New(fault.InterruptStale, "interruptId", "the session no longer waits on this interrupt")
+		}
+		if err := checkKind(ctx, tx, s, in, resp); err != nil {
+			return err
+		}
+		data.ActionID, data.SessionID, data.InterruptID, data.Kind, data.Responder = actionID, s.ID, in.ID, in.Kind, responder
+		raw, err := json.Marshal(data)
+		if err != nil {
+			return err
+		}
+		// The event first: the input refers to it. Appending holds the
+		// ledger head until commit; the writes after it are few and short.
+		evs, err := ledger.Append(ctx, tx, now, ledger.NewEvent{ID: uuid.New(), Type: RespondedType, Data: raw})
+		if err != nil {
+			return err
+		}
+		skip := resp.Hold != nil && resp.Hold.Decision == "SKIP"
+		status := InputPending
+		if skip {
+			status = InputConsumed
+		}
+		var seq int64
+		if err := tx.QueryRow(ctx, `UPDATE sessions SET input_count = input_count + 1, status = 'OPEN', reason = NULL,
+				resume = CASE WHEN $3 THEN NULL ELSE resume END, next_turn_at = $2, updated_at = $2
+			WHERE sid = $1 RETURNING input_count`, s.SID, now, skip).Scan(&seq); err != nil {
+			return fmt.Errorf("session: respond: %w", err)
+		}
+		rows, err = tx.Query(ctx, `INSERT INTO session_inputs (sid, seq, identity, kind, event_id, triggers, starts_turn, status,
+				byte_size, delivered_at, order_key)
+			VALUES ($1, $2::bigint, $3, 'COMMAND', $4, '{}', true, $5, $6, $7, lpad($2::bigint::text, 20, '0'))
+			RETURNING `+InputColumns, s.SID, seq, "command/"+in.ID.String(), evs[0].ID, status, len(raw), now)
+		if err != nil {
+			return fmt.Errorf("session: respond: command: %w", err)
+		}
+		cmd, err := pgx.CollectExactlyOneRow(rows, ScanInput)
+		if err != nil {
+			return fmt.Errorf("session: respond: command: %w", err)
+		}
+		out = &cmd
+		if _, err := tx.Exec(ctx, `UPDATE session_interrupts SET status = 'ANSWERED', decision = $2, response = $3, responder = $4,
+			answered_at = $5, command_seq = $6 WHERE id = $1`, in.ID, data.Decision, raw, responder, now, seq); err != nil {
+			return fmt.Errorf("session: respond: %w", err)
+		}
+		_, err = tx.Exec(ctx, `SELECT pg_notify($1, '')`, TurnsChannel)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// missing explains a respond to a session that does not exist.
+func (st *Store) missing(ctx context.Context, q ledger.Querier, actionID uuid.UUID) error {
+	var exists bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM actions WHERE id = $1)`, actionID).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		return fault.New(fault.NotFound, "actionId", "no action with this id")
+	}
+	return fault.New(fault.NotFound, "id", "this action has no session with this id")
+}
+
+// checkResponse validates a response's shape and returns its event data
+// (decision, reason, note, input).
+func checkResponse(resp Response) (responded, error) {
+	var d responded
+	switch {
+	case (resp.Approval == nil) == (resp.Hold == nil):
+		return d, fault.New(fault.BadInput, "response", "give exactly one of response.approval and response.hold")
+	case resp.Approval != nil:
+		a := resp.Approval
+		if a.Decision != "APPROVE" && a.Decision != "DENY" {
+			return d, fault.New(fault.BadInput, "response.approval.decision", "decision is APPROVE or DENY")
+		}
+		if err := checkText(a.Reason, MaxReasonLen, "response.approval.reason"); err != nil {
+			return d, err
+		}
+		if len(a.Input) > 0 && string(a.Input) != "null" {
+			if a.Decision == "DENY" {
+				return d, fault.New(fault.BadInput, "response.approval.input", "a denied call runs no input: leave input out")
+			}
+			if err := jsonvalue.Check(a.Input, "response.approval.input"); err != nil {
+				return d, err
+			}
+			if !strings.HasPrefix(strings.TrimSpace(string(a.Input)), "{") {
+				return d, fault.New(fault.BadInput, "response.approval.input", "the replacement input is a JSON object")
+			}
+			d.Input = a.Input
+		}
+		d.Decision, d.Reason = a.Decision, a.Reason
+	default:
+		h := resp.Hold
+		if h.Decision != "RETRY" && h.Decision != "SKIP" {
+			return d, fault.New(fault.BadInput, "response.hold.decision", "decision is RETRY or SKIP")
+		}
+		if err := checkText(h.Note, MaxNoteLen, "response.hold.note"); err != nil {
+			return d, err
+		}
+		d.Decision, d.Note = h.Decision, h.Note
+	}
+	return d, nil
+}
+
+func checkText(s string, max int, field string) error {
+	if len(s) > max || !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+		return fault.New(fault.BadInput, field, "at most %d bytes of text", max)
+	}
+	return nil
+}
+
+// checkKind checks that the response fits the interrupt: an approval answer
+// for an approval request while no turn is held, a hold answer for a hold,
+// and no SKIP for a turn that resumed from approval responses (H4).
+func checkKind(ctx context.Context, tx pgx.Tx, s *Session, in *Interrupt, resp Response) error {
+	if in.Kind == InterruptApproval {
+		if resp.Approval == nil {
+			return fault.New(fault.BadInput, "response.hold", "this interrupt is an approval request: answer it with response.approval")
+		}
+		var held *int
+		if err := tx.QueryRow(ctx, `SELECT turn FROM session_interrupts WHERE sid = $1 AND kind = 'HOLD' AND status = 'PENDING'`,
+			s.SID).Scan(&held); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if held != nil {
+			return fault.New(fault.SessionHeld, "interruptId", "the session holds turn %d: answer its hold first", *held)
+		}
+		return nil
+	}
+	if resp.Hold == nil {
+		return fault.New(fault.BadInput, "response.approval", "this interrupt is a held turn: answer it with response.hold")
+	}
+	if resp.Hold.Decision == "SKIP" {
+		var resumed bool
+		if err := tx.QueryRow(ctx, `SELECT resume IS NOT NULL FROM session_turns WHERE sid = $1 AND number = $2`,
+			s.SID, in.Turn).Scan(&resumed); err != nil {
+			return err
+		}
+		if resumed {
+			return fault.New(fault.SkipNotAllowed, "response.hold.decision",
+				"turn %d resumed from approval responses, which cannot be given again: retry it or close the session", in.Turn)
+		}
+	}
+	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// InterruptsByID reads interrupts by id through the store's pool (see
+// InterruptsByID).
+func (st *Store) InterruptsByID(ctx context.Context, ids []uuid.UUID) ([]*Interrupt, error) {
+	return InterruptsByID(ctx, st.pool, ids)
+}
+
+// Interrupts lists a session's interrupts of one kind, oldest first,
+// optionally of one status.
+func (st *Store) Interrupts(ctx context.Context, sid int64, kind string, status *string) ([]*Interrupt, error) {
+	all, err := Interrupts(ctx, st.pool, sid, status)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, in := range all {
+		if in.Kind == kind {
+			out = append(out, in)
+		}
+	}
+	return out, nil
+}
+
+// InputBySeq reads one input of a session; nil when there is none.
+func (st *Store) InputBySeq(ctx context.Context, sid, seq int64) (*Input, error) {
+	rows, err := st.pool.Query(ctx, `SELECT `+InputColumns+` FROM session_inputs WHERE sid = $1 AND seq = $2`, sid, seq)
+	if err != nil {
+		return nil, fmt.Errorf("session: input: %w", err)
+	}
+	in, err := pgx.CollectExactlyOneRow(rows, ScanInput)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &in, nil
+}
+
+// ResponseOf decodes an answered interrupt's response (the event data of
+// its answer); nil when it is not answered.
+func ResponseOf(in *Interrupt) (*Answer, error) {
+	if in.Status != InterruptAnswered || len(in.Response) == 0 {
+		return nil, nil
+	}
+	var d responded
+	if err := json.Unmarshal(in.Response, &d); err != nil {
+		return nil, fmt.Errorf("session: response of %s: %w", in.ID, err)
+	}
+	a := &Answer{Decision: d.Decision, Reason: d.Reason, Note: d.Note, Input: d.Input, Responder: d.Responder, CommandSeq: in.CommandSeq}
+	if in.AnsweredAt != nil {
+		a.At = *in.AnsweredAt
+	}
+	return a, nil
+}
+
+// Answer is how an interrupt was answered.
+type Answer struct {
+	Decision   string
+	Reason     string
+	Note       string
+	Input      jsonvalue.Value
+	Responder  string
+	At         time.Time
+	CommandSeq *int64
+}
