@@ -73,9 +73,9 @@ const agentSessionOp = `query($a: UUID!) { actions { action(id: $a) { session(id
       children(first: 10) { nodes { action { definition { name } } status input } } } } } } } } }`
 
 type agentTurn struct {
-	Number int
-	Status string
-	Inputs []struct{ Kind, Identity, Status string }
+	Number     int
+	Status     string
+	Inputs     []struct{ Kind, Identity, Status string }
 	Checkpoint *struct{ Status string }
 	Execution  struct {
 		ID         string
@@ -97,8 +97,8 @@ type agentTurn struct {
 			}
 			Hold *struct {
 				InterruptID, Cause, Category, Explanation, Status string
-				Turn                                             int
-				Response                                         *struct{ Decision, Note, Responder string }
+				Turn                                              int
+				Response                                          *struct{ Decision, Note, Responder string }
 			}
 			Transcript struct{ Nodes []struct{ Kind string } }
 		}
@@ -124,7 +124,9 @@ type agentSession struct {
 func (e *env) agentSession(t *testing.T, actionID string) *agentSession {
 	t.Helper()
 	var out struct {
-		Actions struct{ Action struct{ Session *agentSession } }
+		Actions struct {
+			Action struct{ Session *agentSession }
+		}
 	}
 	e.ok(t, agentSessionOp, map[string]any{"a": actionID}, &out)
 	require.NotNil(t, out.Actions.Action.Session)
@@ -189,7 +191,9 @@ func TestAgentApprovalAndHeldTurnEndToEnd(t *testing.T) {
 
 	// P5: the seed's Approve operation, verbatim.
 	var approved struct {
-		Actions struct{ RespondToSession struct{ Identity, Kind, Status string } }
+		Actions struct {
+			RespondToSession struct{ Identity, Kind, Status string }
+		}
 	}
 	e.ok(t, example(t, "approve.graphql"), map[string]any{"actionId": actionID, "interruptId": ap.InterruptID}, &approved)
 	require.Equal(t, "COMMAND", approved.Actions.RespondToSession.Kind)
@@ -235,7 +239,9 @@ func TestAgentApprovalAndHeldTurnEndToEnd(t *testing.T) {
 
 	// H3: the seed's Retry operation, verbatim.
 	var retried struct {
-		Actions struct{ RespondToSession struct{ Identity, Status string } }
+		Actions struct {
+			RespondToSession struct{ Identity, Status string }
+		}
 	}
 	e.ok(t, example(t, "retry_held_turn.graphql"), map[string]any{"actionId": actionID, "interruptId": hold.InterruptID}, &retried)
 	require.Equal(t, "PENDING", retried.Actions.RespondToSession.Status)
