@@ -219,7 +219,7 @@ func (s *Service) run1(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 		}
 	}
 	now := s.clock.Now()
-	execID := uuid.New()
+	execID := uuid.Must(uuid.NewV7()) // time-ordered: children list oldest first by id
 	var sid *int64
 	if sess != nil {
 		sid = &sess.SID

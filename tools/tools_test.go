@@ -458,3 +458,49 @@ func TestNestedCallsUnderLockContentionDoNotStall(t *testing.T) {
 	}
 	require.Len(t, f.calls(notify, "nested"), n)
 }
+
+// A failed call inside a caller's transaction leaves nothing behind (its
+// execution row, its writes): the caller can go on and commit (an agent
+// told of the failure). Calls that succeed are listed as the caller's
+// children in the order made.
+func TestFailedCallIsUndoneAndChildrenKeepOrder(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	aid := f.create(action.Definition{Name: "flaky", Kind: testKind, Tool: &action.ToolDef{Name: "flaky"}})
+	f.setTool(func(ctx context.Context, req *turns.CallRequest) (jsonvalue.Value, error) {
+		if _, err := req.Env.LedgerPut(ctx, "audit", "by-tool", in(`1`)); err != nil {
+			return nil, err
+		}
+		if string(req.Input) == `{"fail":true}` {
+			return nil, errors.New("the tool broke")
+		}
+		return req.Input, nil
+	})
+	caller := f.create(action.Definition{Name: "caller", Kind: testKind, Tool: &action.ToolDef{Name: "caller"}})
+	callerExec := uuid.New()
+	_, err := f.pool.Exec(f.ctx, `INSERT INTO executions (id, action_id, version, status, started_at) VALUES ($1, $2, 1, 'RUNNING', now())`, callerExec, caller)
+	require.NoError(t, err)
+
+	w := ledger.NewWriter(f.pool, f.clock.Now)
+	env := f.svc.Env(w, callerExec)
+	for i, input := range []string{`{"n":1}`, `{"fail":true}`, `{"n":2}`, `{"n":3}`} {
+		_, err := env.CallTool(f.ctx, aid.String(), in(input))
+		if i == 1 {
+			require.Error(t, err)
+			continue
+		}
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Commit(f.ctx))
+	require.Equal(t, 3, f.count(`SELECT count(*) FROM executions WHERE parent_id = $1`, callerExec), "the failed call left no execution")
+	require.Equal(t, 0, f.count(`SELECT count(*) FROM executions WHERE parent_id = $1 AND status <> 'SUCCEEDED'`, callerExec))
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM events WHERE type = 'audit.inserted'`))
+	require.Equal(t, 2, f.count(`SELECT count(*) FROM events WHERE type = 'audit.updated'`), "the failed call's write is undone with it")
+	kids, err := turns.NewStore(f.pool).Children(f.ctx, callerExec, uuid.Nil, 10)
+	require.NoError(t, err)
+	var order []string
+	for _, k := range kids {
+		order = append(order, string(k.Input))
+	}
+	require.Equal(t, []string{`{"n": 1}`, `{"n": 2}`, `{"n": 3}`}, order, "children oldest first")
+}
