@@ -610,6 +610,14 @@ func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript [
 			if _, err := tx.Exec(ctx, `UPDATE executions SET approvals = $2 WHERE id = $1`, c.execID, approvals); err != nil {
 				return err
 			}
+			// An answer that arrived while the turn ran (to a request it
+			// lists again) is already pending: the session goes on to it.
+			if _, err := tx.Exec(ctx, `UPDATE sessions SET status = 'OPEN', reason = NULL, next_turn_at = $2
+				WHERE sid = $1 AND EXISTS (SELECT 1 FROM session_inputs i WHERE i.sid = $1 AND i.status = 'PENDING' AND i.kind = 'COMMAND'
+					AND NOT EXISTS (SELECT 1 FROM turn_inputs t WHERE t.sid = $1 AND t.turn = $3 AND t.seq = i.seq))`,
+				c.sess.SID, now, c.turn); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.Exec(ctx, `UPDATE session_inputs i SET status = 'CONSUMED', turn = $2 FROM turn_inputs t
 			WHERE t.sid = $1 AND t.turn = $2 AND i.sid = t.sid AND i.seq = t.seq`, c.sess.SID, c.turn); err != nil {

@@ -152,9 +152,12 @@ func recordApprovals(ctx context.Context, tx pgx.Tx, c *claim, approvals []Appro
 			}
 		case err != nil:
 			return nil, err
-		case sid != c.sess.SID || status != session.InterruptPending:
-			return nil, fmt.Errorf("approval %s is not a request this session waits on", a.InterruptID)
+		case sid != c.sess.SID:
+			return nil, fmt.Errorf("approval %s is not a request of this session", a.InterruptID)
 		}
+		// A request listed again keeps its row: still PENDING, or ANSWERED
+		// while this turn ran (its answer is a pending COMMAND input that
+		// the next turn takes).
 	}
 	if _, err := tx.Exec(ctx, `UPDATE session_interrupts SET status = 'CLOSED'
 		WHERE sid = $1 AND kind = 'APPROVAL' AND status = 'PENDING' AND NOT id = ANY($2)`, c.sess.SID, ids); err != nil {

@@ -518,3 +518,39 @@ func TestE6WaitingAtTheEnd(t *testing.T) {
 }
 
 var _ = json.Marshal
+
+// P2, P5 race: an answer to a request still waiting arrives while the
+// turn that lists it again runs; the turn commits, the answer stands, and
+// the next turn takes it.
+func TestAnswerArrivingWhileTheTurnRuns(t *testing.T) {
+	t.Parallel()
+	tool := uuid.New()
+	b := setupWaiting(t, nil)
+	var first []turns.Approval
+	b.p.turns[1] = func(req *turns.Request) (*turns.Outcome, error) {
+		first = []turns.Approval{gate(req, "a", tool), gate(req, "b", tool)}
+		return &turns.Outcome{Status: "WAITING", Approvals: first}, nil
+	}
+	var acct string
+	var racing *session.Input
+	b.p.turns[2] = func(req *turns.Request) (*turns.Outcome, error) {
+		var err error
+		racing, err = b.respond(acct, first[1].InterruptID.String(), approve("while it ran"))
+		require.NoError(t, err)
+		return &turns.Outcome{Status: "WAITING", Approvals: first[1:]}, nil
+	}
+	acct = b.openAccount()
+	b.entry(acct, 1)
+	b.dispatch()
+	require.True(t, b.runOnce(b.ex))
+	_, err := b.respond(acct, first[0].InterruptID.String(), approve(""))
+	require.NoError(t, err)
+	require.True(t, b.runOnce(b.ex))
+	s := b.session(b.act, acct)
+	require.Equal(t, session.Open, s.Status, "the answer is already there")
+	require.Equal(t, "COMPLETED", b.turn(s.SID, 2).Status)
+	require.True(t, b.runOnce(b.ex))
+	r := b.p.last()
+	require.Equal(t, 3, r.Turn)
+	require.Equal(t, []string{racing.Identity}, viewIdentities(r.Inputs))
+}
