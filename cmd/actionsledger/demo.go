@@ -35,13 +35,16 @@ var (
 // demoCmd walks through the seed's example on a fresh database: the
 // early-fraud-detector monitor, accounts whose account.inserted events
 // create its sessions (each session's origin, not one of its inputs: S2),
-// entries that resume them, and the turns that take the entries.
+// entries that resume them, and the turns that take the entries. A second
+// part (agentDemo) follows the README's agent walkthrough: an approval,
+// then a held turn, answered with the seed's operations.
 type demoCmd struct {
 	Accounts int           `default:"5" help:"Accounts to open (one session each)."`
 	Entries  int           `default:"300" help:"Entries to write, spread round-robin over the accounts."`
 	Writers  int           `default:"4" help:"Concurrent putValue callers (more writers, more entries per turn)."`
 	Workers  int           `default:"4" help:"Concurrent turns."`
-	Timeout  time.Duration `default:"60s" help:"How long to wait for every entry to be taken by a turn."`
+	Timeout  time.Duration `default:"60s" help:"How long to wait for every entry to be taken by a turn, and for each step of the agent part."`
+	NoAgent  bool          `help:"Skip the second part (an agent, an approval and a held turn)."`
 }
 
 // Operations of the demo's own (the seed has no putValue or listing example).
@@ -151,6 +154,22 @@ func (c *demoCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
 		return fmt.Errorf("demo: %d problem(s), see above", len(problems))
 	}
 	fmt.Fprintf(out, "demo: %d sessions, %d entries, %d turns in %.1fs\n", len(sessions), c.Entries, turnsTotal, time.Since(began).Seconds())
+	if c.NoAgent {
+		return nil
+	}
+
+	fmt.Fprintln(out, "\nagents: an approval, then a held turn (README walkthrough)")
+	agent := &agentDemo{gql: gql, out: out, timeout: c.Timeout}
+	problems, err = agent.run(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range problems {
+		fmt.Fprintln(out, "PROBLEM:", p)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("demo: %d problem(s) in the agent part, see above", len(problems))
+	}
 	return nil
 }
 

@@ -55,7 +55,7 @@ var cli struct {
 	Worker     workerCmd     `cmd:"" help:"Run the dispatcher and turn executor without HTTP."`
 	Migrate    migrateCmd    `cmd:"" help:"Bring the database schema up to date (harmless to repeat)."`
 	Token      tokenCmd      `cmd:"" help:"Manage bearer tokens."`
-	Demo       demoCmd       `cmd:"" help:"Create the example monitor, open accounts, write entries, print sessions and turns."`
+	Demo       demoCmd       `cmd:"" help:"Create the example monitor, open accounts, write entries, print sessions and turns; then an agent approval and a held turn."`
 	Bench      benchCmd      `cmd:"" help:"Measure ledger commit rate, end-to-end events/s and event-to-turn latency."`
 	BenchClock benchClockCmd `cmd:"" name:"bench-clock" help:"Measure idle CPU with many clocked sessions and firing lag."`
 }
