@@ -21,7 +21,10 @@ type apiError struct {
 }
 
 func (e *apiError) Error() string {
-	s := fmt.Sprintf("provider: %s: HTTP %d %s", e.provider, e.status, http.StatusText(e.status))
+	s := fmt.Sprintf("provider: %s: HTTP %d", e.provider, e.status)
+	if text := http.StatusText(e.status); text != "" { // Go has no name for 529 (Anthropic's overloaded)
+		s += " " + text
+	}
 	if e.typ != "" {
 		s += ": " + e.typ
 	}
