@@ -34,11 +34,11 @@ CREATE INDEX session_interrupts_pending ON session_interrupts (sid) WHERE status
 
 -- The continuation a turn that ended WAITING left for the turn taking the
 -- responses (opaque to the executor).
-ALTER TABLE sessions ADD COLUMN resume json; -- json, not jsonb: kept byte for byte (a model sees its own words again)
+ALTER TABLE sessions ADD COLUMN resume jsonb;
 
 -- resume: the continuation the turn started from (so a retry of it starts
 -- there again, H3); retry_of: the held turn this turn retries.
-ALTER TABLE session_turns ADD COLUMN resume json, ADD COLUMN retry_of int;
+ALTER TABLE session_turns ADD COLUMN resume jsonb, ADD COLUMN retry_of int;
 
 -- The interrupts an execution left the session waiting on (P1, P2), in
 -- order, and the hold of a held execution (H2).

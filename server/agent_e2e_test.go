@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -286,4 +287,31 @@ func TestAgentRespondNeedsRespond(t *testing.T) {
 	e.step(t)
 	s = e.agentSession(t, actionID)
 	require.Equal(t, "carol", s.turnN(t, 1).Execution.Invocation.Approvals[0].Response.Responder)
+}
+
+// Bad answers get a clear error naming the field as the client wrote it.
+func TestRespondBadInputNamesTheField(t *testing.T) {
+	t.Parallel()
+	e := newSteppedEnv(t, server.Config{})
+	const op = `mutation($a: UUID!, $id: String!, $i: String!, $r: SessionResponseInput!) { actions {
+	  respondToSession(actionId: $a, id: $id, interruptId: $i, response: $r) { identity } } }`
+	vars := func(id string, r map[string]any) map[string]any {
+		return map[string]any{"a": uuid.NewString(), "id": id, "i": uuid.NewString(), "r": r}
+	}
+	for _, c := range []struct {
+		id          string
+		r           map[string]any
+		code, field string
+	}{
+		{"s", map[string]any{"approval": map[string]any{"decision": "APPROVE", "reason": "a\x00b"}}, "BAD_USER_INPUT", "response.approval.reason"},
+		{"s", map[string]any{"hold": map[string]any{"decision": "RETRY", "note": "a\x00b"}}, "BAD_USER_INPUT", "response.hold.note"},
+		{"s", map[string]any{"approval": map[string]any{"decision": "APPROVE", "input": map[string]any{"k": "a\x00b"}}}, "INVALID_JSON", "response.approval.input"},
+		{"s", map[string]any{}, "BAD_USER_INPUT", "response"},
+		{string(make([]byte, 600)), map[string]any{"hold": map[string]any{"decision": "SKIP"}}, "BAD_USER_INPUT", "id"},
+	} {
+		if c.id != "s" {
+			c.id = strings.Repeat("x", 600)
+		}
+		requireError(t, e.do(t, op, vars(c.id, c.r)), c.code, c.field)
+	}
 }

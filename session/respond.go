@@ -100,7 +100,7 @@ func InterruptsByID(ctx context.Context, q ledger.Querier, ids []uuid.UUID) ([]*
 // status.
 func Interrupts(ctx context.Context, q ledger.Querier, sid int64, status *string) ([]*Interrupt, error) {
 	rows, err := q.Query(ctx, `SELECT `+interruptColumns+` FROM session_interrupts
-		WHERE sid = $1 AND ($2::text IS NULL OR status = $2) ORDER BY created_at, turn, id`, sid, status)
+		WHERE sid = $1 AND ($2::text IS NULL OR status = $2) ORDER BY ord`, sid, status)
 	if err != nil {
 		return nil, fmt.Errorf("session: interrupts: %w", err)
 	}
@@ -109,24 +109,24 @@ func Interrupts(ctx context.Context, q ledger.Querier, sid int64, status *string
 
 // Response answers one interrupt: exactly one of Approval and Hold.
 type Response struct {
-	Approval *ApprovalResponse
-	Hold     *HoldResponse
+	Approval *ApprovalResponse `json:"approval"`
+	Hold     *HoldResponse     `json:"hold"`
 }
 
 // ApprovalResponse answers a gated call (P5). Decision is APPROVE or DENY;
 // Input, when set, replaces the call's input (the tool reference's fixed
 // input still applies over it); it is not allowed with DENY.
 type ApprovalResponse struct {
-	Decision string
-	Reason   string
-	Input    jsonvalue.Value
+	Decision string          `json:"decision"`
+	Reason   string          `json:"reason"`
+	Input    jsonvalue.Value `json:"input"`
 }
 
 // HoldResponse answers a held turn (H3, H4). Decision is RETRY or SKIP;
 // Note (at most MaxNoteLen bytes) is shown to the agent with a retry.
 type HoldResponse struct {
-	Decision string
-	Note     string
+	Decision string `json:"decision"`
+	Note     string `json:"note"`
 }
 
 // responded is the data of an action_session.responded event; the COMMAND
@@ -160,6 +160,9 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 	data, err := checkResponse(resp)
 	if err != nil {
 		return nil, err
+	}
+	if id == "" || len(id) > MaxIDLen {
+		return nil, fault.New(fault.BadInput, "id", "a session id is 1-%d bytes", MaxIDLen)
 	}
 	iid, perr := uuid.Parse(interruptID)
 	var out *Input
