@@ -180,6 +180,8 @@ type claim struct {
 	// held turn it retries (H3), 0 for none.
 	resume  jsonvalue.Value
 	retryOf int
+	// lastErr: why an earlier run of a re-claimed turn could not commit.
+	lastErr string
 }
 
 // RunOnce claims one runnable session and runs its turn to the end. It
@@ -258,7 +260,7 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 		}
 		if err == nil && status == "RUNNING" {
 			c.turn = sess.TurnCount
-			if err := tx.QueryRow(ctx, `SELECT attempts FROM executions WHERE id = $1`, c.execID).Scan(&c.attempt); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT attempts, coalesce(error, '') FROM executions WHERE id = $1`, c.execID).Scan(&c.attempt, &c.lastErr); err != nil {
 				return err
 			}
 			c.exhausted = c.attempt >= e.cfg.MaxAttempts
@@ -363,7 +365,11 @@ func (e *Executor) run(ctx context.Context, c *claim) error {
 	case herr != nil:
 		runErr = herr
 	case c.exhausted:
-		runErr = Permanent(fmt.Errorf("the execution did not finish in %d attempts (the workers running it stopped)", c.attempt))
+		if c.lastErr != "" {
+			runErr = Permanent(fmt.Errorf("the execution did not finish in %d attempts; the last could not commit its outcome: %s", c.attempt, c.lastErr))
+		} else {
+			runErr = Permanent(fmt.Errorf("the execution did not finish in %d attempts (the workers running it stopped)", c.attempt))
+		}
 	default:
 		// T10: the handler's credential, dead with the lease it was minted
 		// under and deleted when this run ends.
@@ -395,7 +401,27 @@ func (e *Executor) run(ctx context.Context, c *claim) error {
 	if ctx.Err() != nil {
 		return ctx.Err() // shutting down: the lease expires and another worker runs the turn
 	}
-	return e.commit(ctx, c, w, req.Transcript.Entries(), out, runErr)
+	if err := e.commit(ctx, c, w, req.Transcript.Entries(), out, runErr); err != nil {
+		if ctx.Err() == nil {
+			e.uncommitted(ctx, c, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// uncommitted notes why a turn's outcome could not commit and gives the
+// lease up, so the turn runs again at once (T7) and, when the failure
+// repeats until its attempts are spent, fails with that reason rather
+// than waiting out the lease each time.
+func (e *Executor) uncommitted(ctx context.Context, c *claim, cause error) {
+	ctx = context.WithoutCancel(ctx)
+	e.log.Error("turn outcome not committed; the turn runs again", "session", c.sess.ID, "turn", c.turn, "err", cause)
+	if _, err := e.pool.Exec(ctx, `UPDATE executions SET error = $2 WHERE id = $1`, c.execID, truncate(cause.Error())); err != nil {
+		return
+	}
+	_, _ = e.pool.Exec(ctx, `UPDATE sessions SET lease_expires_at = $3 WHERE sid = $1 AND lease_token = $2`,
+		c.sess.SID, c.token, e.clock.Now())
 }
 
 // attempts runs the handler until it succeeds, fails permanently or uses

@@ -554,3 +554,30 @@ func TestAnswerArrivingWhileTheTurnRuns(t *testing.T) {
 	require.Equal(t, 3, r.Turn)
 	require.Equal(t, []string{racing.Identity}, viewIdentities(r.Inputs))
 }
+
+// T7: an outcome that cannot commit (here an approval naming an execution
+// that does not exist) is run again at once, and when every attempt fails
+// the same way the session fails with the reason, not with "the workers
+// stopped".
+func TestUncommittableOutcomeFailsWithItsReason(t *testing.T) {
+	t.Parallel()
+	tool := uuid.New()
+	b := setupWaiting(t, nil)
+	b.p.turns[1] = func(req *turns.Request) (*turns.Outcome, error) {
+		a := gate(req, "a", tool)
+		a.ExecutionID = uuid.New() // no such execution
+		return &turns.Outcome{Status: "WAITING", Approvals: []turns.Approval{a}}, nil
+	}
+	acct := b.openAccount()
+	b.entry(acct, 1)
+	b.dispatch()
+	for range 2 { // MaxAttempts 2: each run fails to commit and gives the lease up
+		_, err := b.ex.RunOnce(b.ctx)
+		require.Error(t, err)
+	}
+	require.True(t, b.runOnce(b.ex))
+	s := b.session(b.act, acct)
+	require.Equal(t, session.Failed, s.Status)
+	require.Contains(t, *s.Reason, "could not commit its outcome")
+	require.Contains(t, *s.Reason, "session_interrupts")
+}
