@@ -15,15 +15,7 @@ func (r *actionSessionResolver) interrupts(ctx context.Context, obj *session.Ses
 		s := string(*status)
 		st = &s
 	}
-	list, err := r.SessionStore.Interrupts(ctx, obj.SID, kind, st)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]session.Interrupt, len(list))
-	for i, in := range list {
-		out[i] = *in
-	}
-	return out, nil
+	return r.SessionStore.Interrupts(ctx, obj.SID, kind, st)
 }
 
 // interruptResponse reads how an interrupt was answered; nil while it waits.

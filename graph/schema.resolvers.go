@@ -520,15 +520,7 @@ func (r *intakeRecordResolver) Event(ctx context.Context, obj *session.IntakeRec
 // Approvals is the resolver for the approvals field.
 func (r *invocationResolver) Approvals(ctx context.Context, obj *model.Invocation) ([]session.Interrupt, error) {
 
-	list, err := r.SessionStore.InterruptsByID(ctx, obj.Approvals)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]session.Interrupt, len(list))
-	for i, in := range list {
-		out[i] = *in
-	}
-	return out, nil
+	return r.SessionStore.InterruptsByID(ctx, obj.Approvals)
 }
 
 // Hold is the resolver for the hold field.
@@ -541,7 +533,7 @@ func (r *invocationResolver) Hold(ctx context.Context, obj *model.Invocation) (*
 	if err != nil || len(list) == 0 {
 		return nil, err
 	}
-	return list[0], nil
+	return &list[0], nil
 }
 
 // Transcript is the resolver for the transcript field.

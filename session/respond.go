@@ -69,7 +69,7 @@ type Interrupt struct {
 const interruptColumns = `id, sid, kind, turn, execution_id, tool_action_id, tool_version, tool_name, call_id, input,
 	cause, category, explanation, status, decision, response, responder, answered_at, command_seq, created_at`
 
-func scanInterrupt(row pgx.CollectableRow) (*Interrupt, error) {
+func scanInterrupt(row pgx.CollectableRow) (Interrupt, error) {
 	var in Interrupt
 	err := row.Scan(&in.ID, &in.SID, &in.Kind, &in.Turn, &in.ExecutionID, &in.ToolActionID, &in.ToolVersion, &in.ToolName,
 		&in.CallID, &in.Input, &in.Cause, &in.Category, &in.Explanation, &in.Status, &in.Decision, &in.Response,
@@ -79,12 +79,12 @@ func scanInterrupt(row pgx.CollectableRow) (*Interrupt, error) {
 		t := in.AnsweredAt.UTC()
 		in.AnsweredAt = &t
 	}
-	return &in, err
+	return in, err
 }
 
 // InterruptsByID reads interrupts by id, in the order of ids (missing ones
 // are left out).
-func InterruptsByID(ctx context.Context, q ledger.Querier, ids []uuid.UUID) ([]*Interrupt, error) {
+func InterruptsByID(ctx context.Context, q ledger.Querier, ids []uuid.UUID) ([]Interrupt, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -98,7 +98,7 @@ func InterruptsByID(ctx context.Context, q ledger.Querier, ids []uuid.UUID) ([]*
 
 // Interrupts lists a session's interrupts, oldest first, optionally of one
 // status.
-func Interrupts(ctx context.Context, q ledger.Querier, sid int64, status *string) ([]*Interrupt, error) {
+func Interrupts(ctx context.Context, q ledger.Querier, sid int64, status *string) ([]Interrupt, error) {
 	rows, err := q.Query(ctx, `SELECT `+interruptColumns+` FROM session_interrupts
 		WHERE sid = $1 AND ($2::text IS NULL OR status = $2) ORDER BY ord`, sid, status)
 	if err != nil {
@@ -198,7 +198,7 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 		case InterruptClosed:
 			return fault.New(fault.InterruptStale, "interruptId", "the session no longer waits on this interrupt")
 		}
-		if err := checkKind(ctx, tx, s, in, resp); err != nil {
+		if err := checkKind(ctx, tx, s, &in, resp); err != nil {
 			return err
 		}
 		data.ActionID, data.SessionID, data.InterruptID, data.Kind, data.Responder = actionID, s.ID, in.ID, in.Kind, responder
@@ -352,13 +352,13 @@ func deref(s *string) string {
 
 // InterruptsByID reads interrupts by id through the store's pool (see
 // InterruptsByID).
-func (st *Store) InterruptsByID(ctx context.Context, ids []uuid.UUID) ([]*Interrupt, error) {
+func (st *Store) InterruptsByID(ctx context.Context, ids []uuid.UUID) ([]Interrupt, error) {
 	return InterruptsByID(ctx, st.pool, ids)
 }
 
 // Interrupts lists a session's interrupts of one kind, oldest first,
 // optionally of one status.
-func (st *Store) Interrupts(ctx context.Context, sid int64, kind string, status *string) ([]*Interrupt, error) {
+func (st *Store) Interrupts(ctx context.Context, sid int64, kind string, status *string) ([]Interrupt, error) {
 	all, err := Interrupts(ctx, st.pool, sid, status)
 	if err != nil {
 		return nil, err
