@@ -122,7 +122,7 @@ type agentSession struct {
 	Turns     struct{ Nodes []agentTurn }
 }
 
-func (e *env) agentSession(t *testing.T, actionID string) *agentSession {
+func (e *env) agentSession(t testing.TB, actionID string) *agentSession {
 	t.Helper()
 	var out struct {
 		Actions struct {
@@ -135,7 +135,7 @@ func (e *env) agentSession(t *testing.T, actionID string) *agentSession {
 }
 
 // turnN returns turn n of a newest-first listing.
-func (s *agentSession) turnN(t *testing.T, n int) agentTurn {
+func (s *agentSession) turnN(t testing.TB, n int) agentTurn {
 	t.Helper()
 	for _, tu := range s.Turns.Nodes {
 		if tu.Number == n {

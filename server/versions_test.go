@@ -18,7 +18,7 @@ import (
 
 // newSteppedEnv is a service whose dispatcher and executor do not run: the
 // test steps them, so what each turn takes is deterministic.
-func newSteppedEnv(t *testing.T, cfg server.Config) *env {
+func newSteppedEnv(t testing.TB, cfg server.Config) *env {
 	t.Helper()
 	logs := &logBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -35,7 +35,7 @@ func newSteppedEnv(t *testing.T, cfg server.Config) *env {
 }
 
 // step dispatches every event and runs every runnable turn.
-func (e *env) step(t *testing.T) {
+func (e *env) step(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
 	for {
