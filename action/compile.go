@@ -36,7 +36,8 @@ var namePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
 
 // KindChecker validates a handler kind with its config and source, and
 // whether the kind can serve calls when tool is true; it returns
-// *fault.Error values with codes UnknownKind or InvalidConfig.
+// *fault.Error values with codes UnknownKind or InvalidConfig, several
+// at once as an error with Unwrap() []error (see Errors).
 type KindChecker func(kind string, config jsonvalue.Value, source *string, tool bool) error
 
 // Compiled is one action version ready to run: every expression compiled
@@ -203,9 +204,11 @@ func (c *compiler) fail(field, code, format string, args ...any) {
 	c.errs = append(c.errs, fault.New(code, field, format, args...))
 }
 
+// add records err, each error of it when it lists several (a kind
+// checker may report every problem of a config at once).
 func (c *compiler) add(err error, field string) {
-	if err != nil {
-		c.errs = append(c.errs, fault.WithField(err, field))
+	for _, e := range Errors(err) {
+		c.errs = append(c.errs, fault.WithField(e, field))
 	}
 }
 

@@ -315,3 +315,25 @@ func TestRespondBadInputNamesTheField(t *testing.T) {
 		requireError(t, e.do(t, op, vars(c.id, c.r)), c.code, c.field)
 	}
 }
+
+// A3, issue 5: every problem of an agent's config is reported at once,
+// each with its field; tool references are checked when the agent is made.
+func TestAgentConfigReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	e := newSteppedEnv(t, server.Config{})
+	r := e.do(t, createOp, map[string]any{"id": uuid.NewString(), "input": map[string]any{
+		"name": "bad-agent", "kind": "agent",
+		"config": map[string]any{"provider": "scripted", "script": []any{map[string]any{"text": "x"}}, "maxSteps": 0, "attempts": 0,
+			"tools": []any{map[string]any{"action": uuid.NewString(), "approval": "MAYBE"}}},
+		"triggers": []any{map[string]any{"name": "opened", "event": `event.type == "account.inserted"`,
+			"session": map[string]any{"start": map[string]any{"input": map[string]any{"account_id": "string(event.data.account_id)"}}}}},
+		"session": map[string]any{"id": "string(session.input.account_id)"},
+	}})
+	var fields []string
+	for _, ge := range r.Errors {
+		require.Equal(t, "INVALID_CONFIG", ge.code())
+		fields = append(fields, ge.field())
+	}
+	require.ElementsMatch(t, []string{"input.config.maxSteps", "input.config.attempts", "input.config.tools[0].approval",
+		"input.config.tools[0].action"}, fields)
+}

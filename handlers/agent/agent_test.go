@@ -267,7 +267,13 @@ func TestInputsWhileWaitingAgain(t *testing.T) {
 	out, rec, err := run(t, h, resumed(b, again, 3, approval(paused.Approvals[1].InterruptID, "DENY", "", "")))
 	require.NoError(t, err)
 	require.Equal(t, "OPEN", out.Status)
-	require.Contains(t, rec.of("input")[0]["text"], `"identity":"ev-late"`)
+	// The approval answers are applied, not listed: the list holds the
+	// event alone.
+	text := rec.of("input")[0]["text"].(string)
+	require.True(t, strings.HasPrefix(text, "New inputs (oldest first):\n{"), text)
+	require.Equal(t, 1, strings.Count(text, "\n"), text)
+	require.Contains(t, text, `"identity":"ev-late"`)
+	require.NotContains(t, text, `"kind":"COMMAND"`)
 }
 
 // TestRetryOfApprovalResumedTurn: a retry of a held approval-resumed turn
@@ -311,8 +317,40 @@ func TestRetryOfHeldTurn(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "OPEN", out.Status)
 	text := rec.of("input")[0]["text"].(string)
+	require.Contains(t, text, "Inputs of this turn (1, oldest first):\n{\"kind\":\"EVENT\",\"identity\":\"ev-1\"")
 	require.Less(t, strings.Index(text, `"identity":"ev-1"`), strings.Index(text, "Note from the responder: try again"))
-	require.Contains(t, text, "Inputs of this turn (2, oldest first)")
+	require.NotContains(t, text, `"kind":"COMMAND"`, "the RETRY answer shows as its note only")
+}
+
+// TestRetryOfARetry: a held retry turn retried again replays the event and
+// the first answer; the list counts the event, and both notes follow it
+// in order (H3).
+func TestRetryOfARetry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := b.handler(t, scripted(nil, map[string]any{"toolCalls": []any{report("OPEN", "", nil)}}))
+	req := b.request()
+	req.Replayed = append(req.Inputs, retry("first"))
+	req.Inputs = []turns.InputView{retry("")}
+	_, rec, err := run(t, h, req)
+	require.NoError(t, err)
+	text := rec.of("input")[0]["text"].(string)
+	list := strings.Index(text, "Inputs of this turn (1, oldest first):\n")
+	first := strings.Index(text, "\nNote from the responder: first\n")
+	second := strings.Index(text, "\nThe responder asked to run this turn again.\n")
+	require.True(t, list > 0 && list < first && first < second, text)
+}
+
+// TestTurnWithoutInputs: a turn with nothing to list says so.
+func TestTurnWithoutInputs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := b.handler(t, scripted(nil, map[string]any{"toolCalls": []any{report("OPEN", "", nil)}}))
+	req := b.request()
+	req.Inputs = nil
+	_, rec, err := run(t, h, req)
+	require.NoError(t, err)
+	require.Contains(t, rec.of("input")[0]["text"], "This turn has no inputs.\n")
 }
 
 // TestFinalTurnCannotWait: in a final turn a gated call gets an error
@@ -539,29 +577,40 @@ func TestLongResultIsCut(t *testing.T) {
 	require.True(t, strings.HasPrefix(content, `"éé`))
 }
 
-// TestUnresolvableTool: a reference that cannot be resolved fails the
-// attempt for good, naming the reference; a transient lookup error is
-// retried.
+// TestUnresolvableTool: a tool that became inactive after create fails
+// the turn for good, naming the reference: in the handler built before
+// (the turn resolves its tools) and in New, which the executor calls for
+// every turn. A transient lookup error is retried.
 func TestUnresolvableTool(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	h := b.handler(t, scripted([]any{ref(lookupID, nil), ref(brokenID, nil)}, map[string]any{"toolCalls": []any{report("OPEN", "", nil)}}))
+	cfg := scripted([]any{ref(lookupID, nil), ref(sendID, nil)}, map[string]any{"toolCalls": []any{report("OPEN", "", nil)}})
+	h := b.handler(t, cfg)
+	b.dir.status[sendID] = "DISABLED"
 	_, _, err := run(t, h, b.request())
 	require.True(t, turns.IsPermanent(err))
-	require.ErrorContains(t, err, "config.tools[1] (tool action "+brokenID.String()+") cannot be used")
+	require.ErrorContains(t, err, "config.tools[1] (tool action "+sendID.String()+") cannot be used: the tool action "+sendID.String()+" is DISABLED")
 
+	raw, jerr := json.Marshal(cfg)
+	require.NoError(t, jerr)
+	_, err = turns.NewRegistry(Kind(b.opts)).Handler(KindName, turns.Spec{Config: raw})
+	require.Equal(t, fault.InvalidConfig, fault.CodeOf(err))
+	require.EqualError(t, err, "config.tools[1].action: the tool action "+sendID.String()+" is DISABLED")
+
+	delete(b.dir.status, sendID)
 	b.dir.err = errors.New("database is down")
 	_, _, err = run(t, h, b.request())
 	require.False(t, turns.IsPermanent(err))
 	require.ErrorContains(t, err, "database is down")
 }
 
-// TestNameClashAtRunTime: two references whose tools share a name.
+// TestNameClashAtRunTime: a tool renamed after create so that two
+// references share a name fails the turn for good.
 func TestNameClashAtRunTime(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.dir.tools[sendID].Name = "lookup"
 	h := b.handler(t, scripted([]any{ref(lookupID, nil), ref(sendID, nil)}, map[string]any{"toolCalls": []any{report("OPEN", "", nil)}}))
+	b.dir.tools[sendID].Name = "lookup"
 	_, _, err := run(t, h, b.request())
 	require.True(t, turns.IsPermanent(err))
 	require.ErrorContains(t, err, `the name "lookup" is already config.tools[0]'s; set config.tools[1].name`)

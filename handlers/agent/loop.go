@@ -512,7 +512,9 @@ func overlay(base, fixed json.RawMessage) (jsonvalue.Value, error) {
 
 // Rendering the turn's inputs.
 
-// render is the turn's first user message: the session and its inputs.
+// render is the turn's first user message: the session, its inputs
+// (replayed ones first, counted as listed) and then the notes of the hold
+// answers among them (H3).
 func (l *loop) render() string {
 	req := l.req
 	var b strings.Builder
@@ -525,10 +527,23 @@ func (l *loop) render() string {
 	}
 	fmt.Fprintf(&b, "Session input: %s\n", orNull(req.Input))
 	fmt.Fprintf(&b, "Session state: %s\n", orNull(req.State))
-	inputs := append(append([]turns.InputView(nil), req.Replayed...), req.Inputs...)
-	fmt.Fprintf(&b, "Inputs of this turn (%d, oldest first):\n", len(inputs))
-	for _, in := range inputs {
-		b.WriteString(renderInput(in))
+	// A hold's answer (H3) is no input to work on: its note follows the
+	// list, which counts only what it shows.
+	var listed, notes []string
+	for _, in := range append(append([]turns.InputView(nil), req.Replayed...), req.Inputs...) {
+		if c := in.Command; c != nil && c.Kind == commandHold {
+			notes = append(notes, renderInput(in))
+		} else {
+			listed = append(listed, renderInput(in))
+		}
+	}
+	if len(listed) == 0 {
+		b.WriteString("This turn has no inputs.\n")
+	} else {
+		fmt.Fprintf(&b, "Inputs of this turn (%d, oldest first):\n", len(listed))
+	}
+	for _, line := range append(listed, notes...) {
+		b.WriteString(line)
 		b.WriteByte('\n')
 	}
 	fmt.Fprintf(&b, "When you are done, call report_outcome (status %s).", strings.Join(l.allowed, " or "))

@@ -19,16 +19,18 @@ import (
 )
 
 var (
-	lookupID = uuid.MustParse("11111111-1111-4111-8111-111111111111") // a plain tool
-	sendID   = uuid.MustParse("22222222-2222-4222-8222-222222222222") // a tool agents gate
-	brokenID = uuid.MustParse("33333333-3333-4333-8333-333333333333") // inactive
-	testNow  = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
+	lookupID  = uuid.MustParse("11111111-1111-4111-8111-111111111111") // a plain tool
+	sendID    = uuid.MustParse("22222222-2222-4222-8222-222222222222") // a tool agents gate
+	brokenID  = uuid.MustParse("33333333-3333-4333-8333-333333333333") // inactive
+	notToolID = uuid.MustParse("44444444-4444-4444-8444-444444444444") // an action without a tool block
+	testNow   = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
 )
 
-// fakeDir is a ToolDirectory over a map.
+// fakeDir is a ToolDirectory over a map, with the server's messages.
 type fakeDir struct {
-	tools map[uuid.UUID]*ToolInfo
-	err   error // returned for every lookup when set
+	tools  map[uuid.UUID]*ToolInfo
+	status map[uuid.UUID]string // a tool's status when not ACTIVE
+	err    error                // returned for every lookup when set
 }
 
 func (d *fakeDir) Tool(_ context.Context, id uuid.UUID) (*ToolInfo, error) {
@@ -36,11 +38,17 @@ func (d *fakeDir) Tool(_ context.Context, id uuid.UUID) (*ToolInfo, error) {
 		return nil, d.err
 	}
 	if id == brokenID {
-		return nil, fault.New(fault.ActionInactive, "", "tool action %s is DISABLED", id)
+		return nil, fault.New(fault.ActionInactive, "", "the tool action %s is DISABLED", id)
+	}
+	if s := d.status[id]; s != "" {
+		return nil, fault.New(fault.ActionInactive, "", "the tool action %s is %s", id, s)
+	}
+	if id == notToolID {
+		return nil, fault.New(fault.NotATool, "", "action %q (%s) is not a tool", "monitor", id)
 	}
 	t, ok := d.tools[id]
 	if !ok {
-		return nil, fault.New(fault.NotFound, "", "no action %s", id)
+		return nil, fault.New(fault.NotFound, "", "no tool action %s", id)
 	}
 	return t, nil
 }
@@ -174,7 +182,7 @@ func setup(t *testing.T) *bundle {
 	dir := &fakeDir{tools: map[uuid.UUID]*ToolInfo{
 		lookupID: {ActionID: lookupID, Version: 3, Name: "lookup", Description: "Look an account up.", InputSchema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)},
 		sendID:   {ActionID: sendID, Version: 7, Name: "send_money", Description: "Send money."},
-	}}
+	}, status: map[uuid.UUID]string{}}
 	env := &fakeEnv{tools: map[string]func(jsonvalue.Value) (jsonvalue.Value, error){
 		lookupID.String(): func(in jsonvalue.Value) (jsonvalue.Value, error) {
 			return jsonvalue.Value(`{"found":true,"input":` + string(in) + `}`), nil
