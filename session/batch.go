@@ -390,7 +390,7 @@ func (b *batch) deliver(ctx context.Context, a scope, tg *target, ev ledger.Even
 	rows, err := b.tx.Query(ctx, `
 		WITH s AS (
 			UPDATE sessions SET input_count = input_count + 1, updated_at = $3,
-			       next_turn_at = CASE WHEN $4 THEN coalesce(next_turn_at,
+			       next_turn_at = CASE WHEN $4 AND status = 'OPEN' THEN coalesce(next_turn_at,
 			           CASE WHEN ends_at <= $3 THEN $3 ELSE $9::timestamptz END) ELSE next_turn_at END
 			 WHERE action_id = $1 AND id = $2 AND version = $10 AND status IN ('OPEN', 'WAITING')
 			RETURNING sid, input_count, next_turn_at),

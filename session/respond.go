@@ -206,12 +206,9 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 		if err != nil {
 			return err
 		}
-		// The event first: the input refers to it. Appending holds the
-		// ledger head until commit; the writes after it are few and short.
-		evs, err := ledger.Append(ctx, tx, now, ledger.NewEvent{ID: uuid.New(), Type: RespondedType, Data: raw})
-		if err != nil {
-			return err
-		}
+		// The input refers to the event, which is appended last (taking the
+		// ledger head); the reference is checked at commit.
+		eventID := uuid.New()
 		skip := resp.Hold != nil && resp.Hold.Decision == "SKIP"
 		status := InputPending
 		if skip {
@@ -226,7 +223,7 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 		rows, err = tx.Query(ctx, `INSERT INTO session_inputs (sid, seq, identity, kind, event_id, triggers, starts_turn, status,
 				byte_size, delivered_at, order_key)
 			VALUES ($1, $2::bigint, $3, 'COMMAND', $4, '{}', true, $5, $6, $7, lpad($2::bigint::text, 20, '0'))
-			RETURNING `+InputColumns, s.SID, seq, "command/"+in.ID.String(), evs[0].ID, status, len(raw), now)
+			RETURNING `+InputColumns, s.SID, seq, "command/"+in.ID.String(), eventID, status, len(raw), now)
 		if err != nil {
 			return fmt.Errorf("session: respond: command: %w", err)
 		}
@@ -239,7 +236,10 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 			answered_at = $5, command_seq = $6 WHERE id = $1`, in.ID, data.Decision, raw, responder, now, seq); err != nil {
 			return fmt.Errorf("session: respond: %w", err)
 		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify($1, '')`, TurnsChannel)
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, TurnsChannel); err != nil {
+			return err
+		}
+		_, err = ledger.Append(ctx, tx, now, ledger.NewEvent{ID: eventID, Type: RespondedType, Data: raw})
 		return err
 	})
 	if err != nil {

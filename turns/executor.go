@@ -345,9 +345,19 @@ func complete(ctx context.Context, tx pgx.Tx, sid int64, now time.Time) error {
 // alive, then commits its outcome (T6).
 func (e *Executor) run(ctx context.Context, c *claim) error {
 	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	lost := make(chan struct{})
-	go e.heartbeat(runCtx, c, cancel, lost)
+	beating := make(chan struct{})
+	go func() {
+		defer close(beating)
+		e.heartbeat(runCtx, c, cancel, lost)
+	}()
+	// stopBeat ends the heartbeat and waits for it: a beat still in flight
+	// must not extend the lease after the commit has cleared it.
+	stopBeat := func() {
+		cancel()
+		<-beating
+	}
+	defer stopBeat()
 
 	comp, err := e.actions.Compiled(ctx, c.sess.ActionID, c.sess.Version)
 	if err != nil {
@@ -392,6 +402,7 @@ func (e *Executor) run(ctx context.Context, c *claim) error {
 	if w != nil {
 		defer w.Rollback(context.WithoutCancel(ctx))
 	}
+	stopBeat() // the commit is fenced by the lease token; the lease is long enough for it
 	select {
 	case <-lost:
 		e.log.Warn("lease lost; turn not committed", "session", c.sess.ID, "turn", c.turn)
@@ -595,6 +606,10 @@ func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript [
 			if err := session.DropTimer(ctx, tx, c.sess.SID); err != nil {
 				return err
 			}
+			// A failed session waits on nothing any more.
+			if _, err := tx.Exec(ctx, `UPDATE session_interrupts SET status = 'CLOSED' WHERE sid = $1 AND status = 'PENDING'`, c.sess.SID); err != nil {
+				return err
+			}
 			reason := fmt.Sprintf("execution %s failed: %v", c.execID, runErr)
 			if _, err := tx.Exec(ctx, `UPDATE sessions SET status = 'FAILED', reason = $2, closed_at = $3, updated_at = $3,
 				next_turn_at = NULL, lease_owner = NULL, lease_expires_at = NULL WHERE sid = $1`, c.sess.SID, truncate(reason), now); err != nil {
@@ -615,7 +630,7 @@ func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript [
 		}
 		// P1, P2: the requests the session now waits on; any other it
 		// waited on is no longer awaited.
-		approvals, err := recordApprovals(ctx, tx, c, out.Approvals, now)
+		approvals, pending, err := recordApprovals(ctx, tx, c, out.Approvals, now)
 		if err != nil {
 			return err
 		}
@@ -638,11 +653,16 @@ func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript [
 			}
 			// An answer that arrived while the turn ran (to a request it
 			// lists again) is already pending: the session goes on to it.
-			if _, err := tx.Exec(ctx, `UPDATE sessions SET status = 'OPEN', reason = NULL, next_turn_at = $2
+			tag, err := tx.Exec(ctx, `UPDATE sessions SET status = 'OPEN', reason = NULL, next_turn_at = $2
 				WHERE sid = $1 AND EXISTS (SELECT 1 FROM session_inputs i WHERE i.sid = $1 AND i.status = 'PENDING' AND i.kind = 'COMMAND'
 					AND NOT EXISTS (SELECT 1 FROM turn_inputs t WHERE t.sid = $1 AND t.turn = $3 AND t.seq = i.seq))`,
-				c.sess.SID, now, c.turn); err != nil {
+				c.sess.SID, now, c.turn)
+			if err != nil {
 				return err
+			}
+			if pending == 0 && tag.RowsAffected() == 0 {
+				// Waiting on nothing would leave the session WAITING for good.
+				return errors.New("action_output_invalid: the turn reports WAITING, but no request it lists is still waiting for an answer")
 			}
 		}
 		if _, err := tx.Exec(ctx, `UPDATE session_inputs i SET status = 'CONSUMED', turn = $2 FROM turn_inputs t

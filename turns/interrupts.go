@@ -38,16 +38,20 @@ func startsFrom(ctx context.Context, tx pgx.Tx, sid int64, inputs []session.Inpu
 			seqs = append(seqs, in.Seq)
 		}
 	}
-	if len(seqs) > 0 {
-		err = tx.QueryRow(ctx, `SELECT coalesce(max(turn), 0) FROM session_interrupts
-			WHERE sid = $1 AND kind = 'HOLD' AND decision = 'RETRY' AND command_seq = ANY($2)`, sid, seqs).Scan(&retryOf)
-		if err != nil {
-			return 0, nil, fmt.Errorf("claim: retry: %w", err)
-		}
+	if len(seqs) == 0 {
+		return 0, nil, nil // only a turn that takes answers resumes
 	}
-	if retryOf > 0 {
+	var approvals int
+	err = tx.QueryRow(ctx, `SELECT coalesce(max(turn) FILTER (WHERE kind = 'HOLD' AND decision = 'RETRY'), 0),
+			count(*) FILTER (WHERE kind = 'APPROVAL')
+		FROM session_interrupts WHERE sid = $1 AND command_seq = ANY($2)`, sid, seqs).Scan(&retryOf, &approvals)
+	if err != nil {
+		return 0, nil, fmt.Errorf("claim: retry: %w", err)
+	}
+	switch {
+	case retryOf > 0:
 		err = tx.QueryRow(ctx, `SELECT resume FROM session_turns WHERE sid = $1 AND number = $2`, sid, retryOf).Scan(&resume)
-	} else {
+	case approvals > 0:
 		err = tx.QueryRow(ctx, `SELECT resume FROM sessions WHERE sid = $1`, sid).Scan(&resume)
 	}
 	if err != nil {
@@ -134,8 +138,8 @@ func waitingReason(n int) string {
 // ones become PENDING interrupts, ones listed again keep their row; every
 // other approval the session still waited on is no longer awaited (CLOSED,
 // answering it fails as stale). It returns the listed ids in order.
-func recordApprovals(ctx context.Context, tx pgx.Tx, c *claim, approvals []Approval, now time.Time) ([]uuid.UUID, error) {
-	ids := make([]uuid.UUID, len(approvals))
+func recordApprovals(ctx context.Context, tx pgx.Tx, c *claim, approvals []Approval, now time.Time) (ids []uuid.UUID, pending int, err error) {
+	ids = make([]uuid.UUID, len(approvals))
 	for i, a := range approvals {
 		ids[i] = a.InterruptID
 		var sid int64
@@ -148,12 +152,15 @@ func recordApprovals(ctx context.Context, tx pgx.Tx, c *claim, approvals []Appro
 				VALUES ($1, $2, 'APPROVAL', $3, $4, $5, $6, $7, $8, $9, 'PENDING', $10)`,
 				a.InterruptID, c.sess.SID, c.turn, a.ExecutionID, a.ToolActionID, a.ToolVersion, a.ToolName, a.CallID,
 				[]byte(a.Input), now); err != nil {
-				return nil, fmt.Errorf("turns: approval: %w", err)
+				return nil, 0, fmt.Errorf("turns: approval: %w", err)
 			}
+			pending++
 		case err != nil:
-			return nil, err
+			return nil, 0, err
 		case sid != c.sess.SID:
-			return nil, fmt.Errorf("approval %s is not a request of this session", a.InterruptID)
+			return nil, 0, fmt.Errorf("approval %s is not a request of this session", a.InterruptID)
+		case status == session.InterruptPending:
+			pending++
 		}
 		// A request listed again keeps its row: still PENDING, or ANSWERED
 		// while this turn ran (its answer is a pending COMMAND input that
@@ -161,9 +168,9 @@ func recordApprovals(ctx context.Context, tx pgx.Tx, c *claim, approvals []Appro
 	}
 	if _, err := tx.Exec(ctx, `UPDATE session_interrupts SET status = 'CLOSED'
 		WHERE sid = $1 AND kind = 'APPROVAL' AND status = 'PENDING' AND NOT id = ANY($2)`, c.sess.SID, ids); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return ids, nil
+	return ids, pending, nil
 }
 
 // hold records a held turn (H1, H2): nothing its run did commits; the turn

@@ -3,6 +3,7 @@ package turns_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -580,4 +581,104 @@ func TestUncommittableOutcomeFailsWithItsReason(t *testing.T) {
 	require.Equal(t, session.Failed, s.Status)
 	require.Contains(t, *s.Reason, "could not commit its outcome")
 	require.Contains(t, *s.Reason, "session_interrupts")
+}
+
+// E6, P5: after the end, the turn that takes an answer takes it whatever
+// maxInputs says, with the inputs before it, and resumes from the pause.
+func TestE6AnswerIsNeverCutOffAfterTheEnd(t *testing.T) {
+	t.Parallel()
+	tool := uuid.New()
+	b := setupWaiting(t, func(d *action.Definition) {
+		d.Session.Ends = ptr("session.started_at + duration('1h')")
+		d.Session.Turns.MaxInputs = ptr(1)
+	})
+	b.p.turns[1] = func(req *turns.Request) (*turns.Outcome, error) {
+		return &turns.Outcome{Status: "WAITING", Approvals: []turns.Approval{gate(req, "a", tool)}, Resume: jsonvalue.Value(`{"r":1}`)}, nil
+	}
+	b.p.turns[2] = func(req *turns.Request) (*turns.Outcome, error) {
+		return &turns.Outcome{Status: "COMPLETED", Reason: "done"}, nil
+	}
+	acct := b.openAccount()
+	b.entry(acct, 1)
+	b.dispatch()
+	require.True(t, b.runOnce(b.ex))
+	s := b.session(b.act, acct)
+	e2 := b.entry(acct, 2)
+	e3 := b.entry(acct, 3)
+	b.dispatch()
+	require.Nil(t, b.session(b.act, acct).LeaseExpires)
+	require.Equal(t, 0, b.count(`SELECT count(*) FROM sessions WHERE sid = $1 AND next_turn_at IS NOT NULL`, s.SID),
+		"a WAITING session is not runnable")
+	b.clock.Set(s.EndsAt.Add(time.Minute))
+	_, err := b.app.Timers.FireOnce(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 0, b.count(`SELECT count(*) FROM sessions WHERE sid = $1 AND next_turn_at IS NOT NULL`, s.SID))
+	cmd, err := b.respond(acct, b.execution(b.turn(s.SID, 1).ExecutionID).Approvals[0].String(), approve(""))
+	require.NoError(t, err)
+	require.True(t, b.runOnce(b.ex))
+	r := b.p.last()
+	require.Equal(t, 2, r.Turn)
+	require.Equal(t, []string{e2, e3, cmd.Identity}, viewIdentities(r.Inputs))
+	require.True(t, r.Final)
+	require.JSONEq(t, `{"r":1}`, string(r.Resume))
+	require.Equal(t, session.Completed, b.session(b.act, acct).Status)
+}
+
+// P2: a turn that reports WAITING must wait on something still waiting;
+// otherwise the session would wait for good. Such an outcome does not
+// commit and the turn fails with the reason.
+func TestWaitingOnNothingFails(t *testing.T) {
+	t.Parallel()
+	tool := uuid.New()
+	b := setupWaiting(t, nil)
+	var first turns.Approval
+	b.p.turns[1] = func(req *turns.Request) (*turns.Outcome, error) {
+		first = gate(req, "a", tool)
+		return &turns.Outcome{Status: "WAITING", Approvals: []turns.Approval{first}}, nil
+	}
+	b.p.turns[2] = func(req *turns.Request) (*turns.Outcome, error) {
+		return &turns.Outcome{Status: "WAITING", Approvals: []turns.Approval{first}}, nil // already answered
+	}
+	acct := b.openAccount()
+	b.entry(acct, 1)
+	b.dispatch()
+	require.True(t, b.runOnce(b.ex))
+	_, err := b.respond(acct, first.InterruptID.String(), approve(""))
+	require.NoError(t, err)
+	for range 2 {
+		_, err := b.ex.RunOnce(b.ctx)
+		require.ErrorContains(t, err, "no request it lists is still waiting")
+	}
+	require.True(t, b.runOnce(b.ex))
+	s := b.session(b.act, acct)
+	require.Equal(t, session.Failed, s.Status)
+	require.Contains(t, *s.Reason, "no request it lists is still waiting")
+}
+
+// A failed session waits on nothing: its pending requests are closed.
+func TestFailedSessionClosesItsRequests(t *testing.T) {
+	t.Parallel()
+	tool := uuid.New()
+	b := setupWaiting(t, nil)
+	var first []turns.Approval
+	b.p.turns[1] = func(req *turns.Request) (*turns.Outcome, error) {
+		first = []turns.Approval{gate(req, "a", tool), gate(req, "b", tool)}
+		return &turns.Outcome{Status: "WAITING", Approvals: first}, nil
+	}
+	b.p.turns[2] = func(req *turns.Request) (*turns.Outcome, error) {
+		return nil, turns.Permanent(errors.New("broken"))
+	}
+	acct := b.openAccount()
+	b.entry(acct, 1)
+	b.dispatch()
+	require.True(t, b.runOnce(b.ex))
+	_, err := b.respond(acct, first[0].InterruptID.String(), approve(""))
+	require.NoError(t, err)
+	require.True(t, b.runOnce(b.ex))
+	require.Equal(t, session.Failed, b.session(b.act, acct).Status)
+	_, err = b.respond(acct, first[1].InterruptID.String(), approve(""))
+	require.Equal(t, fault.SessionClosed, codeOf(err))
+	ins, err := b.app.Sessions.InterruptsByID(b.ctx, []uuid.UUID{first[1].InterruptID})
+	require.NoError(t, err)
+	require.Equal(t, session.InterruptClosed, ins[0].Status)
 }

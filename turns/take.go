@@ -100,9 +100,19 @@ func (e *Executor) plan(ctx context.Context, tx pgx.Tx, sess *session.Session, c
 	if cs.MaxInputs > 0 {
 		limit = cs.MaxInputs
 	}
+	// After the end, answers are never cut off from the turn (E6): the
+	// turn reaches at least to the last pending COMMAND, whatever the limits.
+	floor := 0
+	if ended {
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM session_inputs WHERE sid = $1 AND status = 'PENDING'
+			AND seq <= (SELECT max(seq) FROM session_inputs WHERE sid = $1 AND status = 'PENDING' AND kind = 'COMMAND')`,
+			sess.SID).Scan(&floor); err != nil {
+			return nil, err
+		}
+	}
 	// One more than the limit tells whether anything is left over (E4).
 	rows, err := tx.Query(ctx, `SELECT `+session.InputColumns+` FROM session_inputs WHERE sid = $1 AND status = 'PENDING' ORDER BY seq LIMIT $2`,
-		sess.SID, limit+1)
+		sess.SID, max(limit, floor)+1)
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +136,11 @@ func (e *Executor) plan(ctx context.Context, tx pgx.Tx, sess *session.Session, c
 				n = i
 				break
 			}
+		}
+	}
+	for i, it := range items {
+		if it.row != nil && it.row.Kind == session.KindCommand {
+			n = max(n, i+1)
 		}
 	}
 	return &take{items: items[:n], final: ended && n == len(items)}, nil
