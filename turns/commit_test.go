@@ -165,3 +165,23 @@ func sameTurn(r turns.Request) string {
 	raw, _ := json.Marshal(r)
 	return string(raw)
 }
+
+// T10: only kinds whose handlers call back get a credential; an
+// in-process handler's turn mints none (and spends no commits on it).
+func TestT10InProcessKindsGetNoCredential(t *testing.T) {
+	t.Parallel()
+	var seen calls
+	b := setup(t, func(ctx context.Context, req *turns.Request) (*turns.Outcome, error) {
+		seen.add(req)
+		return countOutcome(req, "probe")
+	})
+	b.probeMonitor(nil)
+	acct := b.openAccount()
+	b.entry(acct, 1)
+	b.dispatch()
+	require.True(t, b.runOnce(b.executor("p", turns.Config{})))
+	reqs := seen.all()
+	require.Len(t, reqs, 1)
+	require.Empty(t, reqs[0].Credential)
+	require.False(t, b.kinds.Credential(probeKind))
+}

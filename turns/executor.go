@@ -381,18 +381,21 @@ func (e *Executor) run(ctx context.Context, c *claim) error {
 			runErr = Permanent(fmt.Errorf("the execution did not finish in %d attempts (the workers running it stopped)", c.attempt))
 		}
 	default:
-		// T10: the handler's credential, dead with the lease it was minted
-		// under and deleted when this run ends.
-		now := e.clock.Now()
-		if req.Credential, err = auth.MintCredential(ctx, e.pool, c.sess.SID, c.token, c.execID, now.Add(e.credentialTTL())); err != nil {
-			return err
-		}
-		defer func() {
-			rctx := context.WithoutCancel(ctx)
-			if err := auth.RevokeCredentials(rctx, e.pool, c.sess.SID, c.token, e.clock.Now()); err != nil {
-				e.log.Warn("revoke handler credential", "session", c.sess.ID, "err", err)
+		// T10: the credential of a handler that calls back (Kind.Credential),
+		// dead with the lease it was minted under and deleted when this run
+		// ends. Handlers that run in-process get none (two commits saved).
+		if e.kinds.Credential(comp.Def.Kind) {
+			now := e.clock.Now()
+			if req.Credential, err = auth.MintCredential(ctx, e.pool, c.sess.SID, c.token, c.execID, now.Add(e.credentialTTL())); err != nil {
+				return err
 			}
-		}()
+			defer func() {
+				rctx := context.WithoutCancel(ctx)
+				if err := auth.RevokeCredentials(rctx, e.pool, c.sess.SID, c.token, e.clock.Now()); err != nil {
+					e.log.Warn("revoke handler credential", "session", c.sess.ID, "err", err)
+				}
+			}()
+		}
 		var stop bool
 		out, w, runErr, stop, err = e.attempts(ctx, runCtx, c, h, req)
 		if err != nil || stop {

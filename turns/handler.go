@@ -42,7 +42,7 @@ type Request struct {
 	Attempt     int             `json:"attempt"`
 	// Credential is a bearer token that reads this session (its turns and
 	// inputs) over GraphQL and nothing else, good while the turn runs (T10);
-	// empty when the executor mints none. Handlers that call back out pass
+	// empty unless the kind asks for one (Kind.Credential). Handlers that call back out pass
 	// it on; it is never recorded.
 	Credential string `json:"-"`
 	Spec       Spec   `json:"-"`
@@ -319,6 +319,10 @@ type Kind struct {
 	New func(spec Spec) (Handler, error)
 	// NewTool, when set, returns the kind's handler for tool calls.
 	NewTool func(spec Spec) (ToolHandler, error)
+	// Credential: the kind's handlers call back into the service, so each
+	// turn gets a handler credential (Request.Credential, T10). Kinds that
+	// run in-process need none.
+	Credential bool
 }
 
 // Registry holds the handler kinds a server offers.
@@ -357,6 +361,9 @@ func (r *Registry) Check(kind string, config jsonvalue.Value, source *string, to
 	_, err := r.Handler(kind, spec)
 	return err
 }
+
+// Credential reports whether kind's turns get a handler credential (T10).
+func (r *Registry) Credential(kind string) bool { return r.kinds[kind].Credential }
 
 // Handler returns the turn handler for kind configured with spec.
 func (r *Registry) Handler(kind string, spec Spec) (Handler, error) {

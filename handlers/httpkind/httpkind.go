@@ -76,7 +76,7 @@ func Kind(clk clock.Clock) turns.Kind {
 		// No redirects: the 3xx reply itself is returned and fails the turn.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	return turns.Kind{Name: KindName, New: func(spec turns.Spec) (turns.Handler, error) {
+	return turns.Kind{Name: KindName, Credential: true, New: func(spec turns.Spec) (turns.Handler, error) {
 		cfg, timeout, err := parse(spec)
 		if err != nil {
 			return nil, err
