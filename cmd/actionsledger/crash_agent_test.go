@@ -6,12 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +13,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-
-	"github.com/actionsledger/actionsledger/internal/pgtest"
 )
 
 // Approvals and held turns across real processes (P1-P5, H1-H3, T6, T7
@@ -58,30 +50,8 @@ func TestCrashAgentApprovalsUnderKill9(t *testing.T) {
 		rounds   = 10
 		batch    = 6
 	)
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("CRASH_SEED"); s != "" {
-		var err error
-		seed, err = strconv.ParseInt(s, 10, 64)
-		require.NoError(t, err, "CRASH_SEED")
-	}
-	t.Logf("seed %d (CRASH_SEED=%d replays it)", seed, seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
-
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "actionsledger")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-
-	dsn := pgtest.NewDB(t)
-	p := &crashProcess{t: t, bin: bin, dsn: dsn, addr: crashFreeAddr(t), logPath: filepath.Join(dir, "server.log")}
-	t.Cleanup(p.kill) // registered after NewDB's cleanup, so it runs before the drop
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("server log (tail):\n%s", p.logTail())
-		}
-	})
-	p.start()
-	gql := crashClient{url: "http://" + p.addr + "/graphql", http: &http.Client{Timeout: 10 * time.Second}}
+	rng := crashRNG(t)
+	p, gql := startCrashService(t)
 
 	toolID, agentID := uuid.New(), uuid.New()
 	const createOp = `mutation($id: UUID!, $input: ActionInput!) { actions { createAction(id: $id, input: $input) { actionId version } } }`
@@ -151,7 +121,7 @@ func TestCrashAgentApprovalsUnderKill9(t *testing.T) {
 	}
 
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := pgx.Connect(ctx, p.dsn)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
 	drainStart := time.Now()

@@ -47,30 +47,8 @@ func TestCrashSafetyUnderKill9(t *testing.T) {
 		rounds   = 6
 		batch    = 20
 	)
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("CRASH_SEED"); s != "" {
-		var err error
-		seed, err = strconv.ParseInt(s, 10, 64)
-		require.NoError(t, err, "CRASH_SEED")
-	}
-	t.Logf("seed %d (CRASH_SEED=%d replays it)", seed, seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
-
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "actionsledger")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-
-	dsn := pgtest.NewDB(t)
-	p := &crashProcess{t: t, bin: bin, dsn: dsn, addr: crashFreeAddr(t), logPath: filepath.Join(dir, "server.log")}
-	t.Cleanup(p.kill) // registered after NewDB's cleanup, so it runs before the drop
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("server log (tail):\n%s", p.logTail())
-		}
-	})
-	p.start()
-	gql := crashClient{url: "http://" + p.addr + "/graphql", http: &http.Client{Timeout: 10 * time.Second}}
+	rng := crashRNG(t)
+	p, gql := startCrashService(t)
 
 	src, err := os.ReadFile(filepath.Join("testdata", "create_monitor.graphql"))
 	require.NoError(t, err)
@@ -120,7 +98,7 @@ func TestCrashSafetyUnderKill9(t *testing.T) {
 	}
 
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := pgx.Connect(ctx, p.dsn)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
 	crashDrain(t, conn, 90*time.Second)
@@ -183,6 +161,41 @@ type crashProcess struct {
 }
 
 // start runs the binary and waits until /healthz answers.
+// crashRNG returns the RNG that picks kill moments, seeded from the clock
+// or from CRASH_SEED; the seed is logged so a run can be replayed.
+func crashRNG(t *testing.T) *rand.Rand {
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("CRASH_SEED"); s != "" {
+		var err error
+		seed, err = strconv.ParseInt(s, 10, 64)
+		require.NoError(t, err, "CRASH_SEED")
+	}
+	t.Logf("seed %d (CRASH_SEED=%d replays it)", seed, seed)
+	return rand.New(rand.NewPCG(uint64(seed), 0))
+}
+
+// startCrashService builds the binary, starts it on a fresh database and
+// returns the process and a GraphQL client for it. The process is killed
+// when the test ends (before the database is dropped); a failing test logs
+// the tail of its log.
+func startCrashService(t *testing.T) (*crashProcess, crashClient) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "actionsledger")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+
+	dsn := pgtest.NewDB(t)
+	p := &crashProcess{t: t, bin: bin, dsn: dsn, addr: crashFreeAddr(t), logPath: filepath.Join(dir, "server.log")}
+	t.Cleanup(p.kill) // registered after NewDB's cleanup, so it runs before the drop
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("server log (tail):\n%s", p.logTail())
+		}
+	})
+	p.start()
+	return p, crashClient{url: "http://" + p.addr + "/graphql", http: &http.Client{Timeout: 10 * time.Second}}
+}
+
 func (p *crashProcess) start() {
 	p.t.Helper()
 	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
