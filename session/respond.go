@@ -82,31 +82,6 @@ func scanInterrupt(row pgx.CollectableRow) (Interrupt, error) {
 	return in, err
 }
 
-// InterruptsByID reads interrupts by id, in the order of ids (missing ones
-// are left out).
-func InterruptsByID(ctx context.Context, q ledger.Querier, ids []uuid.UUID) ([]Interrupt, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	rows, err := q.Query(ctx, `SELECT `+interruptColumns+` FROM session_interrupts i
-		JOIN unnest($1::uuid[]) WITH ORDINALITY AS x(id, n) USING (id) ORDER BY x.n`, ids)
-	if err != nil {
-		return nil, fmt.Errorf("session: interrupts: %w", err)
-	}
-	return pgx.CollectRows(rows, scanInterrupt)
-}
-
-// Interrupts lists a session's interrupts, oldest first, optionally of one
-// status.
-func Interrupts(ctx context.Context, q ledger.Querier, sid int64, status *string) ([]Interrupt, error) {
-	rows, err := q.Query(ctx, `SELECT `+interruptColumns+` FROM session_interrupts
-		WHERE sid = $1 AND ($2::text IS NULL OR status = $2) ORDER BY ord`, sid, status)
-	if err != nil {
-		return nil, fmt.Errorf("session: interrupts: %w", err)
-	}
-	return pgx.CollectRows(rows, scanInterrupt)
-}
-
 // Response answers one interrupt: exactly one of Approval and Hold.
 type Response struct {
 	Approval *ApprovalResponse `json:"approval"`
@@ -350,26 +325,29 @@ func deref(s *string) string {
 	return *s
 }
 
-// InterruptsByID reads interrupts by id through the store's pool (see
-// InterruptsByID).
+// InterruptsByID reads interrupts by id, in the order of ids (missing ones
+// are left out).
 func (st *Store) InterruptsByID(ctx context.Context, ids []uuid.UUID) ([]Interrupt, error) {
-	return InterruptsByID(ctx, st.pool, ids)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := st.pool.Query(ctx, `SELECT `+interruptColumns+` FROM session_interrupts i
+		JOIN unnest($1::uuid[]) WITH ORDINALITY AS x(id, n) USING (id) ORDER BY x.n`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("session: interrupts: %w", err)
+	}
+	return pgx.CollectRows(rows, scanInterrupt)
 }
 
-// Interrupts lists a session's interrupts of one kind, oldest first,
-// optionally of one status.
+// Interrupts lists a session's interrupts of one kind (InterruptApproval or
+// InterruptHold) in the order they were raised, optionally of one status.
 func (st *Store) Interrupts(ctx context.Context, sid int64, kind string, status *string) ([]Interrupt, error) {
-	all, err := Interrupts(ctx, st.pool, sid, status)
+	rows, err := st.pool.Query(ctx, `SELECT `+interruptColumns+` FROM session_interrupts
+		WHERE sid = $1 AND kind = $2 AND ($3::text IS NULL OR status = $3) ORDER BY ord`, sid, kind, status)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("session: interrupts: %w", err)
 	}
-	out := all[:0]
-	for _, in := range all {
-		if in.Kind == kind {
-			out = append(out, in)
-		}
-	}
-	return out, nil
+	return pgx.CollectRows(rows, scanInterrupt)
 }
 
 // InputBySeq reads one input of a session; nil when there is none.

@@ -450,7 +450,6 @@ func (e *Executor) attempts(ctx, runCtx context.Context, c *claim, h Handler, re
 	if p, ok := h.(AttemptsPolicy); ok && p.MaxAttempts() > 0 {
 		maxAttempts = p.MaxAttempts()
 	}
-	req.Attempts = maxAttempts
 	for first := true; ; first = false {
 		if !first { // the claim counted the first attempt
 			c.attempt++

@@ -62,9 +62,6 @@ type Request struct {
 	// oldest first. They are run again before Inputs, which then hold only
 	// the RETRY answer.
 	Replayed []InputView `json:"replayed,omitempty"`
-	// Attempts is how many attempts the turn gets (T7): the handler's own
-	// policy (AttemptsPolicy) or the executor's.
-	Attempts int `json:"-"`
 }
 
 // InputView is one input as a handler sees it.
