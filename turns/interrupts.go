@@ -97,33 +97,29 @@ func (e *Executor) views(ctx context.Context, inputs []session.Input) ([]InputVi
 // held turn it retries, preceded by the ones that turn ran again when it
 // was itself a retry, oldest first.
 func (e *Executor) replayed(ctx context.Context, c *claim) ([]InputView, error) {
-	var chain []int
-	seen := map[int]bool{}
-	for t := c.retryOf; t > 0 && !seen[t]; {
-		seen[t] = true
-		chain = append([]int{t}, chain...)
-		var prev *int
-		if err := e.pool.QueryRow(ctx, `SELECT retry_of FROM session_turns WHERE sid = $1 AND number = $2`, c.sess.SID, t).Scan(&prev); err != nil {
-			return nil, fmt.Errorf("turns: replayed: %w", err)
-		}
-		t = 0
-		if prev != nil {
-			t = *prev
-		}
+	if c.retryOf == 0 {
+		return nil, nil
 	}
-	var out []InputView
-	for _, t := range chain {
-		ins, err := session.TurnInputs(ctx, e.pool, c.sess.SID, t)
-		if err != nil {
-			return nil, err
-		}
-		vs, err := e.views(ctx, ins)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, vs...)
+	// retry_of always names an earlier turn, so the chain ends.
+	rows, err := e.pool.Query(ctx, `
+		WITH RECURSIVE chain (number, depth) AS (
+			SELECT $2::int, 0
+			UNION ALL
+			SELECT t.retry_of, c.depth + 1 FROM chain c
+			  JOIN session_turns t ON t.sid = $1 AND t.number = c.number WHERE t.retry_of IS NOT NULL)
+		SELECT `+session.InputColumns+` FROM (
+			SELECT i.*, c.depth FROM chain c
+			  JOIN turn_inputs ti ON ti.sid = $1 AND ti.turn = c.number
+			  JOIN session_inputs i ON i.sid = ti.sid AND i.seq = ti.seq) x
+		ORDER BY depth DESC, order_key, seq`, c.sess.SID, c.retryOf)
+	if err != nil {
+		return nil, fmt.Errorf("turns: replayed: %w", err)
 	}
-	return out, nil
+	ins, err := pgx.CollectRows(rows, session.ScanInput)
+	if err != nil {
+		return nil, fmt.Errorf("turns: replayed: %w", err)
+	}
+	return e.views(ctx, ins)
 }
 
 // waitingReason is the session's reason while it waits for approvals.
