@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/internal/text"
 )
 
 const (
@@ -86,7 +86,7 @@ func Compile(raw []byte) (s *Schema, err error) {
 	}
 	if loc, num, huge := hugeNumber(doc, nil); huge {
 		return nil, invalid(nil, "inputSchema is not a valid JSON Schema: %s: number %s is out of range (exponent beyond ±%d)",
-			pointer(loc), truncate(num, 64), maxExponent)
+			pointer(loc), text.Cut(num, 64), maxExponent)
 	}
 
 	c := jsonschema.NewCompiler()
@@ -141,7 +141,7 @@ func (s *Schema) Raw() []byte { return bytes.Clone(s.raw) }
 func (s *Schema) Validate(v any) (err error) {
 	if loc, num, huge := hugeNumber(v, nil); huge {
 		return fault.New(fault.BadInput, "", "%s: number %s is out of range (exponent beyond ±%d)",
-			pointer(loc), truncate(num, 64), maxExponent)
+			pointer(loc), text.Cut(num, 64), maxExponent)
 	}
 	// As in Compile: a library panic on an odd value must not take the
 	// caller down.
@@ -218,7 +218,7 @@ func compileError(err error) *fault.Error {
 		return invalid(err, "inputSchema is not a valid JSON Schema: %s", violations(verr))
 	default:
 		msg := strings.ReplaceAll(err.Error(), baseURL, "inputSchema")
-		return invalid(err, "inputSchema is not a valid JSON Schema: %s", truncate(msg, maxMessageBytes))
+		return invalid(err, "inputSchema is not a valid JSON Schema: %s", text.Cut(msg, maxMessageBytes))
 	}
 }
 
@@ -276,7 +276,7 @@ func joinCapped(lines []string, limit int) string {
 	var b strings.Builder
 	for i, l := range lines {
 		if i == 0 {
-			b.WriteString(truncate(l, limit-room))
+			b.WriteString(text.Cut(l, limit-room))
 			continue
 		}
 		if b.Len()+len("; ")+len(l) > limit-room {
@@ -287,19 +287,6 @@ func joinCapped(lines []string, limit int) string {
 		b.WriteString(l)
 	}
 	return b.String()
-}
-
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "…"
-	cut := n - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
 }
 
 func isFalseSchema(k jsonschema.ErrorKind) bool {

@@ -8,6 +8,8 @@ import (
 	_ "time/tzdata" // firing times must not depend on the host's zone files
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/actionsledger/actionsledger/internal/text"
 )
 
 // FiredType is the event type of a firing (C3). The service alone writes
@@ -110,7 +112,7 @@ func Cron(name, expr string, loc *time.Location) (e *Entry, err error) {
 func ParseEvery(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(strings.TrimSpace(s))
 	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration such as 30s, 15m or 1h30m", truncate(s))
+		return 0, fmt.Errorf("%q is not a duration such as 30s, 15m or 1h30m", text.Cut(s, 64))
 	}
 	if d < MinEvery {
 		return 0, fmt.Errorf("every is at least %s (got %s)", MinEvery, d)
@@ -288,11 +290,4 @@ func zoneChanges(loc *time.Location, from, to time.Time) ([]int, []shift) {
 		off = next
 	}
 	return offsets, shifts
-}
-
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }

@@ -256,6 +256,13 @@ func TestStarlarkFailures(t *testing.T) {
     return {"status": "OPEN"}`, "step"},
 		{"fails", `def turn(event):
     fail("no thanks")`, "no thanks"},
+		// Issue 10 item 4: a long reason is cut on a character boundary, so
+		// the failure commits with the handler's own words (not an encoding
+		// error after every attempt).
+		{"fails with a long non-ASCII reason", `def turn(event):
+    fail("\u00e9" * 3000)`, "ééééé"},
+		{"fails with a NUL in its reason", `def turn(event):
+    fail("a\x00b")`, "a\uFFFDb"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			aid := uuid.NewString()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/expr"
+	"github.com/actionsledger/actionsledger/internal/text"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/schedule"
@@ -220,7 +221,7 @@ func (b *batch) predicate(ctx context.Context, a scope, t *action.CompiledTrigge
 		b.diags[k] = e
 	}
 	e.count++
-	e.event, e.msg = ev, truncate(err.Error(), 1000)
+	e.event, e.msg = ev, text.Store(err.Error(), 1000)
 	return false
 }
 
@@ -451,7 +452,7 @@ func (b *batch) intake(ctx context.Context, a scope, t *action.CompiledTrigger, 
 		return nil
 	}
 	_, err := b.tx.Exec(ctx, `INSERT INTO intake_records (action_id, version, event_id, trigger, session_id, reason, message, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, a.ActionID, a.Version, ev.ID, t.Name, id, reason, truncate(msg, 2000), b.now)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, a.ActionID, a.Version, ev.ID, t.Name, id, reason, text.Store(msg, 2000), b.now)
 	if err != nil {
 		return fmt.Errorf("intake record: %w", err)
 	}
@@ -500,14 +501,4 @@ func evalID(ctx context.Context, p *expr.Program, vars expr.Vars) (string, error
 		return "", errors.New("session id is not valid text")
 	}
 	return id, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/internal/clock"
+	"github.com/actionsledger/actionsledger/internal/text"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/session"
@@ -431,7 +432,7 @@ func (e *Executor) run(ctx context.Context, c *claim) error {
 func (e *Executor) uncommitted(ctx context.Context, c *claim, cause error) {
 	ctx = context.WithoutCancel(ctx)
 	e.log.Error("turn outcome not committed; the turn runs again", "session", c.sess.ID, "turn", c.turn, "err", cause)
-	if _, err := e.pool.Exec(ctx, `UPDATE executions SET error = $2 WHERE id = $1`, c.execID, truncate(cause.Error())); err != nil {
+	if _, err := e.pool.Exec(ctx, `UPDATE executions SET error = $2 WHERE id = $1`, c.execID, storable(cause.Error())); err != nil {
 		return
 	}
 	_, _ = e.pool.Exec(ctx, `UPDATE sessions SET lease_expires_at = $3 WHERE sid = $1 AND lease_token = $2`,
@@ -614,14 +615,14 @@ func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript [
 			}
 			reason := fmt.Sprintf("execution %s failed: %v", c.execID, runErr)
 			if _, err := tx.Exec(ctx, `UPDATE sessions SET status = 'FAILED', reason = $2, closed_at = $3, updated_at = $3,
-				next_turn_at = NULL, lease_owner = NULL, lease_expires_at = NULL WHERE sid = $1`, c.sess.SID, truncate(reason), now); err != nil {
+				next_turn_at = NULL, lease_owner = NULL, lease_expires_at = NULL WHERE sid = $1`, c.sess.SID, storable(reason), now); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, `UPDATE session_turns SET checkpoint_state = $3, checkpoint_status = 'FAILED', checkpoint_reason = $4
-				WHERE sid = $1 AND number = $2`, c.sess.SID, c.turn, nullable(c.sess.State), truncate(reason)); err != nil {
+				WHERE sid = $1 AND number = $2`, c.sess.SID, c.turn, nullable(c.sess.State), storable(reason)); err != nil {
 				return err
 			}
-			return e.finish(ctx, tx, c, now, "FAILED", "FAILED", nil, truncate(runErr.Error()))
+			return e.finish(ctx, tx, c, now, "FAILED", "FAILED", nil, storable(runErr.Error()))
 		}
 		var reason *string
 		if out.Reason != "" {
@@ -770,9 +771,10 @@ func nullable(v jsonvalue.Value) []byte {
 	return v
 }
 
-func truncate(s string) string {
-	if len(s) > 2000 {
-		return s[:2000]
-	}
-	return s
-}
+// MaxReasonBytes bounds a stored failure reason or hold explanation; longer
+// ones are cut on a character boundary (issue 10, item 4).
+const MaxReasonBytes = 2000
+
+// storable makes a handler's reason storable: cleaned and cut to
+// MaxReasonBytes (text.Store).
+func storable(s string) string { return text.Store(s, MaxReasonBytes) }

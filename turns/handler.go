@@ -218,6 +218,9 @@ func (t *Transcript) Add(kind string, data any) {
 	if err != nil {
 		raw, _ = json.Marshal(map[string]string{"error": err.Error()})
 	}
+	// A handler's text may hold NUL, which jsonb refuses: the entry would
+	// make the whole outcome uncommittable (issue 10 item 4).
+	raw = jsonvalue.Clean(raw)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.entries = append(t.entries, Entry{Seq: len(t.entries) + 1, Kind: kind, Data: raw, At: t.now()})

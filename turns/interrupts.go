@@ -182,7 +182,7 @@ func (e *Executor) hold(ctx context.Context, tx pgx.Tx, c *claim, h *HoldError, 
 	reason := fmt.Sprintf("turn %d is held (%s): answer its hold with respondToSession", c.turn, code)
 	if _, err := tx.Exec(ctx, `INSERT INTO session_interrupts (id, sid, kind, turn, execution_id, cause, category, explanation, status, created_at)
 		VALUES ($1, $2, 'HOLD', $3, $4, $5, nullif($6, ''), nullif($7, ''), 'PENDING', $8) ON CONFLICT (id) DO NOTHING`,
-		id, c.sess.SID, c.turn, c.execID, h.Cause, truncate(h.Category), truncate(h.Explanation), now); err != nil {
+		id, c.sess.SID, c.turn, c.execID, h.Cause, storable(h.Category), storable(h.Explanation), now); err != nil {
 		return fmt.Errorf("turns: hold: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE session_inputs i SET status = 'RECEIVED', turn = $2 FROM turn_inputs t
@@ -199,6 +199,6 @@ func (e *Executor) hold(ctx context.Context, tx pgx.Tx, c *claim, h *HoldError, 
 		return err
 	}
 	_, err := tx.Exec(ctx, `UPDATE executions SET status = 'HELD', error = $2, finished_at = $3, hold_id = $4 WHERE id = $1`,
-		c.execID, truncate(code+": "+h.Message), now, id)
+		c.execID, storable(code+": "+h.Message), now, id)
 	return err
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/actionsledger/actionsledger/internal/text"
 	"github.com/actionsledger/actionsledger/server"
 )
 
@@ -653,7 +654,7 @@ func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return fmt.Sprintf("%s… (%d bytes)", s[:n], len(s))
+	return fmt.Sprintf("%s… (%d bytes)", text.Prefix(s, n), len(s))
 }
 
 func deref(s *string) string {

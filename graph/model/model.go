@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/internal/text"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 )
 
@@ -40,7 +41,7 @@ func UnmarshalUUID(v any) (uuid.UUID, error) {
 	}
 	u, err := uuid.Parse(s)
 	if err != nil || len(s) != 36 {
-		return uuid.Nil, fault.New(fault.BadInput, "", "%q is not a UUID in canonical form", truncate(s))
+		return uuid.Nil, fault.New(fault.BadInput, "", "%q is not a UUID in canonical form", text.Cut(s, 64))
 	}
 	return u, nil
 }
@@ -83,16 +84,9 @@ func UnmarshalTime(v any) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, fault.New(fault.BadInput, "", "%q is not an RFC 3339 time", truncate(s))
+		return time.Time{}, fault.New(fault.BadInput, "", "%q is not an RFC 3339 time", text.Cut(s, 64))
 	}
 	return t.UTC().Truncate(time.Microsecond), nil
-}
-
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }
 
 // Invocation is what an execution's handler was given and replied; its

@@ -106,10 +106,10 @@ func (h *codeHost) CallTool(ctx context.Context, name string, input jsonvalue.Va
 		h.fatal = err
 		return nil, err
 	case toolErr != nil:
-		l.rec.Add("tool_result", map[string]any{"call_id": id, "tool": name, "content": truncate(toolErr.Error()), "is_error": true, "via": toolRunCode})
+		l.rec.Add("tool_result", map[string]any{"call_id": id, "tool": name, "content": clipResult(toolErr.Error()), "is_error": true, "via": toolRunCode})
 		return nil, &starlarkrt.CatchableError{Message: fmt.Sprintf("%s: %v", name, toolErr)}
 	}
-	l.rec.Add("tool_result", map[string]any{"call_id": id, "tool": name, "content": truncate(string(out)), "via": toolRunCode})
+	l.rec.Add("tool_result", map[string]any{"call_id": id, "tool": name, "content": clipResult(string(out)), "via": toolRunCode})
 	return out, nil
 }
 

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/actionsledger/actionsledger/handlers/agent/provider"
 	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/internal/text"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/turns"
 )
@@ -407,7 +407,7 @@ func (l *loop) outcome(c provider.ToolCall) (out *turns.Outcome, problem string)
 
 // output is a turn's output: the model's latest text and counts.
 func (l *loop) output(extra map[string]any) jsonvalue.Value {
-	m := map[string]any{"text": truncate(l.text), "tool_calls": l.calls, "steps": l.steps, "usage": l.usage}
+	m := map[string]any{"text": clipResult(l.text), "tool_calls": l.calls, "steps": l.steps, "usage": l.usage}
 	for k, v := range extra {
 		m[k] = v
 	}
@@ -452,27 +452,21 @@ func (l *loop) invoke(ctx context.Context, callID string, actionID uuid.UUID, na
 
 // result is a tool result for the model, cut at MaxResult, and recorded.
 func (l *loop) result(callID, name, content string, isError bool) *provider.ToolResult {
-	r := &provider.ToolResult{CallID: callID, Content: truncate(clean(content)), IsError: isError}
+	r := &provider.ToolResult{CallID: callID, Content: clipResult(clean(content)), IsError: isError}
 	l.rec.Add("tool_result", map[string]any{"call_id": callID, "tool": name, "content": r.Content, "is_error": isError})
 	return r
 }
 
-func truncate(s string) string {
+// clipResult cuts a tool result or model text to MaxResult bytes, saying so.
+func clipResult(s string) string {
 	if len(s) <= MaxResult {
 		return s
 	}
-	cut := MaxResult
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("\n[truncated: the full text is %d bytes]", len(s))
+	return text.Prefix(s, MaxResult) + fmt.Sprintf("\n[truncated: the full text is %d bytes]", len(s))
 }
 
 // clean makes s storable: valid UTF-8 without NUL (jsonb refuses both).
-func clean(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	return strings.ReplaceAll(s, "\x00", "\uFFFD")
-}
+func clean(s string) string { return text.Clean(s) }
 
 func deref(rs []*provider.ToolResult) []provider.ToolResult {
 	out := make([]provider.ToolResult, len(rs))

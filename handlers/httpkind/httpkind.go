@@ -20,6 +20,7 @@ import (
 
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/internal/text"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/turns"
 )
@@ -228,9 +229,7 @@ func excerpt(raw []byte) string {
 	if s == "" {
 		return ""
 	}
-	if len(s) > 200 {
-		s = s[:200] + "..."
-	}
+	s = text.Cut(s, 200)
 	return fmt.Sprintf(": %q", s)
 }
 

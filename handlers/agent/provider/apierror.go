@@ -3,8 +3,9 @@ package provider
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
+
+	"github.com/actionsledger/actionsledger/internal/text"
 )
 
 // defaultTimeout bounds one HTTP attempt when a config leaves Timeout zero.
@@ -29,7 +30,7 @@ func (e *apiError) Error() string {
 		s += ": " + e.typ
 	}
 	if e.message != "" {
-		s += ": " + truncate(e.message, 500)
+		s += ": " + text.Cut(e.message, 500)
 	}
 	return s
 }
@@ -45,13 +46,6 @@ func classifyStatus(err *apiError) error {
 		return Permanent(err)
 	}
 	return err
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 func retries(n int) int { return max(n, 0) }
