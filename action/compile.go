@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/expr"
 	"github.com/actionsledger/actionsledger/inputschema"
 	"github.com/actionsledger/actionsledger/internal/fault"
@@ -58,6 +59,13 @@ type Compiled struct {
 	Triggers         []*CompiledTrigger
 	Session          *CompiledSession
 	Tool             *CompiledTool
+	// Author is the principal who stored the version ("" when unknown:
+	// stored before authors were recorded).
+	Author string
+	// Grants are what the version declares and implies it reaches (issue
+	// 11); what it may do when it runs is these intersected with what its
+	// author holds then (auth.Authority).
+	Grants auth.Grants
 
 	// pinnedOnly marks an Active copy of a version that covers no event
 	// after the dispatch cursor and is kept only for its open sessions.
@@ -86,6 +94,8 @@ func (c *Compiled) CoversPinned(position int64) bool {
 type CompiledTool struct {
 	Name   string
 	Schema *inputschema.Schema // nil: any object
+	// Approval: every call an agent makes waits for a person (issue 11, P1).
+	Approval bool
 	// Session maps tool.input to the tool session's input (ToolMapping role);
 	// nil when calls record no history.
 	Session *Mapping
@@ -187,8 +197,28 @@ func (m *Mapping) Eval(ctx context.Context, vars expr.Vars) (any, error) {
 // violations are returned (errors.Join of *fault.Error, each naming its field
 // relative to the definition, e.g. "triggers[1].session.resume.id").
 func Compile(def Definition, kinds KindChecker) (*Compiled, error) {
+	return compile(def, kinds, nil, nil)
+}
+
+// StoreCheckFunc checks, before a definition's handler kind is validated,
+// that whoever stores it holds its grants; a refusal stops validation there
+// (the kind's errors could name tools the caller may not read).
+type StoreCheckFunc func(auth.Grants) []error
+
+// compile is Compile with the tool references of kinds (refs) counted in
+// the grants and, with check, the grants checked before the kind.
+func compile(def Definition, kinds KindChecker, refs ToolRefsFunc, check StoreCheckFunc) (*Compiled, error) {
 	c := &compiler{def: def}
-	out := c.compile(kinds)
+	out := c.compile()
+	out.Grants = grants(def, out.Triggers, refs)
+	if check != nil {
+		if errs := check(out.Grants); len(errs) > 0 {
+			return nil, joinErrors(errs)
+		}
+	}
+	if kinds != nil {
+		c.add(kinds(def.Kind, def.Config, def.Source, def.Tool != nil), "")
+	}
 	if len(c.errs) > 0 {
 		return nil, joinErrors(c.errs)
 	}
@@ -228,15 +258,13 @@ func (c *compiler) program(role expr.Role, src, field string) *expr.Program {
 	return p
 }
 
-func (c *compiler) compile(kinds KindChecker) *Compiled {
+func (c *compiler) compile() *Compiled {
 	def := c.def
 	out := &Compiled{Def: def}
 	if n := len(strings.TrimSpace(def.Name)); n == 0 || len(def.Name) > MaxNameLen {
 		c.fail("name", fault.BadInput, "a name is 1-%d characters", MaxNameLen)
 	}
-	if kinds != nil {
-		c.add(kinds(def.Kind, def.Config, def.Source, def.Tool != nil), "")
-	}
+	c.permissions(def.Permissions)
 	if def.Source != nil && len(*def.Source) > MaxSourceLen {
 		c.fail("source", fault.PayloadTooLarge, "source is at most %d bytes", MaxSourceLen)
 	}
@@ -454,6 +482,13 @@ func (c *compiler) tool(td *ToolDef, sd *SessionDef, sessionSchema *inputschema.
 		s, err := inputschema.Compile(td.InputSchema)
 		c.add(err, "tool.inputSchema")
 		ct.Schema = s
+	}
+	switch td.Approval {
+	case "", ApprovalNone:
+	case ApprovalRequired:
+		ct.Approval = true
+	default:
+		c.fail("tool.approval", fault.BadInput, "approval is %s or %s", ApprovalRequired, ApprovalNone)
 	}
 	if td.Session == nil {
 		return ct

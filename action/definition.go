@@ -19,6 +19,9 @@ type Definition struct {
 	Triggers []Trigger   `json:"triggers"`
 	Session  *SessionDef `json:"session,omitempty"`
 	Tool     *ToolDef    `json:"tool,omitempty"`
+	// Permissions declares what the action reaches beyond its own
+	// sessions (issue 11); nil declares nothing.
+	Permissions *Permissions `json:"permissions,omitempty"`
 }
 
 // ToolDef makes the action callable as a tool (X1-X6): by operators through
@@ -30,6 +33,10 @@ type ToolDef struct {
 	// Session, when set, records every call in a tool session whose input
 	// the start mapping builds from tool.input (X1).
 	Session *ToolSessionDef `json:"session,omitempty"`
+	// Approval is ApprovalRequired when every call an agent makes must wait
+	// for a person's approval (P1), whatever the agent's reference says;
+	// empty or ApprovalNone leaves it to the reference (issue 11).
+	Approval string `json:"approval,omitempty"`
 }
 
 // ToolSessionDef is a tool's session: its start mapping over tool.input.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/jsonvalue"
@@ -43,13 +44,40 @@ type Version struct {
 	Definition   Definition
 	FromPosition int64
 	CreatedAt    time.Time
+	// Author is the principal who stored the version; "" when unknown
+	// (stored before authors were recorded, or without a principal).
+	Author string
+}
+
+// Kinds is what the store needs of the handler kinds a server offers (a
+// turns.Registry).
+type Kinds interface {
+	// Check validates a kind with its config and source (see KindChecker).
+	Check(kind string, config jsonvalue.Value, source *string, tool bool) error
+	// ToolRefs lists the tool actions a kind's config refers to (see
+	// ToolRefsFunc).
+	ToolRefs(kind string, config jsonvalue.Value) []uuid.UUID
+	// Redact hides a config's secrets for reading (turns.Registry.Redact).
+	Redact(kind string, config jsonvalue.Value) jsonvalue.Value
+	// KeepSecrets carries secrets an update leaves redacted over from the
+	// previous config (turns.Registry.KeepSecrets).
+	KeepSecrets(kind string, config, previous jsonvalue.Value) jsonvalue.Value
+}
+
+// RedactConfig returns a definition's config as queries show it: the
+// kind's secrets replaced (issue 10 item 9: secrets are write-only).
+func (s *Store) RedactConfig(kind string, config jsonvalue.Value) jsonvalue.Value {
+	if s.kinds == nil {
+		return config
+	}
+	return s.kinds.Redact(kind, config)
 }
 
 // Store keeps action versions and a cache of their compiled form.
 type Store struct {
 	pool  *pgxpool.Pool
 	clock clock.Clock
-	kinds KindChecker
+	kinds Kinds
 
 	mu       sync.Mutex
 	compiled map[versionKey]*Compiled
@@ -60,17 +88,20 @@ type versionKey struct {
 	version int
 }
 
-// NewStore returns a Store. kinds validates handler kinds and configs.
-func NewStore(pool *pgxpool.Pool, c clock.Clock, kinds KindChecker) *Store {
+// NewStore returns a Store. kinds validates handler kinds and configs; nil
+// skips that check (and counts no tool references in grants).
+func NewStore(pool *pgxpool.Pool, c clock.Clock, kinds Kinds) *Store {
 	return &Store{pool: pool, clock: c, kinds: kinds, compiled: map[versionKey]*Compiled{}}
 }
 
-// Create validates def (A3) and stores it as version 1 of action id (A1).
-// Calling it again with an equal definition returns the stored version;
-// a different one fails. Errors: the validation errors of Compile (joined),
-// fault.ActionExists.
+// Create validates def (A3) and stores it as version 1 of action id (A1),
+// authored by the principal on ctx, who must hold every grant the version
+// declares or implies (issue 11). Calling it again with an equal definition
+// returns the stored version; a different one fails. Errors: fault.Forbidden
+// (naming the grant, e.g. permissions.read[0]; nothing else is checked
+// then), the validation errors of Compile (joined), fault.ActionExists.
 func (s *Store) Create(ctx context.Context, id uuid.UUID, def Definition) (Version, error) {
-	def, comp, raw, err := s.prepare(def)
+	author, def, comp, raw, err := s.prepare(ctx, def)
 	if err != nil {
 		return Version{}, err
 	}
@@ -89,11 +120,11 @@ func (s *Store) Create(ctx context.Context, id uuid.UUID, def Definition) (Versi
 		if tag.RowsAffected() == 0 {
 			return errExists
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO action_versions (action_id, version, definition, from_position, created_at)
-			VALUES ($1, 1, $2, $3, $4)`, id, raw, from, now); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO action_versions (action_id, version, definition, from_position, created_at, author)
+			VALUES ($1, 1, $2, $3, $4, $5)`, id, raw, from, now, nullable(author)); err != nil {
 			return err
 		}
-		out = Version{ActionID: id, Version: 1, Definition: def, FromPosition: from, CreatedAt: now}
+		out = Version{ActionID: id, Version: 1, Definition: def, FromPosition: from, CreatedAt: now, Author: author}
 		return nil
 	})
 	if errors.Is(err, errExists) {
@@ -116,20 +147,47 @@ func (s *Store) Create(ctx context.Context, id uuid.UUID, def Definition) (Versi
 
 var errExists = errors.New("action exists")
 
-// prepare validates and compiles def (A3) and encodes it for storage.
-func (s *Store) prepare(def Definition) (Definition, *Compiled, []byte, error) {
+// prepare checks that the principal on ctx may store def (issue 11),
+// validates and compiles def (A3) and encodes it for storage. It returns
+// the author to record: the principal's id ("" without one).
+func (s *Store) prepare(ctx context.Context, def Definition) (string, Definition, *Compiled, []byte, error) {
 	if def.Triggers == nil {
 		def.Triggers = []Trigger{}
 	}
-	comp, err := Compile(def, s.kinds)
+	p, hasPrincipal := auth.From(ctx)
+	var check StoreCheckFunc
+	if hasPrincipal {
+		check = func(g auth.Grants) []error { return auth.CheckStore(p, g, "permissions") }
+	}
+	var kinds KindChecker
+	if s.kinds != nil {
+		kinds = s.kinds.Check
+	}
+	comp, err := compile(def, kinds, s.toolRefs(), check)
 	if err != nil {
-		return def, nil, nil, err
+		return "", def, nil, nil, err
 	}
 	raw, err := json.Marshal(def)
 	if err != nil {
-		return def, nil, nil, fmt.Errorf("action: encode definition: %w", err)
+		return "", def, nil, nil, fmt.Errorf("action: encode definition: %w", err)
 	}
-	return def, comp, raw, nil
+	comp.Author = p.ID
+	return p.ID, def, comp, raw, nil
+}
+
+// toolRefs is the kinds' ToolRefs, or nil without kinds.
+func (s *Store) toolRefs() ToolRefsFunc {
+	if s.kinds == nil {
+		return nil
+	}
+	return s.kinds.ToolRefs
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // cut locks the dispatcher's cursor row and bumps the actions epoch (so
@@ -158,11 +216,23 @@ var errUnchanged = errors.New("action unchanged")
 // action's next version (A2). The version's triggers match events after the
 // ledger head at the update; the replaced version's triggers keep matching
 // the events up to it, so an event is judged by the version current when it
-// committed. Sessions keep the version they started with. An update equal to
-// the current definition returns the current version and writes nothing.
-// Errors: the validation errors of Compile (joined), fault.NotFound.
+// committed. Sessions keep the version they started with. The principal on
+// ctx becomes the version's author and must hold its grants, as for Create.
+// A config secret sent as turns.Redacted keeps the current version's. An
+// update equal to the current definition, by its author, returns the
+// current version and writes nothing. Errors: fault.Forbidden, the
+// validation errors of Compile (joined), fault.NotFound.
 func (s *Store) Update(ctx context.Context, id uuid.UUID, def Definition) (Version, error) {
-	def, comp, raw, err := s.prepare(def)
+	if s.kinds != nil && len(def.Config) > 0 {
+		// A definition read back and sent again carries its secrets
+		// redacted: they stand for the current version's.
+		if a, err := s.Get(ctx, id); err == nil && a != nil {
+			if cur, err := s.Version(ctx, id, a.CurrentVersion); err == nil && cur.Definition.Kind == def.Kind {
+				def.Config = s.kinds.KeepSecrets(def.Kind, def.Config, cur.Definition.Config)
+			}
+		}
+	}
+	author, def, comp, raw, err := s.prepare(ctx, def)
 	if err != nil {
 		return Version{}, err
 	}
@@ -178,28 +248,29 @@ func (s *Store) Update(ctx context.Context, id uuid.UUID, def Definition) (Versi
 		}
 		var current int
 		var old []byte
-		err = tx.QueryRow(ctx, `SELECT a.current_version, v.definition FROM actions a
+		var oldAuthor string
+		err = tx.QueryRow(ctx, `SELECT a.current_version, v.definition, coalesce(v.author, '') FROM actions a
 			JOIN action_versions v ON v.action_id = a.id AND v.version = a.current_version
-			WHERE a.id = $1 FOR UPDATE OF a`, id).Scan(&current, &old)
+			WHERE a.id = $1 FOR UPDATE OF a`, id).Scan(&current, &old, &oldAuthor)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fault.New(fault.NotFound, "id", "no action with this id")
 		}
 		if err != nil {
 			return err
 		}
-		if jsonvalue.Equal(old, raw) {
+		if jsonvalue.Equal(old, raw) && oldAuthor == author {
 			out.Version = current
 			return errUnchanged
 		}
 		next := current + 1
-		if _, err := tx.Exec(ctx, `INSERT INTO action_versions (action_id, version, definition, from_position, created_at)
-			VALUES ($1, $2, $3, $4, $5)`, id, next, raw, from, now); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO action_versions (action_id, version, definition, from_position, created_at, author)
+			VALUES ($1, $2, $3, $4, $5, $6)`, id, next, raw, from, now, nullable(author)); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE actions SET current_version = $2, updated_at = $3 WHERE id = $1`, id, next, now); err != nil {
 			return err
 		}
-		out = Version{ActionID: id, Version: next, Definition: def, FromPosition: from, CreatedAt: now}
+		out = Version{ActionID: id, Version: next, Definition: def, FromPosition: from, CreatedAt: now, Author: author}
 		return nil
 	})
 	if errors.Is(err, errUnchanged) {
@@ -303,7 +374,7 @@ func (s *Store) Versions(ctx context.Context, id uuid.UUID) ([]Version, error) {
 }
 
 func (s *Store) versions(ctx context.Context, where string, args ...any) ([]Version, error) {
-	rows, err := s.pool.Query(ctx, `SELECT action_id, version, definition, from_position, created_at FROM action_versions `+where, args...)
+	rows, err := s.pool.Query(ctx, `SELECT action_id, version, definition, from_position, created_at, coalesce(author, '') FROM action_versions `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("action: versions: %w", err)
 	}
@@ -313,7 +384,7 @@ func (s *Store) versions(ctx context.Context, where string, args ...any) ([]Vers
 func scanVersion(r pgx.CollectableRow) (Version, error) {
 	var v Version
 	var raw []byte
-	if err := r.Scan(&v.ActionID, &v.Version, &raw, &v.FromPosition, &v.CreatedAt); err != nil {
+	if err := r.Scan(&v.ActionID, &v.Version, &raw, &v.FromPosition, &v.CreatedAt, &v.Author); err != nil {
 		return v, err
 	}
 	v.CreatedAt = v.CreatedAt.UTC()
@@ -349,11 +420,11 @@ func (s *Store) compile(v Version) (*Compiled, error) {
 	}
 	// Stored definitions were valid when stored; the kind check is skipped so a
 	// kind removed later does not hide the version.
-	c, err := Compile(v.Definition, nil)
+	c, err := compile(v.Definition, nil, s.toolRefs(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("action %s version %d no longer compiles: %w", v.ActionID, v.Version, err)
 	}
-	c.ActionID, c.Version, c.FromPosition = v.ActionID, v.Version, v.FromPosition
+	c.ActionID, c.Version, c.FromPosition, c.Author = v.ActionID, v.Version, v.FromPosition, v.Author
 	s.compiled[k] = c
 	return c, nil
 }
@@ -383,12 +454,12 @@ func (s *Store) compile(v Version) (*Compiled, error) {
 // epoch bump to be seen. q is the dispatcher's transaction, holding the
 // cursor row.
 func (s *Store) Active(ctx context.Context, q ledger.Querier) ([]*Compiled, error) {
-	rows, err := q.Query(ctx, `SELECT action_id, version, definition, from_position, created_at, lo,
+	rows, err := q.Query(ctx, `SELECT action_id, version, definition, from_position, created_at, coalesce(author, ''), lo,
 			coalesce(hi, 0), coalesce(pinned_hi, 0), NOT covers FROM (
 			SELECT r.*, (hi IS NULL OR (hi > lo AND hi > cursor)) AS covers,
 			       (pinned_hi IS NULL OR (pinned_hi > lo AND pinned_hi > cursor)) AS pinned_live
 			FROM (
-				SELECT v.action_id, v.version, v.definition, v.from_position, v.created_at, d.position AS cursor,
+				SELECT v.action_id, v.version, v.definition, v.from_position, v.created_at, v.author, d.position AS cursor,
 				       greatest(v.from_position, CASE WHEN a.status = 'ACTIVE' THEN a.status_position ELSE 0 END) AS lo,
 				       least(lead(v.from_position) OVER (PARTITION BY v.action_id ORDER BY v.version),
 				             CASE WHEN a.status <> 'ACTIVE' THEN a.status_position END) AS hi,
@@ -410,7 +481,7 @@ func (s *Store) Active(ctx context.Context, q ledger.Querier) ([]*Compiled, erro
 	spans, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (span, error) {
 		var sp span
 		var raw []byte
-		if err := r.Scan(&sp.v.ActionID, &sp.v.Version, &raw, &sp.v.FromPosition, &sp.v.CreatedAt,
+		if err := r.Scan(&sp.v.ActionID, &sp.v.Version, &raw, &sp.v.FromPosition, &sp.v.CreatedAt, &sp.v.Author,
 			&sp.lo, &sp.hi, &sp.pinnedHi, &sp.pinnedOnly); err != nil {
 			return sp, err
 		}

@@ -12,8 +12,19 @@
 //
 // A policy on a broader resource covers the narrower ones (`*` covers all,
 // `financial.Action.document` covers each action, `ledger` each namespace),
-// and ADMIN covers every other policy action on the same resources; so ADMIN
-// on `*` allows everything. Managing principals and tokens needs ADMIN on `*`.
+// ADMIN covers every other policy action on the same resources (so ADMIN on
+// `*` allows everything), and WRITE on an action covers CALL on it (its
+// author may call the tool it defines). Managing principals and tokens needs
+// ADMIN on `*`.
+//
+// A ledger namespace covers the key-value records of that namespace and the
+// events whose type starts with the namespace and a dot (see
+// EventNamespace): `ledger:entry` covers the records of namespace entry and
+// the events entry.inserted and entry.updated.
+//
+// Action versions run with an authority of their own (see Authority and
+// docs/security.md): what their author holds, intersected with what the
+// definition declares it needs.
 package auth
 
 import (
@@ -31,7 +42,10 @@ const (
 	Write   = "WRITE"
 	Respond = "RESPOND"
 	Close   = "CLOSE"
-	Admin   = "ADMIN"
+	// Call: calling a tool action (callTool; call_tool and agent tool
+	// references in action versions the principal stores).
+	Call  = "CALL"
+	Admin = "ADMIN"
 )
 
 // Resource names.
@@ -56,7 +70,7 @@ type Policy struct {
 // Check reports whether p is well formed, as a BAD_USER_INPUT fault naming field.
 func (p Policy) Check(field string) error {
 	switch p.Action {
-	case Read, Write, Respond, Close, Admin:
+	case Read, Write, Respond, Close, Call, Admin:
 	default:
 		return fault.New(fault.BadInput, field+".action", "unknown policy action %q", p.Action)
 	}
@@ -110,11 +124,17 @@ func (p Principal) Allows(action, resource string) bool {
 		return true
 	}
 	for _, pol := range p.Policies {
-		if (pol.Action == action || pol.Action == Admin) && covers(pol.Resource, resource) {
+		if implies(pol.Action, action) && covers(pol.Resource, resource) {
 			return true
 		}
 	}
 	return false
+}
+
+// implies reports whether a policy for action have grants action want:
+// ADMIN grants everything, WRITE grants CALL.
+func implies(have, want string) bool {
+	return have == want || have == Admin || (have == Write && want == Call)
 }
 
 type key struct{}

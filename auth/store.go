@@ -62,6 +62,9 @@ func (s *Store) CreateToken(ctx context.Context, id string, policies []Policy) (
 	if id == "" || len(id) > 200 || strings.TrimSpace(id) != id {
 		return nil, fault.New(fault.BadInput, "principal", "a principal id is 1-200 characters without leading or trailing spaces")
 	}
+	if id == DevID || id == AdminID {
+		return nil, fault.New(fault.BadInput, "principal", "%q is reserved for a principal of the server's own (dev mode, ADMIN_TOKEN)", id)
+	}
 	if len(policies) > MaxPolicies {
 		return nil, fault.New(fault.BadInput, "policies", "at most %d policies", MaxPolicies)
 	}
@@ -85,8 +88,13 @@ func (s *Store) CreateToken(ctx context.Context, id string, policies []Policy) (
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO auth_tokens (id, principal_id, hash, created_at) VALUES ($1, $2, $3, $4)`,
-			out.ID, id, Hash(out.Token), now)
+		if _, err := tx.Exec(ctx, `INSERT INTO auth_tokens (id, principal_id, hash, created_at) VALUES ($1, $2, $3, $4)`,
+			out.ID, id, Hash(out.Token), now); err != nil {
+			return err
+		}
+		// The policies may have shrunk: action versions this principal
+		// stored run with less from now on (Authorities re-reads them).
+		_, err := tx.Exec(ctx, `UPDATE auth_state SET epoch = epoch + 1`)
 		return err
 	})
 	if err != nil {
@@ -127,15 +135,7 @@ func (s *Store) Authenticate(ctx context.Context, token string) (Principal, erro
 }
 
 func (s *Store) policies(ctx context.Context, id string) ([]Policy, error) {
-	rows, err := s.pool.Query(ctx, `SELECT action, resource FROM auth_policies WHERE principal_id = $1 ORDER BY resource, action`, id)
-	if err != nil {
-		return nil, fmt.Errorf("policies: %w", err)
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Policy, error) {
-		var p Policy
-		err := r.Scan(&p.Action, &p.Resource)
-		return p, err
-	})
+	return policiesOf(ctx, s.pool, id)
 }
 
 // Principals lists every principal with its policies, by id. Tokens are

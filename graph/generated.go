@@ -15,6 +15,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
 	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/graph/model"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
@@ -37,6 +38,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
 	Action() ActionResolver
+	ActionDefinition() ActionDefinitionResolver
 	ActionSession() ActionSessionResolver
 	ActionSessionInput() ActionSessionInputResolver
 	ActionSessionTurn() ActionSessionTurnResolver
@@ -57,7 +59,9 @@ type ResolverRoot interface {
 	Mutation() MutationResolver
 	Query() QueryResolver
 	ToolCall() ToolCallResolver
+	ToolDefinition() ToolDefinitionResolver
 	TriggerDiagnostic() TriggerDiagnosticResolver
+	ToolInput() ToolInputResolver
 }
 
 type DirectiveRoot struct {
@@ -85,13 +89,14 @@ type ComplexityRoot struct {
 	}
 
 	ActionDefinition struct {
-		Config   func(childComplexity int) int
-		Kind     func(childComplexity int) int
-		Name     func(childComplexity int) int
-		Session  func(childComplexity int) int
-		Source   func(childComplexity int) int
-		Tool     func(childComplexity int) int
-		Triggers func(childComplexity int) int
+		Config      func(childComplexity int) int
+		Kind        func(childComplexity int) int
+		Name        func(childComplexity int) int
+		Permissions func(childComplexity int) int
+		Session     func(childComplexity int) int
+		Source      func(childComplexity int) int
+		Tool        func(childComplexity int) int
+		Triggers    func(childComplexity int) int
 	}
 
 	ActionSession struct {
@@ -157,9 +162,11 @@ type ComplexityRoot struct {
 
 	ActionVersion struct {
 		ActionID     func(childComplexity int) int
+		Author       func(childComplexity int) int
 		CreatedAt    func(childComplexity int) int
 		Definition   func(childComplexity int) int
 		FromPosition func(childComplexity int) int
+		Grants       func(childComplexity int) int
 		Version      func(childComplexity int) int
 	}
 
@@ -237,6 +244,13 @@ type ComplexityRoot struct {
 	ExecutionConnection struct {
 		Nodes    func(childComplexity int) int
 		PageInfo func(childComplexity int) int
+	}
+
+	Grants struct {
+		Read     func(childComplexity int) int
+		Sessions func(childComplexity int) int
+		Tools    func(childComplexity int) int
+		Write    func(childComplexity int) int
 	}
 
 	Hold struct {
@@ -326,6 +340,13 @@ type ComplexityRoot struct {
 		HasNextPage func(childComplexity int) int
 	}
 
+	Permissions struct {
+		Read     func(childComplexity int) int
+		Sessions func(childComplexity int) int
+		Tools    func(childComplexity int) int
+		Write    func(childComplexity int) int
+	}
+
 	Policy struct {
 		Action   func(childComplexity int) int
 		Resource func(childComplexity int) int
@@ -372,6 +393,7 @@ type ComplexityRoot struct {
 	}
 
 	ToolDefinition struct {
+		Approval    func(childComplexity int) int
 		Description func(childComplexity int) int
 		InputSchema func(childComplexity int) int
 		Name        func(childComplexity int) int
@@ -438,6 +460,9 @@ type ActionResolver interface {
 	IntakeRecords(ctx context.Context, obj *action.Action, first *int, after *string) (*model.IntakeRecordConnection, error)
 	TriggerDiagnostics(ctx context.Context, obj *action.Action) ([]session.Diagnostic, error)
 }
+type ActionDefinitionResolver interface {
+	Config(ctx context.Context, obj *action.Definition) (jsonvalue.Value, error)
+}
 type ActionSessionResolver interface {
 	Action(ctx context.Context, obj *session.Session) (*action.Action, error)
 
@@ -469,6 +494,9 @@ type ActionSessionTurnResolver interface {
 }
 type ActionVersionResolver interface {
 	FromPosition(ctx context.Context, obj *action.Version) (string, error)
+
+	Author(ctx context.Context, obj *action.Version) (*string, error)
+	Grants(ctx context.Context, obj *action.Version) (*auth.Grants, error)
 }
 type ActionsMutationResolver interface {
 	CreateAction(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, input action.Definition) (*action.Version, error)
@@ -559,8 +587,15 @@ type ToolCallResolver interface {
 
 	Session(ctx context.Context, obj *tools.Result) (*session.Session, error)
 }
+type ToolDefinitionResolver interface {
+	Approval(ctx context.Context, obj *action.ToolDef) (model.ToolApproval, error)
+}
 type TriggerDiagnosticResolver interface {
 	LastEvent(ctx context.Context, obj *session.Diagnostic) (*ledger.Event, error)
+}
+
+type ToolInputResolver interface {
+	Approval(ctx context.Context, obj *action.ToolDef, data *model.ToolApproval) error
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -705,6 +740,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionDefinition.Name(childComplexity), true
+	case "ActionDefinition.permissions":
+		if e.ComplexityRoot.ActionDefinition.Permissions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionDefinition.Permissions(childComplexity), true
 	case "ActionDefinition.session":
 		if e.ComplexityRoot.ActionDefinition.Session == nil {
 			break
@@ -1025,6 +1066,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionVersion.ActionID(childComplexity), true
+	case "ActionVersion.author":
+		if e.ComplexityRoot.ActionVersion.Author == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionVersion.Author(childComplexity), true
 	case "ActionVersion.createdAt":
 		if e.ComplexityRoot.ActionVersion.CreatedAt == nil {
 			break
@@ -1043,6 +1090,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionVersion.FromPosition(childComplexity), true
+	case "ActionVersion.grants":
+		if e.ComplexityRoot.ActionVersion.Grants == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionVersion.Grants(childComplexity), true
 	case "ActionVersion.version":
 		if e.ComplexityRoot.ActionVersion.Version == nil {
 			break
@@ -1390,6 +1443,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ExecutionConnection.PageInfo(childComplexity), true
+
+	case "Grants.read":
+		if e.ComplexityRoot.Grants.Read == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grants.Read(childComplexity), true
+	case "Grants.sessions":
+		if e.ComplexityRoot.Grants.Sessions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grants.Sessions(childComplexity), true
+	case "Grants.tools":
+		if e.ComplexityRoot.Grants.Tools == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grants.Tools(childComplexity), true
+	case "Grants.write":
+		if e.ComplexityRoot.Grants.Write == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grants.Write(childComplexity), true
 
 	case "Hold.category":
 		if e.ComplexityRoot.Hold.Category == nil {
@@ -1744,6 +1822,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
 
+	case "Permissions.read":
+		if e.ComplexityRoot.Permissions.Read == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Permissions.Read(childComplexity), true
+	case "Permissions.sessions":
+		if e.ComplexityRoot.Permissions.Sessions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Permissions.Sessions(childComplexity), true
+	case "Permissions.tools":
+		if e.ComplexityRoot.Permissions.Tools == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Permissions.Tools(childComplexity), true
+	case "Permissions.write":
+		if e.ComplexityRoot.Permissions.Write == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Permissions.Write(childComplexity), true
+
 	case "Policy.action":
 		if e.ComplexityRoot.Policy.Action == nil {
 			break
@@ -1879,6 +1982,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ToolCall.Session(childComplexity), true
 
+	case "ToolDefinition.approval":
+		if e.ComplexityRoot.ToolDefinition.Approval == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolDefinition.Approval(childComplexity), true
 	case "ToolDefinition.description":
 		if e.ComplexityRoot.ToolDefinition.Description == nil {
 			break
@@ -2055,6 +2164,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ActionInput", ec.unmarshalInputActionInput),
 			graphql.NewInputUnmarshaler("ApprovalResponseInput", ec.unmarshalInputApprovalResponseInput),
 			graphql.NewInputUnmarshaler("HoldResponseInput", ec.unmarshalInputHoldResponseInput),
+			graphql.NewInputUnmarshaler("PermissionsInput", ec.unmarshalInputPermissionsInput),
 			graphql.NewInputUnmarshaler("PolicyInput", ec.unmarshalInputPolicyInput),
 			graphql.NewInputUnmarshaler("ResumeInput", ec.unmarshalInputResumeInput),
 			graphql.NewInputUnmarshaler("ScheduleEntryInput", ec.unmarshalInputScheduleEntryInput),
@@ -2454,6 +2564,30 @@ type ActionVersion {
   "The ledger head when the version was made, as a decimal string: its triggers match events after this position."
   fromPosition: String!
   createdAt: Time!
+  """
+  The principal who stored the version; its code and triggers run with what
+  this principal holds, limited to ` + "`" + `grants` + "`" + `. Null for versions stored before
+  authors were recorded.
+  """
+  author: String
+  """
+  Everything the version reaches beyond its own sessions: what its
+  definition declares in ` + "`" + `permissions` + "`" + `, plus the ledger namespaces of the
+  event types its triggers pin and the tools an agent's config refers to.
+  """
+  grants: Grants!
+}
+
+"An action version's reach (see ActionVersion.grants and docs/security.md)."
+type Grants {
+  "Ledger namespaces whose events its triggers see and whose records its code reads; ` + "`" + `*` + "`" + ` for all."
+  read: [String!]!
+  "Ledger namespaces whose records its code writes; ` + "`" + `*` + "`" + ` for all."
+  write: [String!]!
+  "Tool actions its code calls."
+  tools: [UUID!]!
+  "Actions whose sessions its code reads with session()."
+  sessions: [UUID!]!
 }
 
 type ActionConnection {
@@ -2470,6 +2604,16 @@ type ActionDefinition {
   triggers: [Trigger!]!
   session: SessionDefinition
   tool: ToolDefinition
+  "What the action declares it reaches beyond its own sessions (see ActionInput.permissions)."
+  permissions: Permissions
+}
+
+"Declared reach of an action (see PermissionsInput)."
+type Permissions {
+  read: [String!]
+  write: [String!]
+  tools: [UUID!]
+  sessions: [UUID!]
 }
 
 type ToolDefinition {
@@ -2477,6 +2621,7 @@ type ToolDefinition {
   description: String
   inputSchema: JSON
   session: ToolSessionDefinition
+  approval: ToolApproval!
 }
 
 type ToolSessionDefinition {
@@ -2547,6 +2692,38 @@ input ActionInput {
   session: SessionInput
   "Makes the action callable as a tool."
   tool: ToolInput
+  """
+  What the action reaches beyond its own sessions; nothing by default. The
+  action runs with these grants intersected with what its author (the
+  principal storing the version) holds, and storing it needs all of them.
+  The namespaces of event types its triggers pin and an agent's tool
+  references are granted without listing them. See docs/security.md.
+  """
+  permissions: PermissionsInput
+}
+
+"Declared reach of an action (issue 11; docs/security.md)."
+input PermissionsInput {
+  """
+  Ledger namespaces read: events whose type is ` + "`" + `<namespace>.<anything>` + "`" + `
+  (so triggers that pin no event type can match them) and records
+  (ledger.get). ` + "`" + `*` + "`" + ` for every namespace. Needs READ on ` + "`" + `ledger:<namespace>` + "`" + `.
+  """
+  read: [String!]
+  "Ledger namespaces whose records its code writes (ledger.put). Needs WRITE on ` + "`" + `ledger:<namespace>` + "`" + `."
+  write: [String!]
+  "Tool actions its code calls (call_tool). Needs CALL on each."
+  tools: [UUID!]
+  "Actions whose sessions its code reads with session(). Needs READ on each."
+  sessions: [UUID!]
+}
+
+"Whether calls to a tool wait for a person."
+enum ToolApproval {
+  "Every call an agent makes waits for a person's approval (P1), whatever the agent's reference says."
+  REQUIRED
+  "The agent's reference decides."
+  NONE
 }
 
 input ToolInput {
@@ -2556,6 +2733,12 @@ input ToolInput {
   inputSchema: JSON
   "Record calls in a tool session, keyed by the action's session.id over the mapped input."
   session: ToolSessionInput
+  """
+  REQUIRED: every call an agent makes waits for a person's approval, and no
+  reference can lower it; handler code (call_tool, run_code) cannot call the
+  tool at all. Default NONE. Direct callTool by a principal is not gated.
+  """
+  approval: ToolApproval
 }
 
 input ToolSessionInput {
@@ -2852,13 +3035,15 @@ type TranscriptConnection {
 
 """
 What a policy allows on its resource. ADMIN allows every other policy action
-on the same resource; ADMIN on ` + "`" + `*` + "`" + ` allows everything.
+on the same resource; ADMIN on ` + "`" + `*` + "`" + ` allows everything; WRITE covers CALL.
 """
 enum PolicyAction {
   READ
   WRITE
   RESPOND
   CLOSE
+  "Call a tool action (callTool; call_tool and tool references of actions one stores). WRITE on an action covers it."
+  CALL
   ADMIN
 }
 
@@ -2971,6 +3156,8 @@ func (ec *executionContext) childFields_ActionDefinition(ctx context.Context, fi
 		return ec.fieldContext_ActionDefinition_session(ctx, field)
 	case "tool":
 		return ec.fieldContext_ActionDefinition_tool(ctx, field)
+	case "permissions":
+		return ec.fieldContext_ActionDefinition_permissions(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionDefinition", field.Name)
 }
@@ -3109,6 +3296,10 @@ func (ec *executionContext) childFields_ActionVersion(ctx context.Context, field
 		return ec.fieldContext_ActionVersion_fromPosition(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_ActionVersion_createdAt(ctx, field)
+	case "author":
+		return ec.fieldContext_ActionVersion_author(ctx, field)
+	case "grants":
+		return ec.fieldContext_ActionVersion_grants(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionVersion", field.Name)
 }
@@ -3263,6 +3454,20 @@ func (ec *executionContext) childFields_ExecutionConnection(ctx context.Context,
 		return ec.fieldContext_ExecutionConnection_pageInfo(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ExecutionConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_Grants(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "read":
+		return ec.fieldContext_Grants_read(ctx, field)
+	case "write":
+		return ec.fieldContext_Grants_write(ctx, field)
+	case "tools":
+		return ec.fieldContext_Grants_tools(ctx, field)
+	case "sessions":
+		return ec.fieldContext_Grants_sessions(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Grants", field.Name)
 }
 
 func (ec *executionContext) childFields_Hold(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3427,6 +3632,20 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
 }
 
+func (ec *executionContext) childFields_Permissions(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "read":
+		return ec.fieldContext_Permissions_read(ctx, field)
+	case "write":
+		return ec.fieldContext_Permissions_write(ctx, field)
+	case "tools":
+		return ec.fieldContext_Permissions_tools(ctx, field)
+	case "sessions":
+		return ec.fieldContext_Permissions_sessions(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Permissions", field.Name)
+}
+
 func (ec *executionContext) childFields_Policy(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "action":
@@ -3515,6 +3734,8 @@ func (ec *executionContext) childFields_ToolDefinition(ctx context.Context, fiel
 		return ec.fieldContext_ToolDefinition_inputSchema(ctx, field)
 	case "session":
 		return ec.fieldContext_ToolDefinition_session(ctx, field)
+	case "approval":
+		return ec.fieldContext_ToolDefinition_approval(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ToolDefinition", field.Name)
 }
@@ -4925,7 +5146,7 @@ func (ec *executionContext) _ActionDefinition_config(ctx context.Context, field 
 			return ec.fieldContext_ActionDefinition_config(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Config, nil
+			return ec.Resolvers.ActionDefinition().Config(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v jsonvalue.Value) graphql.Marshaler {
@@ -4936,7 +5157,7 @@ func (ec *executionContext) _ActionDefinition_config(ctx context.Context, field 
 	)
 }
 func (ec *executionContext) fieldContext_ActionDefinition_config(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("ActionDefinition", field, false, false, "JSON")
+	return graphql.NewScalarFieldContext("ActionDefinition", field, true, true, "JSON")
 }
 
 func (ec *executionContext) _ActionDefinition_source(ctx context.Context, field graphql.CollectedField, obj *action.Definition) (ret graphql.Marshaler) {
@@ -5053,6 +5274,38 @@ func (ec *executionContext) fieldContext_ActionDefinition_tool(_ context.Context
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_ToolDefinition(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionDefinition_permissions(ctx context.Context, field graphql.CollectedField, obj *action.Definition) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionDefinition_permissions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Permissions, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *action.Permissions) graphql.Marshaler {
+			return ec.marshalOPermissions2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐPermissions(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionDefinition_permissions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionDefinition",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Permissions(ctx, field)
 		},
 	}
 	return fc, nil
@@ -6400,6 +6653,61 @@ func (ec *executionContext) _ActionVersion_createdAt(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_ActionVersion_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ActionVersion", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ActionVersion_author(ctx context.Context, field graphql.CollectedField, obj *action.Version) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionVersion_author(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionVersion().Author(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionVersion_author(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActionVersion", field, true, true, "String")
+}
+
+func (ec *executionContext) _ActionVersion_grants(ctx context.Context, field graphql.CollectedField, obj *action.Version) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionVersion_grants(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionVersion().Grants(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *auth.Grants) graphql.Marshaler {
+			return ec.marshalNGrants2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋauthᚐGrants(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionVersion_grants(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionVersion",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Grants(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _ActionsMutation_createAction(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
@@ -7797,6 +8105,98 @@ func (ec *executionContext) fieldContext_ExecutionConnection_pageInfo(_ context.
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Grants_read(ctx context.Context, field graphql.CollectedField, obj *auth.Grants) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grants_read(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Read, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grants_read(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grants", field, false, false, "String")
+}
+
+func (ec *executionContext) _Grants_write(ctx context.Context, field graphql.CollectedField, obj *auth.Grants) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grants_write(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Write, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grants_write(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grants", field, false, false, "String")
+}
+
+func (ec *executionContext) _Grants_tools(ctx context.Context, field graphql.CollectedField, obj *auth.Grants) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grants_tools(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tools, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []uuid.UUID) graphql.Marshaler {
+			return ec.marshalNUUID2ᚕgithubᚗcomᚋgoogleᚋuuidᚐUUIDᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grants_tools(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grants", field, false, false, "UUID")
+}
+
+func (ec *executionContext) _Grants_sessions(ctx context.Context, field graphql.CollectedField, obj *auth.Grants) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grants_sessions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Sessions, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []uuid.UUID) graphql.Marshaler {
+			return ec.marshalNUUID2ᚕgithubᚗcomᚋgoogleᚋuuidᚐUUIDᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grants_sessions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grants", field, false, false, "UUID")
 }
 
 func (ec *executionContext) _Hold_interruptId(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
@@ -9245,6 +9645,98 @@ func (ec *executionContext) fieldContext_PageInfo_endCursor(_ context.Context, f
 	return graphql.NewScalarFieldContext("PageInfo", field, false, false, "String")
 }
 
+func (ec *executionContext) _Permissions_read(ctx context.Context, field graphql.CollectedField, obj *action.Permissions) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Permissions_read(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Read, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalOString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Permissions_read(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Permissions", field, false, false, "String")
+}
+
+func (ec *executionContext) _Permissions_write(ctx context.Context, field graphql.CollectedField, obj *action.Permissions) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Permissions_write(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Write, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalOString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Permissions_write(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Permissions", field, false, false, "String")
+}
+
+func (ec *executionContext) _Permissions_tools(ctx context.Context, field graphql.CollectedField, obj *action.Permissions) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Permissions_tools(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tools, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []uuid.UUID) graphql.Marshaler {
+			return ec.marshalOUUID2ᚕgithubᚗcomᚋgoogleᚋuuidᚐUUIDᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Permissions_tools(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Permissions", field, false, false, "UUID")
+}
+
+func (ec *executionContext) _Permissions_sessions(ctx context.Context, field graphql.CollectedField, obj *action.Permissions) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Permissions_sessions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Sessions, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []uuid.UUID) graphql.Marshaler {
+			return ec.marshalOUUID2ᚕgithubᚗcomᚋgoogleᚋuuidᚐUUIDᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Permissions_sessions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Permissions", field, false, false, "UUID")
+}
+
 func (ec *executionContext) _Policy_action(ctx context.Context, field graphql.CollectedField, obj *model.Policy) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9975,6 +10467,29 @@ func (ec *executionContext) fieldContext_ToolDefinition_session(_ context.Contex
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _ToolDefinition_approval(ctx context.Context, field graphql.CollectedField, obj *action.ToolDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolDefinition_approval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ToolDefinition().Approval(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ToolApproval) graphql.Marshaler {
+			return ec.marshalNToolApproval2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐToolApproval(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolDefinition_approval(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolDefinition", field, true, true, "ToolApproval")
 }
 
 func (ec *executionContext) _ToolSessionDefinition_start(ctx context.Context, field graphql.CollectedField, obj *action.ToolSessionDef) (ret graphql.Marshaler) {
@@ -11630,7 +12145,7 @@ func (ec *executionContext) unmarshalInputActionInput(ctx context.Context, obj a
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "kind", "config", "source", "triggers", "session", "tool"}
+	fieldsInOrder := [...]string{"name", "kind", "config", "source", "triggers", "session", "tool", "permissions"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -11686,6 +12201,13 @@ func (ec *executionContext) unmarshalInputActionInput(ctx context.Context, obj a
 				return it, err
 			}
 			it.Tool = data
+		case "permissions":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("permissions"))
+			data, err := ec.unmarshalOPermissionsInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐPermissions(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Permissions = data
 		}
 	}
 	return it, nil
@@ -11805,6 +12327,69 @@ func (ec *executionContext) unmarshalInputHoldResponseInput(ctx context.Context,
 func UnmarshalHoldResponseInput(ctx context.Context, raw any) (session.HoldResponse, error) {
 	var out session.HoldResponse
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "HoldResponseInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputPermissionsInput(ctx context.Context, obj any) (action.Permissions, error) {
+	var it action.Permissions
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"read", "write", "tools", "sessions"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "read":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("read"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Read = data
+		case "write":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("write"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Write = data
+		case "tools":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tools"))
+			data, err := ec.unmarshalOUUID2ᚕgithubᚗcomᚋgoogleᚋuuidᚐUUIDᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Tools = data
+		case "sessions":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sessions"))
+			data, err := ec.unmarshalOUUID2ᚕgithubᚗcomᚋgoogleᚋuuidᚐUUIDᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Sessions = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalPermissionsInput unmarshals raw into the PermissionsInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalPermissionsInput(ctx context.Context, raw any) (action.Permissions, error) {
+	var out action.Permissions
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "PermissionsInput", raw, &out)
 	return out, err
 }
 
@@ -12134,7 +12719,7 @@ func (ec *executionContext) unmarshalInputToolInput(ctx context.Context, obj any
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "description", "inputSchema", "session"}
+	fieldsInOrder := [...]string{"name", "description", "inputSchema", "session", "approval"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -12169,6 +12754,15 @@ func (ec *executionContext) unmarshalInputToolInput(ctx context.Context, obj any
 				return it, err
 			}
 			it.Session = data
+		case "approval":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("approval"))
+			data, err := ec.unmarshalOToolApproval2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐToolApproval(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			if err = ec.Resolvers.ToolInput().Approval(ctx, &it, data); err != nil {
+				return it, err
+			}
 		}
 	}
 	return it, nil
@@ -12572,37 +13166,43 @@ func (ec *executionContext) _ActionDefinition(ctx context.Context, sel ast.Selec
 		case "name":
 			out.Values[i] = ec._ActionDefinition_name(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "kind":
 			out.Values[i] = ec._ActionDefinition_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "config":
-			out.Values[i] = ec._ActionDefinition_config(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionDefinition_config(ctx, field, obj)
+				})
 		case "source":
 			out.Values[i] = ec._ActionDefinition_source(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "triggers":
 			out.Values[i] = ec._ActionDefinition_triggers(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "session":
 			out.Values[i] = ec._ActionDefinition_session(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "tool":
 			out.Values[i] = ec._ActionDefinition_tool(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "permissions":
+			out.Values[i] = ec._ActionDefinition_permissions(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -13059,6 +13659,18 @@ func (ec *executionContext) _ActionVersion(ctx context.Context, sel ast.Selectio
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "author":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionVersion_author(ctx, field, obj)
+				})
+		case "grants":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionVersion_grants(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -13585,6 +14197,54 @@ func (ec *executionContext) _ExecutionConnection(ctx context.Context, sel ast.Se
 			}
 		case "pageInfo":
 			out.Values[i] = ec._ExecutionConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var grantsImplementors = []string{"Grants"}
+
+func (ec *executionContext) _Grants(ctx context.Context, sel ast.SelectionSet, obj *auth.Grants) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, grantsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Grants")
+		case "read":
+			out.Values[i] = ec._Grants_read(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "write":
+			out.Values[i] = ec._Grants_write(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tools":
+			out.Values[i] = ec._Grants_tools(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sessions":
+			out.Values[i] = ec._Grants_sessions(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -14224,6 +14884,54 @@ func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var permissionsImplementors = []string{"Permissions"}
+
+func (ec *executionContext) _Permissions(ctx context.Context, sel ast.SelectionSet, obj *action.Permissions) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, permissionsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Permissions")
+		case "read":
+			out.Values[i] = ec._Permissions_read(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "write":
+			out.Values[i] = ec._Permissions_write(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "tools":
+			out.Values[i] = ec._Permissions_tools(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "sessions":
+			out.Values[i] = ec._Permissions_sessions(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var policyImplementors = []string{"Policy"}
 
 func (ec *executionContext) _Policy(ctx context.Context, sel ast.SelectionSet, obj *model.Policy) graphql.Marshaler {
@@ -14594,23 +15302,29 @@ func (ec *executionContext) _ToolDefinition(ctx context.Context, sel ast.Selecti
 		case "name":
 			out.Values[i] = ec._ToolDefinition_name(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "description":
 			out.Values[i] = ec._ToolDefinition_description(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "inputSchema":
 			out.Values[i] = ec._ToolDefinition_inputSchema(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "session":
 			out.Values[i] = ec._ToolDefinition_session(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "approval":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ToolDefinition_approval(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -15626,6 +16340,14 @@ func (ec *executionContext) marshalNExecutionStatus2githubᚗcomᚋactionsledger
 	return v
 }
 
+func (ec *executionContext) marshalNGrants2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋauthᚐGrants(ctx context.Context, sel ast.SelectionSet, v *auth.Grants) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Grants!")
+		return graphql.Null
+	}
+	return ec._Grants(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNHold2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterrupt(ctx context.Context, sel ast.SelectionSet, v session.Interrupt) graphql.Marshaler {
 	return ec._Hold(ctx, sel, &v)
 }
@@ -16019,6 +16741,16 @@ func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel as
 	return res
 }
 
+func (ec *executionContext) unmarshalNToolApproval2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐToolApproval(ctx context.Context, v any) (model.ToolApproval, error) {
+	var res model.ToolApproval
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNToolApproval2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐToolApproval(ctx context.Context, sel ast.SelectionSet, v model.ToolApproval) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNTranscriptConnection2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐTranscriptConnection(ctx context.Context, sel ast.SelectionSet, v *model.TranscriptConnection) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "TranscriptConnection!")
@@ -16114,6 +16846,35 @@ func (ec *executionContext) marshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx
 		graphql.AddInvalidNullFromMarshaler(ctx, "UUID!")
 	}
 	return res
+}
+
+func (ec *executionContext) unmarshalNUUID2ᚕgithubᚗcomᚋgoogleᚋuuidᚐUUIDᚄ(ctx context.Context, v any) ([]uuid.UUID, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]uuid.UUID, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNUUID2ᚕgithubᚗcomᚋgoogleᚋuuidᚐUUIDᚄ(ctx context.Context, sel ast.SelectionSet, v []uuid.UUID) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {
@@ -16456,6 +17217,21 @@ func (ec *executionContext) marshalONewToken2ᚖgithubᚗcomᚋactionsledgerᚋa
 	return ec._NewToken(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalOPermissions2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐPermissions(ctx context.Context, sel ast.SelectionSet, v *action.Permissions) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Permissions(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOPermissionsInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐPermissions(ctx context.Context, v any) (*action.Permissions, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputPermissionsInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalORecord2githubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐRecord(ctx context.Context, sel ast.SelectionSet, v ledger.Record) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -16643,6 +17419,22 @@ func (ec *executionContext) marshalOTime2ᚖtimeᚐTime(ctx context.Context, sel
 	return res
 }
 
+func (ec *executionContext) unmarshalOToolApproval2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐToolApproval(ctx context.Context, v any) (*model.ToolApproval, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.ToolApproval)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOToolApproval2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐToolApproval(ctx context.Context, sel ast.SelectionSet, v *model.ToolApproval) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
 func (ec *executionContext) marshalOToolCall2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋtoolsᚐResult(ctx context.Context, sel ast.SelectionSet, v *tools.Result) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -16725,6 +17517,41 @@ func (ec *executionContext) unmarshalOTurnsInput2ᚖgithubᚗcomᚋactionsledger
 	}
 	res, err := ec.unmarshalInputTurnsInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOUUID2ᚕgithubᚗcomᚋgoogleᚋuuidᚐUUIDᚄ(ctx context.Context, v any) ([]uuid.UUID, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]uuid.UUID, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOUUID2ᚕgithubᚗcomᚋgoogleᚋuuidᚐUUIDᚄ(ctx context.Context, sel ast.SelectionSet, v []uuid.UUID) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalO__EnumValue2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐEnumValueᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.EnumValue) graphql.Marshaler {

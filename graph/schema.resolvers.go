@@ -109,6 +109,11 @@ func (r *actionResolver) TriggerDiagnostics(ctx context.Context, obj *action.Act
 	return r.SessionStore.Diagnostics(ctx, obj.ID)
 }
 
+// Config is the resolver for the config field.
+func (r *actionDefinitionResolver) Config(ctx context.Context, obj *action.Definition) (jsonvalue.Value, error) {
+	return r.ActionStore.RedactConfig(obj.Kind, obj.Config), nil
+}
+
 // Action is the resolver for the action field.
 func (r *actionSessionResolver) Action(ctx context.Context, obj *session.Session) (*action.Action, error) {
 	return r.ActionStore.Get(ctx, obj.ActionID)
@@ -173,13 +178,11 @@ func (r *actionSessionResolver) Inputs(ctx context.Context, obj *session.Session
 
 // Approvals is the resolver for the approvals field.
 func (r *actionSessionResolver) Approvals(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error) {
-
 	return r.interrupts(ctx, obj, session.InterruptApproval, status)
 }
 
 // Holds is the resolver for the holds field.
 func (r *actionSessionResolver) Holds(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error) {
-
 	return r.interrupts(ctx, obj, session.InterruptHold, status)
 }
 
@@ -249,6 +252,23 @@ func (r *actionVersionResolver) FromPosition(ctx context.Context, obj *action.Ve
 	return strconv.FormatInt(obj.FromPosition, 10), nil
 }
 
+// Author is the resolver for the author field.
+func (r *actionVersionResolver) Author(ctx context.Context, obj *action.Version) (*string, error) {
+	if obj.Author == "" {
+		return nil, nil
+	}
+	return &obj.Author, nil
+}
+
+// Grants is the resolver for the grants field.
+func (r *actionVersionResolver) Grants(ctx context.Context, obj *action.Version) (*auth.Grants, error) {
+	c, err := r.ActionStore.Compiled(ctx, obj.ActionID, obj.Version)
+	if err != nil {
+		return nil, err
+	}
+	return &c.Grants, nil
+}
+
 // CreateAction is the resolver for the createAction field.
 func (r *actionsMutationResolver) CreateAction(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, input action.Definition) (*action.Version, error) {
 	v, err := r.ActionStore.Create(ctx, id, input)
@@ -288,7 +308,6 @@ func (r *actionsMutationResolver) CallTool(ctx context.Context, obj *model.Actio
 
 // RespondToSession is the resolver for the respondToSession field.
 func (r *actionsMutationResolver) RespondToSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, interruptID string, response session.Response) (*session.Input, error) {
-
 	p, _ := auth.From(ctx)
 	return r.SessionStore.Respond(ctx, actionID, id, interruptID, response, p.ID)
 }
@@ -315,13 +334,11 @@ func (r *actionsQueryResolver) Actions(ctx context.Context, obj *model.ActionsQu
 
 // InterruptID is the resolver for the interruptId field.
 func (r *approvalRequestResolver) InterruptID(ctx context.Context, obj *session.Interrupt) (string, error) {
-
 	return obj.ID.String(), nil
 }
 
 // Tool is the resolver for the tool field.
 func (r *approvalRequestResolver) Tool(ctx context.Context, obj *session.Interrupt) (string, error) {
-
 	if obj.ToolName == nil {
 		return "", nil
 	}
@@ -330,7 +347,6 @@ func (r *approvalRequestResolver) Tool(ctx context.Context, obj *session.Interru
 
 // ToolAction is the resolver for the toolAction field.
 func (r *approvalRequestResolver) ToolAction(ctx context.Context, obj *session.Interrupt) (*action.Version, error) {
-
 	if obj.ToolActionID == nil || obj.ToolVersion == nil {
 		return nil, nil
 	}
@@ -343,7 +359,6 @@ func (r *approvalRequestResolver) ToolAction(ctx context.Context, obj *session.I
 
 // ToolVersion is the resolver for the toolVersion field.
 func (r *approvalRequestResolver) ToolVersion(ctx context.Context, obj *session.Interrupt) (int, error) {
-
 	if obj.ToolVersion == nil {
 		return 0, nil
 	}
@@ -352,7 +367,6 @@ func (r *approvalRequestResolver) ToolVersion(ctx context.Context, obj *session.
 
 // Input is the resolver for the input field.
 func (r *approvalRequestResolver) Input(ctx context.Context, obj *session.Interrupt) (jsonvalue.Value, error) {
-
 	if len(obj.Input) == 0 {
 		return jsonvalue.Value("{}"), nil
 	}
@@ -361,19 +375,16 @@ func (r *approvalRequestResolver) Input(ctx context.Context, obj *session.Interr
 
 // Execution is the resolver for the execution field.
 func (r *approvalRequestResolver) Execution(ctx context.Context, obj *session.Interrupt) (*turns.Execution, error) {
-
 	return r.TurnStore.Execution(ctx, obj.ExecutionID)
 }
 
 // Status is the resolver for the status field.
 func (r *approvalRequestResolver) Status(ctx context.Context, obj *session.Interrupt) (model.InterruptStatus, error) {
-
 	return model.InterruptStatus(obj.Status), nil
 }
 
 // Response is the resolver for the response field.
 func (r *approvalRequestResolver) Response(ctx context.Context, obj *session.Interrupt) (*model.InterruptResponse, error) {
-
 	return r.Resolver.interruptResponse(ctx, obj)
 }
 
@@ -478,13 +489,11 @@ func (r *executionResolver) Children(ctx context.Context, obj *turns.Execution, 
 
 // InterruptID is the resolver for the interruptId field.
 func (r *holdResolver) InterruptID(ctx context.Context, obj *session.Interrupt) (string, error) {
-
 	return obj.ID.String(), nil
 }
 
 // Cause is the resolver for the cause field.
 func (r *holdResolver) Cause(ctx context.Context, obj *session.Interrupt) (model.HoldCause, error) {
-
 	if obj.Cause == nil {
 		return model.HoldCauseUnfinished, nil
 	}
@@ -493,13 +502,11 @@ func (r *holdResolver) Cause(ctx context.Context, obj *session.Interrupt) (model
 
 // Status is the resolver for the status field.
 func (r *holdResolver) Status(ctx context.Context, obj *session.Interrupt) (model.InterruptStatus, error) {
-
 	return model.InterruptStatus(obj.Status), nil
 }
 
 // Response is the resolver for the response field.
 func (r *holdResolver) Response(ctx context.Context, obj *session.Interrupt) (*model.InterruptResponse, error) {
-
 	return r.Resolver.interruptResponse(ctx, obj)
 }
 
@@ -519,13 +526,11 @@ func (r *intakeRecordResolver) Event(ctx context.Context, obj *session.IntakeRec
 
 // Approvals is the resolver for the approvals field.
 func (r *invocationResolver) Approvals(ctx context.Context, obj *model.Invocation) ([]session.Interrupt, error) {
-
 	return r.SessionStore.InterruptsByID(ctx, obj.Approvals)
 }
 
 // Hold is the resolver for the hold field.
 func (r *invocationResolver) Hold(ctx context.Context, obj *model.Invocation) (*session.Interrupt, error) {
-
 	if obj.HoldID == nil {
 		return nil, nil
 	}
@@ -661,13 +666,33 @@ func (r *toolCallResolver) Session(ctx context.Context, obj *tools.Result) (*ses
 	return r.SessionStore.BySID(ctx, obj.SID)
 }
 
+// Approval is the resolver for the approval field.
+func (r *toolDefinitionResolver) Approval(ctx context.Context, obj *action.ToolDef) (model.ToolApproval, error) {
+	if obj.Approval == action.ApprovalRequired {
+		return model.ToolApprovalRequired, nil
+	}
+	return model.ToolApprovalNone, nil
+}
+
 // LastEvent is the resolver for the lastEvent field.
 func (r *triggerDiagnosticResolver) LastEvent(ctx context.Context, obj *session.Diagnostic) (*ledger.Event, error) {
 	return r.event(ctx, obj.LastEventID)
 }
 
+// Approval is the resolver for the approval field.
+func (r *toolInputResolver) Approval(ctx context.Context, obj *action.ToolDef, data *model.ToolApproval) error {
+	obj.Approval = ""
+	if data != nil && *data == model.ToolApprovalRequired {
+		obj.Approval = action.ApprovalRequired
+	}
+	return nil
+}
+
 // Action returns ActionResolver implementation.
 func (r *Resolver) Action() ActionResolver { return &actionResolver{r} }
+
+// ActionDefinition returns ActionDefinitionResolver implementation.
+func (r *Resolver) ActionDefinition() ActionDefinitionResolver { return &actionDefinitionResolver{r} }
 
 // ActionSession returns ActionSessionResolver implementation.
 func (r *Resolver) ActionSession() ActionSessionResolver { return &actionSessionResolver{r} }
@@ -733,13 +758,20 @@ func (r *Resolver) Query() QueryResolver { return &queryResolver{r} }
 // ToolCall returns ToolCallResolver implementation.
 func (r *Resolver) ToolCall() ToolCallResolver { return &toolCallResolver{r} }
 
+// ToolDefinition returns ToolDefinitionResolver implementation.
+func (r *Resolver) ToolDefinition() ToolDefinitionResolver { return &toolDefinitionResolver{r} }
+
 // TriggerDiagnostic returns TriggerDiagnosticResolver implementation.
 func (r *Resolver) TriggerDiagnostic() TriggerDiagnosticResolver {
 	return &triggerDiagnosticResolver{r}
 }
 
+// ToolInput returns ToolInputResolver implementation.
+func (r *Resolver) ToolInput() ToolInputResolver { return &toolInputResolver{r} }
+
 type (
 	actionResolver             struct{ *Resolver }
+	actionDefinitionResolver   struct{ *Resolver }
 	actionSessionResolver      struct{ *Resolver }
 	actionSessionInputResolver struct{ *Resolver }
 	actionSessionTurnResolver  struct{ *Resolver }
@@ -760,5 +792,7 @@ type (
 	mutationResolver           struct{ *Resolver }
 	queryResolver              struct{ *Resolver }
 	toolCallResolver           struct{ *Resolver }
+	toolDefinitionResolver     struct{ *Resolver }
 	triggerDiagnosticResolver  struct{ *Resolver }
+	toolInputResolver          struct{ *Resolver }
 )

@@ -39,9 +39,11 @@ func (d *toolDirectory) Tool(ctx context.Context, id uuid.UUID) (*agent.ToolInfo
 	}
 	t := comp.Def.Tool
 	if t == nil {
-		return nil, fault.New(fault.NotATool, "", "action %q (%s) is not a tool", comp.Def.Name, id)
+		// No name: the reference may point at an action its author may not read.
+		return nil, fault.New(fault.NotATool, "", "action %s is not a tool", id)
 	}
-	info := &agent.ToolInfo{ActionID: a.ID, Version: a.CurrentVersion, Name: t.Name, InputSchema: json.RawMessage(t.InputSchema)}
+	info := &agent.ToolInfo{ActionID: a.ID, Version: a.CurrentVersion, Name: t.Name, InputSchema: json.RawMessage(t.InputSchema),
+		Approval: comp.Tool != nil && comp.Tool.Approval}
 	if t.Description != nil {
 		info.Description = *t.Description
 	}

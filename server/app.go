@@ -55,6 +55,10 @@ type Config struct {
 	// Providers are the model providers agents may name ("openai",
 	// "anthropic"); see provider.FromEnv.
 	Providers map[string]provider.Provider
+	// HTTPAllow are the addresses or CIDR prefixes the http kind may send
+	// turns to besides public addresses (loopback, link-local and private
+	// ranges are refused otherwise; issue 11). HTTP_ALLOW.
+	HTTPAllow []string
 }
 
 // App is a running process's parts.
@@ -71,17 +75,19 @@ type App struct {
 	Executor   *turns.Executor
 	Tools      *tools.Service
 	Auth       *auth.Store
-	Resolver   *graph.Resolver
-	cfg        Config
-	log        *slog.Logger
+	// Authorities resolves what running action versions may reach (issue 11).
+	Authorities *auth.Authorities
+	Resolver    *graph.Resolver
+	cfg         Config
+	log         *slog.Logger
 }
 
 // Kinds returns the handler kinds this build offers; c is the service clock
 // (the http kind stamps its requests with it), providers the model
-// providers agents may name (scripted is always there) and tools resolves
-// agents' tool references.
-func Kinds(c clock.Clock, providers map[string]provider.Provider, tools agent.ToolDirectory) *turns.Registry {
-	return turns.NewRegistry(echo.Kind(), script.Kind(), httpkind.Kind(c),
+// providers agents may name (scripted is always there), tools resolves
+// agents' tool references and egress is where the http kind may send turns.
+func Kinds(c clock.Clock, providers map[string]provider.Provider, tools agent.ToolDirectory, egress *httpkind.Egress) *turns.Registry {
+	return turns.NewRegistry(echo.Kind(), script.Kind(), httpkind.Kind(c, egress),
 		agent.Kind(agent.Options{Providers: providers, Tools: tools, Now: c.Now}))
 }
 
@@ -122,18 +128,26 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		pool.Close()
 		return nil, fmt.Errorf("database: %w", err)
 	}
+	egress, err := httpkind.ParseEgress(cfg.HTTPAllow)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
 	dir := &toolDirectory{}
-	a := &App{Pool: pool, Clock: cfg.Clock, Kinds: Kinds(cfg.Clock, cfg.Providers, dir), cfg: cfg, log: log}
+	a := &App{Pool: pool, Clock: cfg.Clock, Kinds: Kinds(cfg.Clock, cfg.Providers, dir, egress), cfg: cfg, log: log}
+	a.Authorities = auth.NewAuthorities(pool, cfg.Auth, cfg.AdminToken != "")
 	a.Ledger = ledger.NewStore(pool, a.Clock)
-	a.Actions = action.NewStore(pool, a.Clock, a.Kinds.Check)
+	a.Actions = action.NewStore(pool, a.Clock, a.Kinds)
 	dir.actions = a.Actions
 	a.Sessions = session.NewStore(pool, a.Clock)
 	a.Turns = turns.NewStore(pool)
 	a.Dispatcher = session.NewDispatcher(pool, a.Actions, a.Clock, log)
+	a.Dispatcher.Authorities = a.Authorities
 	a.Timers = session.NewTimers(pool, a.Actions, a.Clock, log)
 	a.Executor = turns.NewExecutor(pool, a.Actions, a.Kinds, a.Clock, log, turns.Config{
 		Workers: cfg.Workers, Lease: cfg.Lease, Poll: cfg.Poll})
 	a.Tools = tools.NewService(pool, a.Actions, a.Kinds, a.Clock, log)
+	a.Tools.Authorities = a.Authorities
 	a.Executor.EnvFunc = a.Tools.Env
 	a.Auth = auth.NewStore(pool, a.Clock)
 	a.Resolver = &graph.Resolver{LedgerStore: a.Ledger, ActionStore: a.Actions, SessionStore: a.Sessions,

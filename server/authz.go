@@ -86,7 +86,7 @@ var fieldRules = map[string]rule{
 	"ActionsMutation.updateAction":    actionArg(auth.Write, "id"),
 	"ActionsMutation.setActionStatus": actionArg(auth.Write, "id"),
 	"ActionsMutation.closeSession":    actionArg(auth.Close, "actionId"),
-	"ActionsMutation.callTool":        actionArg(auth.Write, "actionId"),
+	"ActionsMutation.callTool":        actionArg(auth.Call, "actionId"),
 	// P5, H5: answering needs RESPOND on the action's record.
 	"ActionsMutation.respondToSession": actionArg(auth.Respond, "actionId"),
 

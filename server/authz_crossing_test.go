@@ -27,6 +27,7 @@ func TestAuthToolCallsDoNotCrossActions(t *testing.T) {
     call_tool(TOOL, {"account_id": event["session"]["input"]["account_id"]})
     return {"status": "OPEN"}
 `, "TOOL", `"`+toolID+`"`)
+	def["permissions"] = map[string]any{"tools": []string{toolID}} // issue 11: declared to be callable
 	e.ok(t, createActionOp, map[string]any{"id": callerID, "input": def}, nil)
 	acct := uuid.NewString()
 	e.put(t, "account", acct, map[string]any{"account_id": acct}, "")

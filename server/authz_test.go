@@ -24,8 +24,8 @@ import (
 
 const adminToken = "test-admin-token-0123456789abcdef-0123456789"
 
-// authEnv is a stepped env (set up through the dev handler, e.srv) with a
-// second server requiring bearer tokens.
+// authEnv is a stepped env with AUTH on: e.srv acts as the ADMIN_TOKEN
+// principal (set-up operations), e.authed requires bearer tokens.
 type authEnv struct {
 	*env
 	authed *httptest.Server
@@ -34,8 +34,16 @@ type authEnv struct {
 func newAuthEnv(t *testing.T) *authEnv {
 	t.Helper()
 	e := newSteppedEnv(t, server.Config{Auth: true, AdminToken: adminToken})
-	authed := httptest.NewServer(e.app.AuthHandler())
+	h := e.app.AuthHandler()
+	authed := httptest.NewServer(h)
 	t.Cleanup(authed.Close)
+	// Actions stored by the dev principal hold nothing under AUTH (issue
+	// 11): set up as the admin, as an operator of such a server would.
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("Authorization", "Bearer "+adminToken)
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(e.srv.Close)
 	return &authEnv{env: e, authed: authed}
 }
 

@@ -186,6 +186,20 @@ func TestSessionBlockWithEndAndClockEndToEnd(t *testing.T) {
 	clk.Set(end.Add(-time.Hour))
 	poll(t, "the turn the late timer starts", func() bool { s = e.clockSession(t, actionID, acct); return s.completedTurns() == 3 })
 	e.put(t, "account", uuid.NewString(), map[string]any{"account_id": acct}, "")
+	// Wait for its delivery: moving the clock first would race the end
+	// (with nothing pending yet, E5 completes the session with no turn).
+	poll(t, "the late start to be delivered", func() bool {
+		var out struct {
+			Actions struct {
+				Action struct {
+					Session struct{ Inputs struct{ Nodes []any } }
+				}
+			}
+		}
+		e.ok(t, `query($a: UUID!, $s: String!) { actions { action(id: $a) { session(id: $s) { inputs(status: PENDING) { nodes { identity } } } } } }`,
+			map[string]any{"a": actionID, "s": acct}, &out)
+		return len(out.Actions.Action.Session.Inputs.Nodes) == 1
+	})
 	clk.Set(end)
 	poll(t, "the final turn", func() bool { s = e.clockSession(t, actionID, acct); return s.Status == "COMPLETED" })
 	require.Len(t, s.Turns.Nodes, 4)

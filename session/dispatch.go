@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/ledger"
 )
@@ -29,9 +30,14 @@ type Dispatcher struct {
 	clock   clock.Clock
 	log     *slog.Logger
 	Batch   int
+	// Authorities, when set, keeps each action version to the events of
+	// the ledger namespaces its authority may read (issue 11): an event of
+	// any other namespace is not even evaluated against its triggers.
+	Authorities *auth.Authorities
 
-	epoch int64 // actions epoch the index was built at; -1: never
-	index *triggerIndex
+	epoch     int64 // actions epoch the index was built at; -1: never
+	authEpoch int64 // policy epoch the index's authorities were read at
+	index     *triggerIndex
 }
 
 // NewDispatcher returns a Dispatcher.
@@ -80,12 +86,22 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (int, error) {
 		if err != nil {
 			return fmt.Errorf("dispatch: lock cursor: %w", err)
 		}
-		if epoch != d.epoch || d.index == nil {
+		var authEpoch int64
+		if d.Authorities.Enforced() {
+			if authEpoch, err = auth.Epoch(ctx, tx); err != nil {
+				return err
+			}
+		}
+		if epoch != d.epoch || authEpoch != d.authEpoch || d.index == nil {
 			active, err := d.actions.Active(ctx, tx)
 			if err != nil {
 				return err
 			}
-			d.index, d.epoch = buildIndex(active), epoch
+			ix := buildIndex(active)
+			if err := ix.authorize(ctx, tx, d.Authorities); err != nil {
+				return err
+			}
+			d.index, d.epoch, d.authEpoch = ix, epoch, authEpoch
 		}
 		events, err := ledger.ReadAfter(ctx, tx, cursor, d.Batch, "")
 		if err != nil {
@@ -118,6 +134,44 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (int, error) {
 type triggerIndex struct {
 	byType   map[string][]ref
 	unpinned []ref
+	// authority of each version in the index; nil: no filtering.
+	authority map[*action.Compiled]*auth.Authority
+}
+
+// authorize resolves the authority of every version in the index (none
+// needed when authorities are not enforced: every version may read all).
+func (ix *triggerIndex) authorize(ctx context.Context, q auth.Querier, r *auth.Authorities) error {
+	if !r.Enforced() {
+		return nil
+	}
+	ix.authority = map[*action.Compiled]*auth.Authority{}
+	add := func(rs []ref) error {
+		for _, x := range rs {
+			if _, ok := ix.authority[x.action]; ok {
+				continue
+			}
+			a, err := r.For(ctx, q, x.action.Author, x.action.Grants)
+			if err != nil {
+				return err
+			}
+			ix.authority[x.action] = a
+		}
+		return nil
+	}
+	if err := add(ix.unpinned); err != nil {
+		return err
+	}
+	for _, rs := range ix.byType {
+		if err := add(rs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mayRead reports whether version c may see an event of namespace ns.
+func (ix *triggerIndex) mayRead(c *action.Compiled, ns string) bool {
+	return ix.authority == nil || ix.authority[c].MayRead(ns)
 }
 
 type ref struct {
@@ -154,9 +208,10 @@ func buildIndex(active []*action.Compiled) *triggerIndex {
 func (ix *triggerIndex) candidates(ev ledger.Event) []actionRefs {
 	var out []actionRefs
 	at := map[*action.Compiled]int{}
+	ns := auth.EventNamespace(ev.Type)
 	add := func(rs []ref) {
 		for _, r := range rs {
-			if !r.action.CoversPinned(ev.Position) {
+			if !r.action.CoversPinned(ev.Position) || !ix.mayRead(r.action, ns) {
 				continue
 			}
 			i, ok := at[r.action]

@@ -17,7 +17,7 @@ import (
 // newProcess builds a dispatcher as a freshly started process would: its
 // own action store (no compiled cache) and no trigger index yet.
 func (f *fixture) newProcess(batch int) *session.Dispatcher {
-	actions := action.NewStore(f.app.Pool, f.clock, f.app.Kinds.Check)
+	actions := action.NewStore(f.app.Pool, f.clock, f.app.Kinds)
 	d := session.NewDispatcher(f.app.Pool, actions, f.clock, f.log)
 	d.Batch = batch
 	return d

@@ -27,7 +27,7 @@ func BenchmarkToolCalls(b *testing.B) {
 	pool := pgtest.NewPool(b)
 	clk := clock.Real{}
 	kinds := turns.NewRegistry(script.Kind())
-	actions := action.NewStore(pool, clk, kinds.Check)
+	actions := action.NewStore(pool, clk, kinds)
 	svc := tools.NewService(pool, actions, kinds, clk, slog.New(slog.DiscardHandler))
 	src := "def call(event):\n    return {\"seen\": len(event[\"session\"][\"inputs\"])}\n"
 	def := notifyTool()

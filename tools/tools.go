@@ -36,6 +36,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/expr"
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/internal/fault"
@@ -60,6 +61,10 @@ type Service struct {
 	kinds       *turns.Registry
 	clock       clock.Clock
 	log         *slog.Logger
+
+	// Authorities resolves what the action versions whose code runs may
+	// reach (issue 11); nil: every version is unrestricted (as in dev mode).
+	Authorities *auth.Authorities
 }
 
 // NewService returns a Service.
@@ -75,7 +80,7 @@ func NewService(pool *pgxpool.Pool, actions *action.Store, kinds *turns.Registry
 	}
 	// Lookups outside the caller's transaction (actions, versions, sessions)
 	// go through the session pool too, for the same reason.
-	lookups := action.NewStore(sp, c, nil)
+	lookups := action.NewStore(sp, c, kinds)
 	return &Service{pool: pool, sessionPool: sp, actions: lookups, kinds: kinds, clock: c, log: log}
 }
 
@@ -106,7 +111,7 @@ func (s *Service) Call(ctx context.Context, actionID uuid.UUID, input jsonvalue.
 	}
 	w := ledger.NewWriter(s.pool, s.clock.Now)
 	defer w.Rollback(context.WithoutCancel(ctx))
-	res, err := s.call(ctx, w, nil, 0, actionID, input)
+	res, err := s.call(ctx, w, nil, 0, actionID, input, false)
 	if err != nil {
 		return nil, err
 	}
@@ -116,15 +121,17 @@ func (s *Service) Call(ctx context.Context, actionID uuid.UUID, input jsonvalue.
 	return res, nil
 }
 
-// Env returns the Env a handler (or a tool) running as execution caller
-// gets: ledger reads and writes through w, session lookups, and tool calls
-// recorded in w's transaction with caller as their parent (uuid.Nil: none).
-func (s *Service) Env(w *ledger.Writer, caller uuid.UUID) turns.Env {
-	return &env{s: s, w: w, caller: caller}
+// Env returns the Env of the turn run describes: ledger reads and writes
+// through w, session lookups, and tool calls recorded in w's transaction
+// with run's execution as their parent. What it reaches is the version's
+// authority (issue 11) and, for sessions, T10's rule: see env.
+func (s *Service) Env(w *ledger.Writer, run turns.Run) turns.Env {
+	return &env{s: s, w: w, caller: run.ExecutionID, run: run}
 }
 
-// call runs one tool call inside w's transaction.
-func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID, depth int, actionID uuid.UUID, input jsonvalue.Value) (*Result, error) {
+// call runs one tool call inside w's transaction. gate: refuse a tool whose
+// owner requires approval (a handler's call no person approved).
+func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID, depth int, actionID uuid.UUID, input jsonvalue.Value, gate bool) (*Result, error) {
 	if depth > MaxDepth {
 		return nil, fault.New(fault.CallFailed, "", "tool calls nest deeper than %d", MaxDepth)
 	}
@@ -143,7 +150,11 @@ func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 		return nil, err
 	}
 	if comp.Tool == nil {
-		return nil, fault.New(fault.NotATool, "actionId", "action %q is not a tool", comp.Def.Name)
+		return nil, fault.New(fault.NotATool, "actionId", "the action is not a tool")
+	}
+	if gate && comp.Tool.Approval {
+		return nil, fault.New(fault.ApprovalRequired, "actionId",
+			"the tool's owner requires a person's approval for every call: only an agent's direct call to it can wait for one")
 	}
 	decoded, err := input.Decode()
 	if err != nil {
@@ -229,7 +240,8 @@ func (s *Service) run1(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 		return nil, fmt.Errorf("tools: execution: %w", err)
 	}
 	out, err := s.run(ctx, h, &turns.CallRequest{ActionID: comp.ActionID, Version: comp.Version, ExecutionID: execID,
-		Input: input, Session: view, Env: &env{s: s, w: w, caller: execID, depth: depth + 1}})
+		Input: input, Session: view, Env: &env{s: s, w: w, caller: execID, depth: depth + 1,
+			run: turns.Run{ExecutionID: execID, Action: comp}}})
 	if err != nil {
 		return nil, err
 	}
@@ -443,19 +455,70 @@ func messageOf(err error) string {
 	return err.Error()
 }
 
-// env is a handler's or tool's Env.
+// env is a handler's or tool's Env. What it reaches (issue 11, T10):
+//   - ledger namespaces its version's authority may read or write;
+//   - tools its authority may call (a tool that requires approval only
+//     through CallApprovedTool);
+//   - with session(): a turn's own session, a tool's own tool sessions, the
+//     tool sessions of tools it may call, and the sessions of the actions
+//     its definition names in permissions.sessions. Anything else is
+//     refused with one message, whether or not it exists.
 type env struct {
 	s      *Service
 	w      *ledger.Writer
 	caller uuid.UUID
 	depth  int
+	run    turns.Run
+
+	auth *auth.Authority // resolved on first use
+}
+
+// authority is the running version's authority, resolved once per Env in
+// its transaction (a policy shrunk since the last turn applies now).
+func (e *env) authority(ctx context.Context) (*auth.Authority, error) {
+	if e.auth != nil {
+		return e.auth, nil
+	}
+	if e.run.Action == nil {
+		return nil, nil // acts for nobody: nothing is allowed
+	}
+	tx, err := e.w.Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a, err := e.s.Authorities.For(ctx, tx, e.run.Action.Author, e.run.Action.Grants)
+	if err != nil {
+		return nil, err
+	}
+	e.auth = a
+	return a, nil
+}
+
+// refused is the one refusal of the reach checks: it names what the code
+// asked for (its own words) and nothing about whether it exists.
+func refused(what string) error {
+	return fault.New(fault.Forbidden, "", "not allowed: this action may not %s (see its permissions)", what)
 }
 
 func (e *env) LedgerGet(ctx context.Context, ns, key string) (jsonvalue.Value, bool, error) {
+	a, err := e.authority(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if !a.MayRead(ns) {
+		return nil, false, refused(fmt.Sprintf("read ledger namespace %q", ns))
+	}
 	return e.w.Get(ctx, ns, key)
 }
 
 func (e *env) LedgerPut(ctx context.Context, ns, key string, value jsonvalue.Value) (int64, error) {
+	a, err := e.authority(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if !a.MayWrite(ns) {
+		return 0, refused(fmt.Sprintf("write ledger namespace %q", ns))
+	}
 	return e.w.Put(ctx, ns, key, value)
 }
 
@@ -466,16 +529,38 @@ func (e *env) Session(ctx context.Context, actionID, id string) (*turns.SessionV
 	if err != nil {
 		return nil, fault.New(fault.BadInput, "action_id", "%q is not a UUID", actionID)
 	}
+	own := e.run.Action != nil && aid == e.run.Action.ActionID
+	toolOnly := false
+	switch {
+	case own && e.run.SID != 0 && id == e.run.SessionID: // a turn's own session (T10)
+	case own && e.run.SID == 0: // a tool's own tool sessions (X6)
+	default:
+		a, err := e.authority(ctx)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case !own && a.MayReadSessions(aid):
+		case !own && a.MayCall(aid):
+			toolOnly = true // the call history of a tool it may call
+		default:
+			return nil, refused("read that session: a turn reads its own session, the tool sessions of tools it may call and the sessions of actions in permissions.sessions")
+		}
+	}
 	tx, err := e.w.Tx(ctx)
 	if err != nil {
 		return nil, err
 	}
-	row := tx.QueryRow(ctx, `SELECT sid FROM sessions WHERE action_id = $1 AND id = $2`, aid, id)
+	row := tx.QueryRow(ctx, `SELECT sid, kind FROM sessions WHERE action_id = $1 AND id = $2`, aid, id)
 	var sid int64
-	if err := row.Scan(&sid); errors.Is(err, pgx.ErrNoRows) {
+	var kind string
+	if err := row.Scan(&sid, &kind); errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	} else if err != nil {
 		return nil, err
+	}
+	if toolOnly && kind != "TOOL" {
+		return nil, nil // not a tool session: as if there were none
 	}
 	sess, err := session.BySID(ctx, tx, sid)
 	if err != nil || sess == nil {
@@ -485,16 +570,31 @@ func (e *env) Session(ctx context.Context, actionID, id string) (*turns.SessionV
 }
 
 func (e *env) CallTool(ctx context.Context, actionID string, input jsonvalue.Value) (jsonvalue.Value, error) {
+	return e.callTool(ctx, actionID, input, true)
+}
+
+func (e *env) CallApprovedTool(ctx context.Context, actionID string, input jsonvalue.Value) (jsonvalue.Value, error) {
+	return e.callTool(ctx, actionID, input, false)
+}
+
+func (e *env) callTool(ctx context.Context, actionID string, input jsonvalue.Value, gate bool) (jsonvalue.Value, error) {
 	aid, err := uuid.Parse(actionID)
 	if err != nil {
 		return nil, fault.New(fault.BadInput, "action_id", "%q is not a UUID", actionID)
+	}
+	a, err := e.authority(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !a.MayCall(aid) {
+		return nil, refused("call tool action " + aid.String())
 	}
 	var caller *uuid.UUID
 	if e.caller != uuid.Nil {
 		c := e.caller
 		caller = &c
 	}
-	res, err := e.s.call(ctx, e.w, caller, e.depth, aid, input)
+	res, err := e.s.call(ctx, e.w, caller, e.depth, aid, input, gate)
 	if err != nil {
 		return nil, err
 	}

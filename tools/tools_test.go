@@ -61,7 +61,7 @@ func setup(t *testing.T) *fixture {
 			}), nil
 		}})
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
-	f.actions = action.NewStore(f.pool, f.clock, kinds.Check)
+	f.actions = action.NewStore(f.pool, f.clock, kinds)
 	f.sessions = session.NewStore(f.pool, f.clock)
 	f.svc = tools.NewService(f.pool, f.actions, kinds, f.clock, log)
 	return f
@@ -105,6 +105,16 @@ func (f *fixture) create(def action.Definition) uuid.UUID {
 }
 
 func in(s string) jsonvalue.Value { return jsonvalue.Value(s) }
+
+// env returns the Env of a caller tool action's execution exec (uuid.Nil:
+// none recorded), unrestricted as in dev mode.
+func (f *fixture) env(w *ledger.Writer, exec uuid.UUID) turns.Env {
+	f.t.Helper()
+	id := f.create(action.Definition{Name: "caller", Kind: testKind, Tool: &action.ToolDef{Name: "caller"}})
+	comp, err := f.actions.Compiled(f.ctx, id, 1)
+	require.NoError(f.t, err)
+	return f.svc.Env(w, turns.Run{ExecutionID: exec, Action: comp})
+}
 
 func (f *fixture) calls(actionID uuid.UUID, id string) []session.Input {
 	f.t.Helper()
@@ -293,7 +303,7 @@ func TestX4CallCommitsOrRollsBackWithTheCaller(t *testing.T) {
 	for _, commit := range []bool{false, true} {
 		w := ledger.NewWriter(f.pool, f.clock.Now)
 		t.Cleanup(func() { w.Rollback(context.Background()) })
-		env := f.svc.Env(w, callerExec)
+		env := f.env(w, callerExec)
 		out, err := env.CallTool(f.ctx, aid.String(), in(`{"account_id":"w"}`))
 		require.NoError(t, err)
 		require.NotEmpty(t, out)
@@ -331,7 +341,7 @@ func TestX5ListingOrder(t *testing.T) {
 	_, err = f.svc.Call(f.ctx, aid, in(`{"account_id":"o","note":"late"}`)) // begins and commits after early began
 	require.NoError(t, err)
 
-	env := f.svc.Env(early, uuid.Nil)
+	env := f.env(early, uuid.Nil)
 	for _, note := range []string{"early-1", "early-2"} {
 		_, err := env.CallTool(f.ctx, aid.String(), in(`{"account_id":"o","note":"`+note+`"}`))
 		require.NoError(t, err)
@@ -353,7 +363,7 @@ func TestX6SessionFoundAfterTheTransactionBegan(t *testing.T) {
 	aid := f.create(notifyTool())
 	w := ledger.NewWriter(f.pool, f.clock.Now)
 	t.Cleanup(func() { w.Rollback(context.Background()) })
-	env := f.svc.Env(w, uuid.Nil)
+	env := f.env(w, uuid.Nil)
 	v, err := env.Session(f.ctx, aid.String(), "x6")
 	require.NoError(t, err)
 	require.Nil(t, v, "no session yet")
@@ -401,7 +411,7 @@ func TestCallInputErrors(t *testing.T) {
 func inputViews(t *testing.T, f *fixture, aid uuid.UUID, id string) []jsonvalue.Value {
 	w := ledger.NewWriter(f.pool, f.clock.Now)
 	defer w.Rollback(f.ctx)
-	v, err := f.svc.Env(w, uuid.Nil).Session(f.ctx, aid.String(), id)
+	v, err := f.env(w, uuid.Nil).Session(f.ctx, aid.String(), id)
 	require.NoError(t, err)
 	return v.Inputs
 }
@@ -482,7 +492,7 @@ func TestFailedCallIsUndoneAndChildrenKeepOrder(t *testing.T) {
 	require.NoError(t, err)
 
 	w := ledger.NewWriter(f.pool, f.clock.Now)
-	env := f.svc.Env(w, callerExec)
+	env := f.env(w, callerExec)
 	for i, input := range []string{`{"n":1}`, `{"fail":true}`, `{"n":2}`, `{"n":3}`} {
 		_, err := env.CallTool(f.ctx, aid.String(), in(input))
 		if i == 1 {

@@ -181,7 +181,7 @@ func TestClockEveryDoesNotDriftAcrossRestarts_C2(t *testing.T) {
 	require.Equal(t, t0.Add(180*time.Minute), *b.timerDue(s.SID), "the next firing is on the grid, not 90m after the late one")
 
 	// A restarted process: nothing of the first one's memory survives.
-	fresh := action.NewStore(b.app.Pool, b.clock, b.kinds.Check)
+	fresh := action.NewStore(b.app.Pool, b.clock, b.kinds)
 	timers := session.NewTimers(b.app.Pool, fresh, b.clock, slog.New(slog.DiscardHandler))
 	exB := turns.NewExecutor(b.app.Pool, fresh, b.kinds, b.clock, b.log, turns.Config{Owner: "process-b", Lease: testLease})
 	b.clock.Set(t0.Add(7*time.Hour + 13*time.Minute))

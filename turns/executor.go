@@ -70,8 +70,8 @@ type Executor struct {
 	cfg     Config
 
 	// EnvFunc, when set, gives each attempt its Env over the attempt's
-	// writer; execID is the running execution (the parent of its tool calls).
-	EnvFunc func(w *ledger.Writer, execID uuid.UUID) Env
+	// writer, for the turn run describes.
+	EnvFunc func(w *ledger.Writer, run Run) Env
 
 	// sleep waits between retries; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
@@ -183,6 +183,8 @@ type claim struct {
 	retryOf int
 	// lastErr: why an earlier run of a re-claimed turn could not commit.
 	lastErr string
+	// comp is the session's version, once the turn runs.
+	comp *action.Compiled
 }
 
 // RunOnce claims one runnable session and runs its turn to the end. It
@@ -364,6 +366,7 @@ func (e *Executor) run(ctx context.Context, c *claim) error {
 	if err != nil {
 		return err
 	}
+	c.comp = comp
 	h, herr := e.kinds.Handler(comp.Def.Kind, Spec{Config: comp.Def.Config, Source: comp.Def.Source})
 	req, err := e.request(ctx, c, comp)
 	if err != nil {
@@ -469,7 +472,7 @@ func (e *Executor) attempts(ctx, runCtx context.Context, c *claim, h Handler, re
 		req.Transcript.reset()
 		w = ledger.NewWriter(e.pool, e.clock.Now)
 		if e.EnvFunc != nil {
-			req.Env = e.EnvFunc(w, c.execID)
+			req.Env = e.EnvFunc(w, Run{ExecutionID: c.execID, Action: c.comp, SID: c.sess.SID, SessionID: c.sess.ID})
 		}
 		out, runErr = e.attempt(runCtx, h, req)
 		if runErr == nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 )
@@ -272,10 +273,25 @@ type Env interface {
 	LedgerPut(ctx context.Context, namespace, key string, value jsonvalue.Value) (int64, error)
 	// Session finds a session by action id and session id; nil when there is none (X6).
 	Session(ctx context.Context, actionID, id string) (*SessionView, error)
-	// CallTool calls a tool action with input and returns its output.
+	// CallTool calls a tool action with input and returns its output. A
+	// tool whose owner requires approval is refused (fault.ApprovalRequired):
+	// only a call a person approved reaches it (CallApprovedTool).
 	CallTool(ctx context.Context, actionID string, input jsonvalue.Value) (jsonvalue.Value, error)
+	// CallApprovedTool is CallTool for a call a person approved (P5): the
+	// one way a handler reaches a tool that requires approval.
+	CallApprovedTool(ctx context.Context, actionID string, input jsonvalue.Value) (jsonvalue.Value, error)
 	// Now reads the service's clock.
 	Now() time.Time
+}
+
+// Run is what an Env acts for: the running execution, the action version
+// whose code runs, and for a turn its session (SID 0 for a tool call). The
+// Env's reach follows from it (T10, issue 11).
+type Run struct {
+	ExecutionID uuid.UUID
+	Action      *action.Compiled
+	SID         int64
+	SessionID   string
 }
 
 // SessionView is a session as a handler reads it.
@@ -323,7 +339,21 @@ type Kind struct {
 	// turn gets a handler credential (Request.Credential, T10). Kinds that
 	// run in-process need none.
 	Credential bool
+	// ToolRefs, when set, lists the tool actions a config refers to (an
+	// agent's tool references): a version may call those without declaring
+	// them in its permissions (issue 11). It reads configs leniently; a
+	// config New refuses may list what it can.
+	ToolRefs func(config jsonvalue.Value) []uuid.UUID
+	// Secrets are top-level config keys holding secrets (the http kind's
+	// signing secret): write-only, never returned by queries (Redact), and
+	// kept from the previous version when an update sends Redacted for
+	// them (KeepSecrets). Issue 10 item 9.
+	Secrets []string
 }
+
+// Redacted stands for a secret in a config read back through queries; sent
+// in an update, it keeps the secret the current version has.
+const Redacted = "<redacted>"
 
 // Registry holds the handler kinds a server offers.
 type Registry struct {
@@ -360,6 +390,67 @@ func (r *Registry) Check(kind string, config jsonvalue.Value, source *string, to
 	}
 	_, err := r.Handler(kind, spec)
 	return err
+}
+
+// ToolRefs lists the tool actions kind's config refers to (an
+// action.Kinds); nil for kinds that refer to none or are unknown.
+func (r *Registry) ToolRefs(kind string, config jsonvalue.Value) []uuid.UUID {
+	if k, ok := r.kinds[kind]; ok && k.ToolRefs != nil {
+		return k.ToolRefs(config)
+	}
+	return nil
+}
+
+// Redact returns config with the values of kind's secret keys replaced by
+// Redacted (config itself when it has none or is not an object).
+func (r *Registry) Redact(kind string, config jsonvalue.Value) jsonvalue.Value {
+	return r.mapSecrets(kind, config, func(string, any) any { return Redacted })
+}
+
+// KeepSecrets returns config with each secret key whose value is Redacted
+// set to that key's value in previous (the version being replaced); a key
+// previous lacks keeps Redacted, which the kind then refuses.
+func (r *Registry) KeepSecrets(kind string, config, previous jsonvalue.Value) jsonvalue.Value {
+	var prev map[string]any
+	if p, err := previous.Decode(); err == nil {
+		prev, _ = p.(map[string]any)
+	}
+	return r.mapSecrets(kind, config, func(key string, v any) any {
+		if s, ok := v.(string); ok && s == Redacted {
+			if old, ok := prev[key]; ok {
+				return old
+			}
+		}
+		return v
+	})
+}
+
+// mapSecrets rewrites the values of kind's secret keys in config with f.
+func (r *Registry) mapSecrets(kind string, config jsonvalue.Value, f func(key string, v any) any) jsonvalue.Value {
+	k, ok := r.kinds[kind]
+	if !ok || len(k.Secrets) == 0 || len(config) == 0 {
+		return config
+	}
+	v, err := config.Decode()
+	m, isObject := v.(map[string]any)
+	if err != nil || !isObject {
+		return config
+	}
+	changed := false
+	for _, key := range k.Secrets {
+		if old, ok := m[key]; ok {
+			m[key] = f(key, old)
+			changed = true
+		}
+	}
+	if !changed {
+		return config
+	}
+	out, err := jsonvalue.Encode(m)
+	if err != nil {
+		return config
+	}
+	return out
 }
 
 // Credential reports whether kind's turns get a handler credential (T10).

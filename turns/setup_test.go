@@ -66,7 +66,7 @@ func setup(t *testing.T, run runFunc) *bundle {
 	kinds := turns.NewRegistry(echo.Kind(), turns.Kind{Name: probeKind, New: func(turns.Spec) (turns.Handler, error) {
 		return run, nil
 	}})
-	return &bundle{t: t, ctx: ctx, app: app, clock: clk, kinds: kinds, actions: action.NewStore(app.Pool, clk, kinds.Check), log: log}
+	return &bundle{t: t, ctx: ctx, app: app, clock: clk, kinds: kinds, actions: action.NewStore(app.Pool, clk, kinds), log: log}
 }
 
 // monitor returns the definition in examples/create_monitor.graphql (kept

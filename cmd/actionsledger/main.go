@@ -40,11 +40,15 @@ type serveCmd struct {
 	Lease         time.Duration `env:"TURN_LEASE" default:"30s" help:"How long a claimed turn stays leased without a heartbeat."`
 	Introspection bool          `env:"INTROSPECTION" default:"true" negatable:"" help:"Answer GraphQL introspection queries."`
 	GraphiQL      bool          `env:"GRAPHIQL" name:"graphiql" default:"true" negatable:"" help:"Serve the GraphiQL page at /."`
+	HTTPAllow     []string      `env:"HTTP_ALLOW" name:"http-allow" sep:"," help:"Addresses or CIDR prefixes the http kind may send turns to besides public addresses (loopback, link-local and private ones are refused otherwise)."`
 }
 
 type workerCmd struct {
-	Workers int           `env:"WORKERS" default:"4" help:"Concurrent turns in this process."`
-	Lease   time.Duration `env:"TURN_LEASE" default:"30s" help:"How long a claimed turn stays leased without a heartbeat."`
+	Workers    int           `env:"WORKERS" default:"4" help:"Concurrent turns in this process."`
+	Lease      time.Duration `env:"TURN_LEASE" default:"30s" help:"How long a claimed turn stays leased without a heartbeat."`
+	Auth       string        `env:"AUTH" default:"off" enum:"on,off" help:"on: action versions run with their authors' authority (set it as for serve); off: dev mode."`
+	AdminToken string        `env:"ADMIN_TOKEN" help:"Set as for serve: versions stored with it keep ADMIN on * under AUTH=on."`
+	HTTPAllow  []string      `env:"HTTP_ALLOW" name:"http-allow" sep:"," help:"As for serve."`
 }
 
 type migrateCmd struct{}
@@ -80,11 +84,12 @@ func main() {
 func (c *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
 	return runApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease,
 		DisableIntrospection: !c.Introspection, DisableGraphiQL: !c.GraphiQL, Auth: c.Auth == "on", AdminToken: c.AdminToken,
-		Providers: provider.FromEnv(os.Getenv)}, log)
+		Providers: provider.FromEnv(os.Getenv), HTTPAllow: c.HTTPAllow}, log)
 }
 
 func (c *workerCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
-	return runApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, Workers: c.Workers, Lease: c.Lease}, log)
+	return runApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, Workers: c.Workers, Lease: c.Lease,
+		Auth: c.Auth == "on", AdminToken: c.AdminToken, HTTPAllow: c.HTTPAllow, Providers: provider.FromEnv(os.Getenv)}, log)
 }
 
 func runApp(ctx context.Context, cfg server.Config, log *slog.Logger) error {

@@ -480,7 +480,7 @@ func (e InterruptStatus) MarshalJSON() ([]byte, error) {
 }
 
 // What a policy allows on its resource. ADMIN allows every other policy action
-// on the same resource; ADMIN on `*` allows everything.
+// on the same resource; ADMIN on `*` allows everything; WRITE covers CALL.
 type PolicyAction string
 
 const (
@@ -488,7 +488,9 @@ const (
 	PolicyActionWrite   PolicyAction = "WRITE"
 	PolicyActionRespond PolicyAction = "RESPOND"
 	PolicyActionClose   PolicyAction = "CLOSE"
-	PolicyActionAdmin   PolicyAction = "ADMIN"
+	// Call a tool action (callTool; call_tool and tool references of actions one stores). WRITE on an action covers it.
+	PolicyActionCall  PolicyAction = "CALL"
+	PolicyActionAdmin PolicyAction = "ADMIN"
 )
 
 var AllPolicyAction = []PolicyAction{
@@ -496,12 +498,13 @@ var AllPolicyAction = []PolicyAction{
 	PolicyActionWrite,
 	PolicyActionRespond,
 	PolicyActionClose,
+	PolicyActionCall,
 	PolicyActionAdmin,
 }
 
 func (e PolicyAction) IsValid() bool {
 	switch e {
-	case PolicyActionRead, PolicyActionWrite, PolicyActionRespond, PolicyActionClose, PolicyActionAdmin:
+	case PolicyActionRead, PolicyActionWrite, PolicyActionRespond, PolicyActionClose, PolicyActionCall, PolicyActionAdmin:
 		return true
 	}
 	return false
@@ -598,6 +601,64 @@ func (e *SessionStatus) UnmarshalJSON(b []byte) error {
 }
 
 func (e SessionStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Whether calls to a tool wait for a person.
+type ToolApproval string
+
+const (
+	// Every call an agent makes waits for a person's approval (P1), whatever the agent's reference says.
+	ToolApprovalRequired ToolApproval = "REQUIRED"
+	// The agent's reference decides.
+	ToolApprovalNone ToolApproval = "NONE"
+)
+
+var AllToolApproval = []ToolApproval{
+	ToolApprovalRequired,
+	ToolApprovalNone,
+}
+
+func (e ToolApproval) IsValid() bool {
+	switch e {
+	case ToolApprovalRequired, ToolApprovalNone:
+		return true
+	}
+	return false
+}
+
+func (e ToolApproval) String() string {
+	return string(e)
+}
+
+func (e *ToolApproval) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ToolApproval(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ToolApproval", str)
+	}
+	return nil
+}
+
+func (e ToolApproval) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ToolApproval) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ToolApproval) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -127,6 +127,7 @@ import (
 
 	"github.com/actionsledger/actionsledger/handlers/agent/provider"
 	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/turns"
 )
 
@@ -141,6 +142,9 @@ type ToolInfo struct {
 	Description string
 	// InputSchema is the tool's JSON Schema; empty for {"type":"object"}.
 	InputSchema json.RawMessage
+	// Approval: the tool's owner requires approval for every call; the
+	// reference is gated whatever it says (issue 11).
+	Approval bool
 }
 
 // ToolDirectory resolves tool references (the server implements it over
@@ -200,7 +204,22 @@ func Kind(opts Options) turns.Kind {
 			prov = NewScripted(cfg.Script)
 		}
 		return &handler{cfg: cfg, opts: opts, provider: prov}, nil
-	}}
+	}, ToolRefs: toolRefs}
+}
+
+// toolRefs lists the tool actions of config.tools (issue 11: a version may
+// call them without declaring them), leniently: from a config with problems
+// it lists the references it can read.
+func toolRefs(config jsonvalue.Value) []uuid.UUID {
+	var p problems
+	cfg := decodeConfig(&p, json.RawMessage(config), func(string) bool { return true })
+	var out []uuid.UUID
+	for _, ref := range cfg.Tools {
+		if ref.Action != uuid.Nil {
+			out = append(out, ref.Action)
+		}
+	}
+	return out
 }
 
 // checkTools resolves refs through dir and adds what the directory

@@ -100,7 +100,7 @@ func (h *codeHost) CallTool(ctx context.Context, name string, input jsonvalue.Va
 	}
 	h.n++
 	id := fmt.Sprintf("%s/%d", h.callID, h.n)
-	out, toolErr, err := l.invoke(ctx, id, t.ref.Action, name, eff, toolRunCode)
+	out, toolErr, err := l.invoke(ctx, id, t.ref.Action, name, eff, toolRunCode, false)
 	switch {
 	case err != nil:
 		h.fatal = err

@@ -127,6 +127,10 @@ func (l *loop) resolve(ctx context.Context, i int, ref ToolRef) (*tool, error) {
 	case l.tools[name] != nil:
 		return nil, turns.Permanent(fmt.Errorf("%s (tool action %s): the name %q is already config.tools[%d]'s; set %s.name", field, ref.Action, name, l.tools[name].index, field))
 	}
+	if info.Approval {
+		// The tool's owner requires approval: no reference lowers it (issue 11).
+		ref.Approval = ApprovalRequired
+	}
 	return &tool{ref: ref, index: i, info: info, name: name}, nil
 }
 
@@ -300,7 +304,7 @@ func (l *loop) handle(ctx context.Context, reply *provider.Reply) (*turns.Outcom
 				l.rec.Add("approval_request", map[string]any{"interrupt_id": a.InterruptID, "call_id": c.ID, "tool": t.name, "tool_action": t.ref.Action, "tool_version": a.ToolVersion, "input": input})
 				pending = append(pending, pendingCall{Approval: a, Index: i, ModelInput: c.Input, Fixed: t.ref.Input})
 			default:
-				r, err := l.callTool(ctx, c.ID, t.ref.Action, t.name, input)
+				r, err := l.callTool(ctx, c.ID, t.ref.Action, t.name, input, false)
 				if err != nil {
 					return nil, err
 				}
@@ -414,11 +418,11 @@ func (l *loop) output(extra map[string]any) jsonvalue.Value {
 	return jsonvalue.MustEncode(m)
 }
 
-// callTool runs a call of a non-gated (or approved) tool and returns the
-// result for the model. A tool's error (*fault.Error) is an error result;
-// any other error fails the attempt.
-func (l *loop) callTool(ctx context.Context, callID string, actionID uuid.UUID, name string, input jsonvalue.Value) (*provider.ToolResult, error) {
-	out, toolErr, err := l.invoke(ctx, callID, actionID, name, input, "")
+// callTool runs a call of a non-gated tool, or of a gated one a person
+// approved (approved), and returns the result for the model. A tool's error
+// (*fault.Error) is an error result; any other error fails the attempt.
+func (l *loop) callTool(ctx context.Context, callID string, actionID uuid.UUID, name string, input jsonvalue.Value, approved bool) (*provider.ToolResult, error) {
+	out, toolErr, err := l.invoke(ctx, callID, actionID, name, input, "", approved)
 	switch {
 	case err != nil:
 		return nil, err
@@ -430,7 +434,7 @@ func (l *loop) callTool(ctx context.Context, callID string, actionID uuid.UUID, 
 
 // invoke calls a tool through the turn's Env, recording the call. toolErr
 // is the tool's own failure; err any other.
-func (l *loop) invoke(ctx context.Context, callID string, actionID uuid.UUID, name string, input jsonvalue.Value, via string) (out jsonvalue.Value, toolErr, err error) {
+func (l *loop) invoke(ctx context.Context, callID string, actionID uuid.UUID, name string, input jsonvalue.Value, via string, approved bool) (out jsonvalue.Value, toolErr, err error) {
 	entry := map[string]any{"call_id": callID, "tool": name, "tool_action": actionID, "input": input}
 	if via != "" {
 		entry["via"] = via
@@ -440,7 +444,11 @@ func (l *loop) invoke(ctx context.Context, callID string, actionID uuid.UUID, na
 		return nil, nil, turns.Permanent(errors.New("this server runs agents without tool access"))
 	}
 	l.calls++
-	out, err = l.req.Env.CallTool(ctx, actionID.String(), input)
+	if approved {
+		out, err = l.req.Env.CallApprovedTool(ctx, actionID.String(), input)
+	} else {
+		out, err = l.req.Env.CallTool(ctx, actionID.String(), input)
+	}
 	if err != nil {
 		if fault.As(err) != nil && ctx.Err() == nil {
 			return nil, err, nil
@@ -744,7 +752,7 @@ func (l *loop) answer(ctx context.Context, r *resumeState, c *turns.Command) err
 			res = l.result(p.Approval.CallID, p.Approval.ToolName, "approved, but the approved input is not usable: "+err.Error(), true)
 			break
 		}
-		if res, err = l.callTool(ctx, p.Approval.CallID, p.Approval.ToolActionID, p.Approval.ToolName, input); err != nil {
+		if res, err = l.callTool(ctx, p.Approval.CallID, p.Approval.ToolActionID, p.Approval.ToolName, input, true); err != nil {
 			return err
 		}
 	case decisionDeny:

@@ -66,6 +66,10 @@ type fakeEnv struct {
 	tools map[string]func(input jsonvalue.Value) (jsonvalue.Value, error)
 }
 
+func (e *fakeEnv) CallApprovedTool(ctx context.Context, actionID string, input jsonvalue.Value) (jsonvalue.Value, error) {
+	return e.CallTool(ctx, actionID, input)
+}
+
 func (e *fakeEnv) CallTool(ctx context.Context, actionID string, input jsonvalue.Value) (jsonvalue.Value, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -45,7 +45,8 @@ func newStack(t *testing.T) *stack {
 	t.Helper()
 	clk := clock.NewManual(t0)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	app, err := server.New(context.Background(), server.Config{DatabaseURL: pgtest.NewDB(t), Clock: clk}, log)
+	// The receivers listen on loopback, which the http kind refuses unless allowed (issue 11).
+	app, err := server.New(context.Background(), server.Config{DatabaseURL: pgtest.NewDB(t), Clock: clk, HTTPAllow: []string{"127.0.0.1"}}, log)
 	require.NoError(t, err)
 	t.Cleanup(app.Close)
 	return &stack{app: app, clk: clk}

@@ -71,14 +71,12 @@ type Body struct {
 }
 
 // Kind returns the kind for a turns.Registry. Request timestamps are read
-// from clk (the service clock).
-func Kind(clk clock.Clock) turns.Kind {
-	client := &http.Client{
-		// No redirects: the 3xx reply itself is returned and fails the turn.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	return turns.Kind{Name: KindName, Credential: true, New: func(spec turns.Spec) (turns.Handler, error) {
-		cfg, timeout, err := parse(spec)
+// from clk (the service clock); egress decides where turns may be sent
+// (nil: public addresses only).
+func Kind(clk clock.Clock, egress *Egress) turns.Kind {
+	client := egress.client()
+	return turns.Kind{Name: KindName, Credential: true, Secrets: []string{"secret"}, New: func(spec turns.Spec) (turns.Handler, error) {
+		cfg, timeout, err := parse(spec, egress)
 		if err != nil {
 			return nil, err
 		}
@@ -86,7 +84,7 @@ func Kind(clk clock.Clock) turns.Kind {
 	}}
 }
 
-func parse(spec turns.Spec) (Config, time.Duration, error) {
+func parse(spec turns.Spec, egress *Egress) (Config, time.Duration, error) {
 	var cfg Config
 	if spec.Source != nil {
 		return cfg, 0, fault.New(fault.InvalidConfig, "source", "http runs no source")
@@ -107,6 +105,12 @@ func parse(spec turns.Spec) (Config, time.Duration, error) {
 		return cfg, 0, fault.New(fault.InvalidConfig, "config.url", "url is at most %d bytes", maxURL)
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		return cfg, 0, fault.New(fault.InvalidConfig, "config.url", "url must be an absolute http or https URL")
+	case egress.checkURL(u) != nil:
+		return cfg, 0, fault.New(fault.InvalidConfig, "config.url",
+			"the url's host is a loopback, link-local or private address, which this server does not send to (allow it with HTTP_ALLOW)")
+	}
+	if cfg.Secret == turns.Redacted {
+		return cfg, 0, fault.New(fault.InvalidConfig, "config.secret", "%s stands for the secret a stored version has, and this action has none: send the secret itself", turns.Redacted)
 	}
 	if len(cfg.Secret) < MinSecret || len(cfg.Secret) > MaxSecret {
 		return cfg, 0, fault.New(fault.InvalidConfig, "config.secret", "secret is %d-%d bytes", MinSecret, MaxSecret)
@@ -166,6 +170,9 @@ func (h *handler) post(ctx context.Context, execID uuid.UUID, body []byte) (*tur
 		}
 		if actx.Err() != nil {
 			return nil, fmt.Errorf("http: no reply within %s", h.timeout)
+		}
+		if errors.Is(err, ErrEgress) {
+			return nil, turns.Permanent(fmt.Errorf("http: %w", err))
 		}
 		return nil, fmt.Errorf("http: %w", err)
 	}

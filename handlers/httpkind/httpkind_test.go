@@ -48,7 +48,7 @@ func receiver(t *testing.T, status int, reply string) (string, <-chan captured) 
 
 func newHandler(t *testing.T, config string) turns.Handler {
 	t.Helper()
-	h, err := httpkind.Kind(clock.NewManual(t0)).New(turns.Spec{Config: jsonvalue.Value(config)})
+	h, err := httpkind.Kind(clock.NewManual(t0), httpkind.AllowAll()).New(turns.Spec{Config: jsonvalue.Value(config)})
 	require.NoError(t, err)
 	return h
 }
@@ -204,14 +204,14 @@ func TestConfigErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := httpkind.Kind(clock.NewManual(t0)).New(turns.Spec{Config: jsonvalue.Value(tc.config), Source: tc.source})
+			_, err := httpkind.Kind(clock.NewManual(t0), httpkind.AllowAll()).New(turns.Spec{Config: jsonvalue.Value(tc.config), Source: tc.source})
 			f := fault.As(err)
 			require.NotNil(t, f, "%v", err)
 			require.Equal(t, fault.InvalidConfig, f.Code)
 			require.Equal(t, tc.field, f.Field)
 		})
 	}
-	_, err := httpkind.Kind(clock.NewManual(t0)).New(turns.Spec{Config: jsonvalue.Value(`{"url": "http://127.0.0.1:1/t", "secret": "` + secret + `", "timeout_ms": 60000}`)})
+	_, err := httpkind.Kind(clock.NewManual(t0), httpkind.AllowAll()).New(turns.Spec{Config: jsonvalue.Value(`{"url": "http://127.0.0.1:1/t", "secret": "` + secret + `", "timeout_ms": 60000}`)})
 	require.NoError(t, err)
 }
 

@@ -57,6 +57,10 @@ const (
 	// SkipNotAllowed: SKIP for a held turn that resumed from approval
 	// responses (H4): retry it or close the session.
 	SkipNotAllowed = "SKIP_NOT_ALLOWED"
+	// ApprovalRequired: a handler called a tool whose owner requires a
+	// person's approval for every call, outside an approved agent call
+	// (issue 11).
+	ApprovalRequired = "APPROVAL_REQUIRED"
 	// NotImplemented: the feature is recognised but not available in this build.
 	NotImplemented = "NOT_IMPLEMENTED"
 	// IntrospectionDisabled: the operation selects __schema or __type on a
