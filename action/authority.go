@@ -32,7 +32,8 @@ const MaxPermissions = 64
 
 // ToolRefsFunc lists the tool actions a handler kind's config refers to
 // (an agent's config.tools), which its version may then call without
-// declaring them; nil when the kind refers to none.
+// declaring them; nil when the kind refers to none. The i-th id is the i-th
+// reference's (uuid.Nil where it names none), so errors can point at it.
 type ToolRefsFunc func(kind string, config jsonvalue.Value) []uuid.UUID
 
 // Approval settings of a tool block (issue 11): a tool's owner may require
@@ -73,19 +74,49 @@ func (c *compiler) permissions(p *Permissions) {
 	}
 }
 
-// grants are the version's declared and implied grants (see Permissions).
-func grants(def Definition, triggers []*CompiledTrigger, refs ToolRefsFunc) auth.Grants {
+// grants are the version's declared and implied grants (see Permissions),
+// each with the policy storing it needs and the field it comes from.
+func grants(def Definition, triggers []*CompiledTrigger, refs ToolRefsFunc) (auth.Grants, []auth.Need) {
 	var g auth.Grants
+	var needs []auth.Need
+	read := func(ns, field, what string) {
+		g.Read = append(g.Read, ns)
+		needs = append(needs, auth.Need{Action: auth.Read, Resource: auth.LedgerResource(ns), Field: field, What: what})
+	}
+	tool := func(id uuid.UUID, field string) {
+		g.Tools = append(g.Tools, id)
+		needs = append(needs, auth.Need{Action: auth.Call, Resource: auth.ActionResource(id), Field: field, What: "call tool action " + id.String()})
+	}
 	if p := def.Permissions; p != nil {
-		g = auth.Grants{Read: p.Read, Write: p.Write, Tools: p.Tools, Sessions: p.Sessions}
+		for i, ns := range p.Read {
+			read(ns, fmt.Sprintf("permissions.read[%d]", i), "read ledger namespace "+ns)
+		}
+		for i, ns := range p.Write {
+			g.Write = append(g.Write, ns)
+			needs = append(needs, auth.Need{Action: auth.Write, Resource: auth.LedgerResource(ns),
+				Field: fmt.Sprintf("permissions.write[%d]", i), What: "write ledger namespace " + ns})
+		}
+		for i, id := range p.Tools {
+			tool(id, fmt.Sprintf("permissions.tools[%d]", i))
+		}
+		for i, id := range p.Sessions {
+			g.Sessions = append(g.Sessions, id)
+			needs = append(needs, auth.Need{Action: auth.Read, Resource: auth.ActionResource(id),
+				Field: fmt.Sprintf("permissions.sessions[%d]", i), What: "read the sessions of action " + id.String()})
+		}
 	}
 	for _, t := range triggers {
 		for _, typ := range t.EventTypes {
-			g.Read = append(g.Read, auth.EventNamespace(typ))
+			ns := auth.EventNamespace(typ)
+			read(ns, fmt.Sprintf("triggers[%d].event", t.Index), fmt.Sprintf("read the events of ledger namespace %s (%s)", ns, typ))
 		}
 	}
 	if refs != nil {
-		g.Tools = append(g.Tools, refs(def.Kind, def.Config)...)
+		for i, id := range refs(def.Kind, def.Config) {
+			if id != uuid.Nil {
+				tool(id, fmt.Sprintf("config.tools[%d].action", i))
+			}
+		}
 	}
-	return g.Normalize()
+	return g.Normalize(), needs
 }

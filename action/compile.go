@@ -201,18 +201,20 @@ func Compile(def Definition, kinds KindChecker) (*Compiled, error) {
 }
 
 // StoreCheckFunc checks, before a definition's handler kind is validated,
-// that whoever stores it holds its grants; a refusal stops validation there
-// (the kind's errors could name tools the caller may not read).
-type StoreCheckFunc func(auth.Grants) []error
+// that whoever stores it holds what its grants need; a refusal stops
+// validation there (the kind's errors could name tools the caller may not
+// read).
+type StoreCheckFunc func([]auth.Need) []error
 
 // compile is Compile with the tool references of kinds (refs) counted in
 // the grants and, with check, the grants checked before the kind.
 func compile(def Definition, kinds KindChecker, refs ToolRefsFunc, check StoreCheckFunc) (*Compiled, error) {
 	c := &compiler{def: def}
 	out := c.compile()
-	out.Grants = grants(def, out.Triggers, refs)
+	var needs []auth.Need
+	out.Grants, needs = grants(def, out.Triggers, refs)
 	if check != nil {
-		if errs := check(out.Grants); len(errs) > 0 {
+		if errs := check(needs); len(errs) > 0 {
 			return nil, joinErrors(errs)
 		}
 	}

@@ -157,7 +157,7 @@ func (s *Store) prepare(ctx context.Context, def Definition) (string, Definition
 	p, hasPrincipal := auth.From(ctx)
 	var check StoreCheckFunc
 	if hasPrincipal {
-		check = func(g auth.Grants) []error { return auth.CheckStore(p, g, "permissions") }
+		check = func(needs []auth.Need) []error { return auth.CheckStore(p, needs) }
 	}
 	var kinds KindChecker
 	if s.kinds != nil {

@@ -14,15 +14,17 @@ import (
 	"github.com/actionsledger/actionsledger/internal/fault"
 )
 
-// Reserved principal ids: they name principals the server makes itself and
-// cannot be given tokens (createToken refuses them).
+// Principals the server makes itself.
 const (
-	// DevID is the principal of dev mode (no AUTH). As the author of an
-	// action version it holds everything while the server runs without
-	// AUTH, and nothing under AUTH=on.
+	// DevID is the principal of dev mode (no AUTH); createToken refuses it.
+	// As the author of an action version it holds everything while the
+	// server runs without AUTH, and nothing under AUTH=on.
 	DevID = "dev"
-	// AdminID is the principal of ADMIN_TOKEN: ADMIN on `*` while the
-	// server is configured with one.
+	// AdminID is the principal of ADMIN_TOKEN (and the default of `token
+	// create --admin`): as an author it holds ADMIN on `*` while the server
+	// is configured with an ADMIN_TOKEN, else the policies stored for it.
+	// A version it stores is still bounded by its grants, which the storing
+	// token's own policies had to cover.
 	AdminID = "admin"
 )
 
@@ -85,55 +87,22 @@ func (g Grants) Union(h Grants) Grants {
 	}.Normalize()
 }
 
-// ledgerResource is the policy resource a namespace grant needs.
-func ledgerResource(ns string) string {
+// LedgerResource is the policy resource a namespace grant needs: ledger
+// for AllNamespaces, ledger:<ns> otherwise.
+func LedgerResource(ns string) string {
 	if ns == AllNamespaces {
 		return LedgerPrefix
 	}
 	return NamespaceResource(ns)
 }
 
-// Grant is one grant of Grants that a principal must hold to store it.
-type Grant struct {
-	// Kind is "read", "write", "tools" or "sessions".
-	Kind string
-	// Index is its position in that list of Grants.
-	Index int
-	// Action and Resource are the policy it needs.
+// Need is one policy storing a version requires: Action on Resource,
+// because of the definition's Field, described in What (in the
+// definition's own words, so a refusal reveals nothing else).
+type Need struct {
 	Action, Resource string
-}
-
-// Needs lists the policies p must hold to store a version with g, in the
-// order read, write, tools, sessions.
-func (g Grants) Needs() []Grant {
-	var out []Grant
-	for i, ns := range g.Read {
-		out = append(out, Grant{Kind: "read", Index: i, Action: Read, Resource: ledgerResource(ns)})
-	}
-	for i, ns := range g.Write {
-		out = append(out, Grant{Kind: "write", Index: i, Action: Write, Resource: ledgerResource(ns)})
-	}
-	for i, id := range g.Tools {
-		out = append(out, Grant{Kind: "tools", Index: i, Action: Call, Resource: ActionResource(id)})
-	}
-	for i, id := range g.Sessions {
-		out = append(out, Grant{Kind: "sessions", Index: i, Action: Read, Resource: ActionResource(id)})
-	}
-	return out
-}
-
-// Describe says in words what the grant allows, naming only what the
-// definition itself names (so a refusal leaks nothing).
-func (g Grant) Describe() string {
-	switch g.Kind {
-	case "read":
-		return "read ledger namespace " + strings.TrimPrefix(strings.TrimPrefix(g.Resource, LedgerPrefix), ":")
-	case "write":
-		return "write ledger namespace " + strings.TrimPrefix(strings.TrimPrefix(g.Resource, LedgerPrefix), ":")
-	case "tools":
-		return "call tool action " + strings.TrimPrefix(g.Resource, ActionsDoc+":")
-	}
-	return "read the sessions of action " + strings.TrimPrefix(g.Resource, ActionsDoc+":")
+	Field            string
+	What             string
 }
 
 // Authority is what a running action version may do (issue 11): in
@@ -191,17 +160,16 @@ func (a *Authority) MayReadSessions(id uuid.UUID) bool {
 	return a.Unrestricted || a.Author.Allows(Read, ActionResource(id))
 }
 
-// CheckStore returns, for each grant of g that p does not hold, a
-// FORBIDDEN fault naming field+"."+kind+"[index]" (so a refusal points at
-// the definition's own words and reveals nothing else). p may store a
-// version only when it holds every grant: nobody creates an action more
-// powerful than themselves.
-func CheckStore(p Principal, g Grants, field string) []error {
+// CheckStore returns a FORBIDDEN fault, naming its field, for each need p
+// does not hold. A principal may store a version only when it holds every
+// grant the version declares or implies: nobody creates an action more
+// powerful than themselves (issue 11).
+func CheckStore(p Principal, needs []Need) []error {
 	var out []error
-	for _, n := range g.Needs() {
+	for _, n := range needs {
 		if !p.Allows(n.Action, n.Resource) {
-			out = append(out, fault.New(fault.Forbidden, fmt.Sprintf("%s.%s[%d]", field, n.Kind, n.Index),
-				"you may not %s (it needs %s on %s), so an action you store may not either", n.Describe(), n.Action, n.Resource))
+			out = append(out, fault.New(fault.Forbidden, n.Field,
+				"you may not %s (it needs %s on %s), so an action you store may not either", n.What, n.Action, n.Resource))
 		}
 	}
 	return out
@@ -287,7 +255,7 @@ func (r *Authorities) principal(ctx context.Context, q Querier, author string, e
 	switch {
 	case author == AdminID && r.admin:
 		p = Principal{ID: AdminID, Policies: []Policy{{Action: Admin, Resource: All}}}
-	case author == DevID || author == AdminID:
+	case author == DevID:
 		p = Principal{ID: author} // holds nothing under AUTH
 	default:
 		pols, err := policiesOf(ctx, q, author)

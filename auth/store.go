@@ -62,8 +62,8 @@ func (s *Store) CreateToken(ctx context.Context, id string, policies []Policy) (
 	if id == "" || len(id) > 200 || strings.TrimSpace(id) != id {
 		return nil, fault.New(fault.BadInput, "principal", "a principal id is 1-200 characters without leading or trailing spaces")
 	}
-	if id == DevID || id == AdminID {
-		return nil, fault.New(fault.BadInput, "principal", "%q is reserved for a principal of the server's own (dev mode, ADMIN_TOKEN)", id)
+	if id == DevID {
+		return nil, fault.New(fault.BadInput, "principal", "%q is reserved for the principal of dev mode", id)
 	}
 	if len(policies) > MaxPolicies {
 		return nil, fault.New(fault.BadInput, "policies", "at most %d policies", MaxPolicies)

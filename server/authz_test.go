@@ -92,6 +92,9 @@ const createTokenOp = `mutation($p: String!, $pol: [PolicyInput!]!) { auth {
 // token has the admin create a token for principal with policies.
 func (e *authEnv) token(t *testing.T, principal string, policies ...map[string]any) (id, token string) {
 	t.Helper()
+	if policies == nil {
+		policies = []map[string]any{}
+	}
 	r := e.allowed(t, adminToken, createTokenOp, map[string]any{"p": principal, "pol": policies})
 	var out struct {
 		Auth struct{ CreateToken struct{ ID, Token string } }

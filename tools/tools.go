@@ -541,7 +541,7 @@ func (e *env) Session(ctx context.Context, actionID, id string) (*turns.SessionV
 		}
 		switch {
 		case !own && a.MayReadSessions(aid):
-		case !own && a.MayCall(aid):
+		case !own && a.MayCall(aid) && e.s.isTool(ctx, aid):
 			toolOnly = true // the call history of a tool it may call
 		default:
 			return nil, refused("read that session: a turn reads its own session, the tool sessions of tools it may call and the sessions of actions in permissions.sessions")
@@ -567,6 +567,17 @@ func (e *env) Session(ctx context.Context, actionID, id string) (*turns.SessionV
 		return nil, err
 	}
 	return sessionView(ctx, tx, sess)
+}
+
+// isTool reports whether action id's current version is a tool (false
+// when it does not exist or cannot be read).
+func (s *Service) isTool(ctx context.Context, id uuid.UUID) bool {
+	a, err := s.actions.Get(ctx, id)
+	if err != nil || a == nil {
+		return false
+	}
+	comp, err := s.actions.Compiled(ctx, a.ID, a.CurrentVersion)
+	return err == nil && comp.Tool != nil
 }
 
 func (e *env) CallTool(ctx context.Context, actionID string, input jsonvalue.Value) (jsonvalue.Value, error) {

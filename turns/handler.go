@@ -353,7 +353,7 @@ type Kind struct {
 
 // Redacted stands for a secret in a config read back through queries; sent
 // in an update, it keeps the secret the current version has.
-const Redacted = "<redacted>"
+const Redacted = "(redacted)"
 
 // Registry holds the handler kinds a server offers.
 type Registry struct {

@@ -213,11 +213,9 @@ func Kind(opts Options) turns.Kind {
 func toolRefs(config jsonvalue.Value) []uuid.UUID {
 	var p problems
 	cfg := decodeConfig(&p, json.RawMessage(config), func(string) bool { return true })
-	var out []uuid.UUID
-	for _, ref := range cfg.Tools {
-		if ref.Action != uuid.Nil {
-			out = append(out, ref.Action)
-		}
+	out := make([]uuid.UUID, len(cfg.Tools)) // one per reference, uuid.Nil where unreadable
+	for i, ref := range cfg.Tools {
+		out[i] = ref.Action
 	}
 	return out
 }

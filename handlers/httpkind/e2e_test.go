@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -80,9 +81,33 @@ func (s *stack) gql(t *testing.T, query string, vars map[string]any) []map[strin
 // returns the session.
 func (s *stack) run(t *testing.T, config map[string]any) *session.Session {
 	t.Helper()
-	ctx := context.Background()
 	id := uuid.New()
 	require.Empty(t, s.gql(t, createMonitor, map[string]any{"id": id, "config": config}))
+	return s.drive(t, id)
+}
+
+// data runs one operation that must succeed and returns its data.
+func (s *stack) data(t *testing.T, query string, vars map[string]any) json.RawMessage {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
+	require.NoError(t, err)
+	rec, req := httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	s.app.Handler().ServeHTTP(rec, req)
+	var r struct {
+		Data   json.RawMessage
+		Errors []any
+	}
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r), rec.Body.String())
+	require.Empty(t, r.Errors)
+	return r.Data
+}
+
+// drive opens an account for action id, posts one entry and steps the
+// dispatcher and executor until nothing is left; it returns the session.
+func (s *stack) drive(t *testing.T, id uuid.UUID) *session.Session {
+	t.Helper()
+	ctx := context.Background()
 	acct := uuid.NewString()
 	_, err := s.app.Ledger.PutValue(ctx, "account", acct, jsonvalue.MustEncode(map[string]any{"account_id": acct}), "")
 	require.NoError(t, err)
@@ -259,4 +284,46 @@ func TestE2EConfigErrorsAtCreate(t *testing.T) {
 		require.Equal(t, "INVALID_CONFIG", errs[0]["code"])
 		require.Equal(t, "input."+tc.field, errs[0]["field"])
 	}
+}
+
+// Issue 10 item 9: the signing secret is write-only. Queries show it as
+// turns.Redacted; an update that sends that back keeps the secret, one
+// that sends a new secret replaces it.
+func TestE2ESecretIsWriteOnly(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	sc := &script{replies: []reply{{200, `{"status": "OPEN"}`}}}
+	url := sc.serve(t)
+	id := uuid.New()
+	require.Empty(t, s.gql(t, createMonitor, map[string]any{"id": id, "config": cfg(url, 5000)}))
+	read := `query($id: UUID!) { actions { action(id: $id) { definition { config } versions { definition { config } } } } }`
+	out := string(s.data(t, read, map[string]any{"id": id}))
+	require.NotContains(t, out, secret)
+	require.Equal(t, 2, strings.Count(out, turns.Redacted), out)
+
+	update := strings.Replace(createMonitor, "createAction(id", "updateAction(id", 1)
+	kept := cfg(url, 4000)
+	kept["secret"] = turns.Redacted
+	require.Empty(t, s.gql(t, update, map[string]any{"id": id, "config": kept}))
+	s.drive(t, id)
+	require.Len(t, sc.seen, 1)
+	got := sc.seen[0]
+	require.NoError(t, httpkind.Verify(secret, got.header.Get(httpkind.HeaderTimestamp), string(got.body),
+		got.header.Get(httpkind.HeaderSignature), s.clk.Now(), 0), "signed with the kept secret")
+
+	fresh := cfg(url, 4000)
+	fresh["secret"] = "another-secret-of-enough-bytes"
+	require.Empty(t, s.gql(t, update, map[string]any{"id": id, "config": fresh}))
+	s.drive(t, id)
+	require.Len(t, sc.seen, 2)
+	got = sc.seen[1]
+	require.NoError(t, httpkind.Verify("another-secret-of-enough-bytes", got.header.Get(httpkind.HeaderTimestamp), string(got.body),
+		got.header.Get(httpkind.HeaderSignature), s.clk.Now(), 0), "signed with the new secret")
+	require.NotContains(t, string(s.data(t, read, map[string]any{"id": id})), "another-secret")
+
+	// Redacted with nothing to keep is refused, naming the field.
+	errs := s.gql(t, createMonitor, map[string]any{"id": uuid.New(), "config": kept})
+	require.Len(t, errs, 1)
+	require.Equal(t, "INVALID_CONFIG", errs[0]["code"])
+	require.Equal(t, "input.config.secret", errs[0]["field"])
 }

@@ -90,8 +90,8 @@ func (e *Egress) allowed() []netip.Prefix {
 // checkURL refuses, when the action is stored, a url whose host is an
 // address (or localhost) the rules refuse; names are checked when dialled.
 func (e *Egress) checkURL(u *url.URL) error {
-	host := u.Hostname()
-	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		host = "127.0.0.1"
 	}
 	if ip, err := netip.ParseAddr(host); err == nil && !e.Allowed(ip) {

@@ -1,0 +1,391 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actionsledger/actionsledger/server"
+)
+
+// Issue 11: actions run with the authority their author holds, never more.
+// Each scenario of the issue is a test here, over HTTP with AUTH on. The
+// attacker holds READ, WRITE and RESPOND on one action and READ, WRITE on
+// ledger namespace entry only.
+
+// entryAction is an action over namespace entry: an insert starts a
+// session keyed by data.k, an update resumes it (and starts a turn).
+func entryAction(kind, source string) map[string]any {
+	d := map[string]any{
+		"name": "m", "kind": kind,
+		"triggers": []any{
+			map[string]any{"name": "open", "event": `event.type == "entry.inserted"`,
+				"session": map[string]any{"start": map[string]any{"input": map[string]any{"k": "string(event.data.k)"}}}},
+			map[string]any{"name": "more", "event": `event.type == "entry.updated"`,
+				"session": map[string]any{"resume": map[string]any{"id": "string(event.data.k)"}}},
+		},
+		"session": map[string]any{"inputSchema": map[string]any{"type": "object"}, "id": "string(session.input.k)"},
+	}
+	if source != "" {
+		d["source"] = source
+	}
+	return d
+}
+
+// attackScene is the issue's set-up: action m (created by the admin), the
+// attacker's token, a payroll record, another action's session and a tool
+// that requires approval, none of which the attacker may reach.
+type attackScene struct {
+	e                *authEnv
+	m, victim, gated string
+	victimSession    string
+	attacker         string
+}
+
+func newAttackScene(t *testing.T) *attackScene {
+	t.Helper()
+	e := newAuthEnv(t)
+	s := &attackScene{e: e, m: uuid.NewString(), victim: uuid.NewString(), gated: uuid.NewString(), victimSession: uuid.NewString()}
+	e.ok(t, createActionOp, map[string]any{"id": s.m, "input": entryAction("agent.echo", "")}, nil)
+	victim := monitorDef()
+	e.ok(t, createActionOp, map[string]any{"id": s.victim, "input": victim}, nil)
+	e.ok(t, createActionOp, map[string]any{"id": s.gated, "input": map[string]any{
+		"name": "wire", "kind": "starlark", "source": "def call(event):\n    return {\"sent\": True}\n",
+		"tool": map[string]any{"name": "wire_money", "approval": "REQUIRED"}}}, nil)
+	e.put(t, "payroll", "ceo", map[string]any{"salary": 999999}, "")
+	e.put(t, "account", s.victimSession, map[string]any{"account_id": s.victimSession}, "")
+	e.step(t)
+	_, s.attacker = e.token(t, "mallory",
+		pol("READ", "financial.Action.document:"+s.m), pol("WRITE", "financial.Action.document:"+s.m),
+		pol("RESPOND", "financial.Action.document:"+s.m), pol("READ", "ledger:entry"), pol("WRITE", "ledger:entry"))
+	return s
+}
+
+// run has the attacker write an entry key twice (a session and its first
+// turn) and returns the session as the attacker reads it.
+func (s *attackScene) run(t *testing.T, key string) (status, reason string, state json.RawMessage) {
+	t.Helper()
+	for i, v := range []map[string]any{{"k": key}, {"k": key, "n": 1}} {
+		r := s.e.as(t, s.attacker, putValueOp, map[string]any{"ns": "entry", "key": key, "value": v})
+		require.Empty(t, r.Errors, "entry write %d: %+v", i, r.Errors)
+	}
+	s.e.step(t)
+	r := s.e.allowed(t, s.attacker, `query($a: UUID!, $s: String!) { actions { action(id: $a) { session(id: $s) { status reason state } } } }`,
+		map[string]any{"a": s.m, "s": key})
+	var out struct {
+		Actions struct {
+			Action struct {
+				Session struct {
+					Status string
+					Reason *string
+					State  json.RawMessage
+				}
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal(r.Data, &out))
+	ss := out.Actions.Action.Session
+	if ss.Reason != nil {
+		reason = *ss.Reason
+	}
+	return ss.Status, reason, ss.State
+}
+
+// Scenario 1: handler code reads and writes only what its version's
+// grants allow, and no principal can store grants it does not hold.
+func TestAuthorityHandlerCodeStaysWithinItsGrants(t *testing.T) {
+	t.Parallel()
+	s := newAttackScene(t)
+	e := s.e
+	for i, tc := range []struct{ name, code string }{
+		{"reads another namespace", `ledger.get("payroll", "ceo")`},
+		{"writes another namespace", `ledger.put("payroll", "ceo", {"salary": 1})`},
+		{"reads another action's session", `session("` + s.victim + `", "` + s.victimSession + `")`},
+		{"calls a tool", `call_tool("` + s.gated + `", {})`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := fmt.Sprintf("def turn(event):\n    return {\"state\": {\"leak\": %s}, \"status\": \"OPEN\"}\n", tc.code)
+			r := e.as(t, s.attacker, updateActionOp, map[string]any{"id": s.m, "input": entryAction("starlark", src)})
+			require.Empty(t, r.Errors, "storing the code needs no grant: running it does")
+			status, reason, state := s.run(t, fmt.Sprintf("k%d", i))
+			require.Equal(t, "FAILED", status)
+			require.Contains(t, reason, "not allowed")
+			require.NotContains(t, string(state), "999999")
+		})
+	}
+	// Declaring the grants is refused: the attacker holds none of them.
+	for _, tc := range []struct {
+		perms map[string]any
+		field string
+	}{
+		{map[string]any{"read": []string{"payroll"}}, "input.permissions.read[0]"},
+		{map[string]any{"read": []string{"*"}}, "input.permissions.read[0]"},
+		{map[string]any{"write": []string{"entry", "payroll"}}, "input.permissions.write[1]"},
+		{map[string]any{"tools": []string{s.gated}}, "input.permissions.tools[0]"},
+		{map[string]any{"sessions": []string{s.victim}}, "input.permissions.sessions[0]"},
+	} {
+		def := entryAction("starlark", "def turn(event):\n    return {\"status\": \"OPEN\"}\n")
+		def["permissions"] = tc.perms
+		r := e.as(t, s.attacker, updateActionOp, map[string]any{"id": s.m, "input": def})
+		requireError(t, r, "FORBIDDEN", tc.field)
+	}
+	// A trigger pinning an event type of another namespace is refused too.
+	def := entryAction("agent.echo", "")
+	def["triggers"] = append(def["triggers"].([]any), map[string]any{"name": "pay", "event": `event.type == "payroll.updated"`,
+		"session": map[string]any{"start": map[string]any{"input": map[string]any{"k": "string(event.data.k)"}}}})
+	requireError(t, e.as(t, s.attacker, updateActionOp, map[string]any{"id": s.m, "input": def}), "FORBIDDEN", "input.triggers[2].event")
+
+	// Nothing leaked or changed.
+	var pay struct {
+		Ledger struct {
+			Value struct{ Value json.RawMessage }
+		}
+	}
+	e.ok(t, `{ ledger { value(namespace: "payroll", key: "ceo") { value } } }`, nil, &pay)
+	jsonEq(t, `{"salary": 999999}`, pay.Ledger.Value.Value)
+	require.Equal(t, 0, e.countRows(t, `SELECT count(*) FROM executions WHERE action_id = $1`, s.gated), "the tool never ran")
+	require.Equal(t, 1, e.countRows(t, `SELECT count(*) FROM sessions WHERE action_id = $1`, s.victim), "no session started elsewhere")
+
+	// With the grants held and declared, the same code works.
+	_, granted := e.token(t, "payroll-clerk", pol("WRITE", "financial.Action.document:"+s.m), pol("READ", "financial.Action.document:"+s.m),
+		pol("READ", "ledger:entry"), pol("WRITE", "ledger:entry"), pol("READ", "ledger:payroll"))
+	ok := entryAction("starlark", "def turn(event):\n    return {\"state\": {\"pay\": ledger.get(\"payroll\", \"ceo\")}, \"status\": \"OPEN\"}\n")
+	ok["permissions"] = map[string]any{"read": []string{"payroll"}}
+	e.allowed(t, granted, updateActionOp, map[string]any{"id": s.m, "input": ok})
+	status, _, state := s.run(t, "granted")
+	require.Equal(t, "OPEN", status)
+	jsonEq(t, `{"pay": {"salary": 999999}}`, state)
+}
+
+// Scenario 2: an agent cannot skip a tool owner's approval gate, nor refer
+// to a tool its author may not call.
+func TestAuthorityAgentCannotLowerAToolsApproval(t *testing.T) {
+	t.Parallel()
+	s := newAttackScene(t)
+	e := s.e
+	toolID := uuid.NewString()
+	e.ok(t, createOp, map[string]any{"id": toolID, "input": map[string]any{
+		"name": "freeze-account", "kind": "starlark", "source": freezeSource,
+		"tool": map[string]any{"name": "freeze_account", "approval": "REQUIRED",
+			"inputSchema": map[string]any{"type": "object", "required": []any{"account_id"}}}}}, nil)
+	agent := agentMonitor(toolID)
+	agent["config"].(map[string]any)["tools"] = []any{map[string]any{"action": toolID, "approval": "NONE"}}
+	agentID := uuid.NewString()
+	// The attacker may not call the tool, so may not store an agent that does.
+	r := e.as(t, s.attacker, updateActionOp, map[string]any{"id": s.m, "input": agent})
+	requireError(t, r, "FORBIDDEN", "input.config.tools[0].action")
+
+	// The admin may, but the tool's own requirement still gates the call.
+	e.ok(t, createOp, map[string]any{"id": agentID, "input": agent}, nil)
+	var tool struct {
+		Actions struct {
+			Action struct {
+				Definition struct{ Tool struct{ Approval string } }
+			}
+		}
+	}
+	e.ok(t, `query($a: UUID!) { actions { action(id: $a) { definition { tool { approval } } } } }`, map[string]any{"a": toolID}, &tool)
+	require.Equal(t, "REQUIRED", tool.Actions.Action.Definition.Tool.Approval)
+	e.put(t, "account", "3f0c9f8e", map[string]any{"account_id": "3f0c9f8e"}, "")
+	e.put(t, "entry", "e1", map[string]any{"account_id": "3f0c9f8e", "amount": 12000}, "")
+	e.step(t)
+	sess := e.agentSession(t, agentID)
+	require.Equal(t, "WAITING", sess.Status, "the call waits for a person")
+	require.Len(t, sess.turnN(t, 1).Execution.Invocation.Approvals, 1)
+	require.Equal(t, 0, e.countRows(t, `SELECT count(*) FROM kv_values WHERE namespace = 'frozen'`), "nothing ran")
+}
+
+// Scenario 3: a trigger sees only the events of namespaces its version may
+// read: a catch-all predicate does not capture other namespaces.
+func TestAuthorityTriggersSeeOnlyReadableEvents(t *testing.T) {
+	t.Parallel()
+	s := newAttackScene(t)
+	e := s.e
+	def := entryAction("agent.echo", "")
+	def["triggers"] = append(def["triggers"].([]any), map[string]any{"name": "cap",
+		"event":   `event.type != "" && !(event.type == "entry.inserted") && !(event.type == "entry.updated")`,
+		"session": map[string]any{"start": map[string]any{"input": map[string]any{"k": "string(event.id)", "d": "event.data"}}}})
+	e.allowed(t, s.attacker, updateActionOp, map[string]any{"id": s.m, "input": def})
+	e.ok(t, `mutation { ledger { appendEvent(type: "audit.secret", data: { msg: "board minutes" }) { id } } }`, nil, nil)
+	e.put(t, "payroll", "ceo", map[string]any{"salary": 1000000}, "")
+	e.put(t, "entry", "visible", map[string]any{"k": "visible"}, "")
+	e.step(t)
+	r := e.allowed(t, s.attacker, `query($a: UUID!) { actions { action(id: $a) { sessions(first: 100) { nodes { id input } }
+	  intakeRecords(first: 100) { nodes { reason } } triggerDiagnostics { trigger } } } }`, map[string]any{"a": s.m})
+	out := string(r.Data)
+	require.NotContains(t, out, "board minutes")
+	require.NotContains(t, out, "1000000")
+	require.Contains(t, out, `"visible"`, "its own namespace still reaches it")
+	require.Equal(t, 1, e.countRows(t, `SELECT count(*) FROM sessions WHERE action_id = $1`, s.m))
+}
+
+// Scenario 4: errors reveal neither the name nor the existence of what the
+// caller may not read.
+func TestAuthorityErrorsRevealNothing(t *testing.T) {
+	t.Parallel()
+	s := newAttackScene(t)
+	e := s.e
+	secretName := "agent-monitor-for-the-board"
+	notATool := uuid.NewString()
+	e.ok(t, createActionOp, map[string]any{"id": notATool, "input": func() map[string]any {
+		d := monitorDef()
+		d["name"] = secretName
+		return d
+	}()}, nil)
+	messages := map[string]string{}
+	for name, target := range map[string]string{"unknown": uuid.NewString(), "not a tool": notATool, "a tool": s.gated} {
+		agent := entryAction("agent", "")
+		agent["config"] = agentMonitor(target)["config"]
+		r := e.as(t, s.attacker, updateActionOp, map[string]any{"id": s.m, "input": agent})
+		ge := requireError(t, r, "FORBIDDEN", "input.config.tools[0].action")
+		require.Len(t, r.Errors, 1, "nothing else is said")
+		require.NotContains(t, ge.Message, secretName)
+		messages[name] = strings.ReplaceAll(ge.Message, target, "<id>")
+	}
+	require.Equal(t, messages["unknown"], messages["not a tool"])
+	require.Equal(t, messages["unknown"], messages["a tool"])
+
+	// At run time, code refusals read the same whether the target exists.
+	var reasons []string
+	for i, target := range []string{uuid.NewString(), s.victim} {
+		src := fmt.Sprintf("def turn(event):\n    return {\"state\": {\"s\": session(%q, %q)}, \"status\": \"OPEN\"}\n", target, s.victimSession)
+		e.allowed(t, s.attacker, updateActionOp, map[string]any{"id": s.m, "input": entryAction("starlark", src)})
+		_, reason, _ := s.run(t, fmt.Sprintf("probe%d", i))
+		_, after, _ := strings.Cut(reason, " failed: ") // after the execution's id
+		reasons = append(reasons, strings.ReplaceAll(after, target, "<id>"))
+	}
+	require.Equal(t, reasons[0], reasons[1])
+}
+
+// The authority follows the author's current policies: shrinking them
+// takes effect at the next turn and dispatch; revoking one of the
+// author's tokens changes nothing (the version runs as the principal).
+func TestAuthorityFollowsTheAuthorsPolicies(t *testing.T) {
+	t.Parallel()
+	e := newAuthEnv(t)
+	m := uuid.NewString()
+	policies := []map[string]any{pol("WRITE", "financial.Action.document:"+m), pol("READ", "financial.Action.document:"+m),
+		pol("READ", "ledger:entry"), pol("WRITE", "ledger:entry"), pol("READ", "ledger:payroll")}
+	tokenID, author := e.token(t, "author", policies...)
+	e.put(t, "payroll", "ceo", map[string]any{"salary": 5}, "")
+	def := entryAction("starlark", "def turn(event):\n    return {\"state\": {\"pay\": ledger.get(\"payroll\", \"ceo\")}, \"status\": \"OPEN\"}\n")
+	def["permissions"] = map[string]any{"read": []string{"payroll"}}
+	e.allowed(t, author, createActionOp, map[string]any{"id": m, "input": def})
+	var v struct {
+		Actions struct {
+			Action struct {
+				Versions []struct {
+					Author string
+					Grants struct{ Read []string }
+				}
+			}
+		}
+	}
+	e.ok(t, `query($a: UUID!) { actions { action(id: $a) { versions { author grants { read } } } } }`, map[string]any{"a": m}, &v)
+	require.Equal(t, "author", v.Actions.Action.Versions[0].Author)
+	require.Equal(t, []string{"entry", "payroll"}, v.Actions.Action.Versions[0].Grants.Read)
+
+	s := &attackScene{e: e, m: m, attacker: author}
+	status, _, state := s.run(t, "a")
+	require.Equal(t, "OPEN", status)
+	jsonEq(t, `{"pay": {"salary": 5}}`, state)
+
+	// Revoking the token the version was stored with changes nothing.
+	e.allowed(t, adminToken, `mutation($id: UUID!) { auth { revokeToken(id: $id) } }`, map[string]any{"id": tokenID})
+	_, author2 := e.token(t, "author", policies...) // same policies, a new token
+	s.attacker = author2
+	status, _, _ = s.run(t, "b")
+	require.Equal(t, "OPEN", status, "the version runs as its author, not as a token")
+
+	// Without READ on payroll the next turn may no longer read it.
+	_, author3 := e.token(t, "author", policies[:4]...)
+	s.attacker = author3
+	status, reason, _ := s.run(t, "c")
+	require.Equal(t, "FAILED", status)
+	require.Contains(t, reason, "not allowed")
+
+	// Without READ on entry its triggers see no entry event any more.
+	_, author4 := e.token(t, "author", policies[0], policies[1], policies[3])
+	r := e.as(t, author4, putValueOp, map[string]any{"ns": "entry", "key": "d", "value": map[string]any{"k": "d"}})
+	require.Empty(t, r.Errors)
+	e.step(t)
+	require.Equal(t, 3, e.countRows(t, `SELECT count(*) FROM sessions WHERE action_id = $1`, m), "no session for d")
+}
+
+// The seed's operations run unchanged with AUTH on, for a principal holding
+// what they need.
+func TestAuthoritySeedExamplesWithGrants(t *testing.T) {
+	t.Parallel()
+	e := newAuthEnv(t)
+	m := uuid.NewString()
+	_, tok := e.token(t, "monitor-owner", pol("WRITE", "financial.Action.document:"+m), pol("READ", "financial.Action.document:"+m),
+		pol("READ", "ledger:account"), pol("READ", "ledger:entry"), pol("WRITE", "ledger:account"), pol("WRITE", "ledger:entry"))
+	e.allowed(t, tok, example(t, "create_monitor.graphql"), map[string]any{"id": m})
+	acct := uuid.NewString()
+	e.allowed(t, tok, putValueOp, map[string]any{"ns": "account", "key": acct, "value": map[string]any{"account_id": acct}})
+	e.allowed(t, tok, putValueOp, map[string]any{"ns": "entry", "key": acct + "-1", "value": map[string]any{"account_id": acct, "amount": 3}})
+	e.step(t)
+	r := e.allowed(t, tok, example(t, "session_query.graphql"), map[string]any{"actionId": m, "id": acct})
+	require.Contains(t, string(r.Data), `"entry.inserted"`)
+	require.Contains(t, string(r.Data), `"COMPLETED"`)
+}
+
+// Issue 10 item 5 (T10), in dev mode: a turn handler reads its own session
+// only; another action's session is refused whether or not it exists,
+// and the tool sessions of a tool it may call stay readable (X6).
+func TestTurnHandlerReadsItsOwnSessionOnly(t *testing.T) {
+	t.Parallel()
+	e := newSteppedEnv(t, server.Config{})
+	victim, spy, tool := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	e.ok(t, createActionOp, map[string]any{"id": victim, "input": entryAction("agent.echo", "")}, nil)
+	e.put(t, "entry", "secret", map[string]any{"k": "secret"}, "")
+	e.step(t)
+	e.ok(t, createActionOp, map[string]any{"id": tool, "input": map[string]any{
+		"name": "note", "kind": "starlark", "source": "def call(event):\n    return {\"ok\": True}\n",
+		"tool":    map[string]any{"name": "note", "session": map[string]any{"start": map[string]any{"input": map[string]any{"k": "tool.input.k"}}}},
+		"session": map[string]any{"id": "string(session.input.k)"}}}, nil)
+	src := fmt.Sprintf(`def turn(event):
+    me = session(event["action_id"], event["session"]["id"])
+    call_tool(%q, {"k": "x"})
+    t = session(%q, "x")
+    return {"state": {"own": me.id, "tool_calls": t.input_count, "victim": session(%q, "secret")}, "status": "OPEN"}
+`, tool, tool, victim)
+	def := entryAction("starlark", src)
+	def["triggers"].([]any)[0].(map[string]any)["event"] = `event.type == "spy.inserted"`
+	def["triggers"].([]any)[1].(map[string]any)["event"] = `event.type == "spy.updated"`
+	e.ok(t, createActionOp, map[string]any{"id": spy, "input": def}, nil)
+	e.put(t, "spy", "p", map[string]any{"k": "p"}, "")
+	e.put(t, "spy", "p", map[string]any{"k": "p", "n": 1}, "")
+	e.step(t)
+	var out struct {
+		Actions struct {
+			Action struct {
+				Session struct {
+					Status string
+					Reason string
+					State  json.RawMessage
+				}
+			}
+		}
+	}
+	e.ok(t, `query($a: UUID!) { actions { action(id: $a) { session(id: "p") { status reason state } } } }`, map[string]any{"a": spy}, &out)
+	ss := out.Actions.Action.Session
+	require.Equal(t, "FAILED", ss.Status, "reading the victim's session fails the turn")
+	require.Contains(t, ss.Reason, "not allowed")
+	require.NotContains(t, string(ss.State), "secret")
+
+	// Without the victim, its own session and the tool's session read fine.
+	src = strings.Replace(src, fmt.Sprintf(`, "victim": session(%q, "secret")`, victim), "", 1)
+	def["source"] = src
+	e.ok(t, updateActionOp, map[string]any{"id": spy, "input": def}, nil)
+	e.put(t, "spy", "q", map[string]any{"k": "q"}, "")
+	e.put(t, "spy", "q", map[string]any{"k": "q", "n": 1}, "")
+	e.step(t)
+	e.ok(t, `query($a: UUID!) { actions { action(id: $a) { session(id: "q") { status reason state } } } }`, map[string]any{"a": spy}, &out)
+	require.Equal(t, "OPEN", out.Actions.Action.Session.Status, out.Actions.Action.Session.Reason)
+	jsonEq(t, `{"own": "q", "tool_calls": 1}`, out.Actions.Action.Session.State)
+}
