@@ -253,7 +253,6 @@ type DBFigures struct {
 	Turns    int64 // their turns
 	Inputs   int64 // their inputs
 	Replayed int64 // executions that ran more than once (a turn cut off and run again)
-	Intake   int64 // intake records of the monitor actions
 }
 
 // Figures reads DBFigures for the given monitor actions.
@@ -263,9 +262,8 @@ func Figures(ctx context.Context, db Querier, actions []uuid.UUID) (DBFigures, e
 		(SELECT count(*) FROM sessions WHERE action_id = ANY($1)),
 		(SELECT count(*) FROM session_turns t JOIN sessions s ON s.sid = t.sid WHERE s.action_id = ANY($1)),
 		(SELECT count(*) FROM session_inputs i JOIN sessions s ON s.sid = i.sid WHERE s.action_id = ANY($1)),
-		(SELECT count(*) FROM executions WHERE action_id = ANY($1) AND attempts > 1),
-		(SELECT count(*) FROM intake_records WHERE action_id = ANY($1))`, actions).
-		Scan(&f.Events, &f.Sessions, &f.Turns, &f.Inputs, &f.Replayed, &f.Intake)
+		(SELECT count(*) FROM executions WHERE action_id = ANY($1) AND attempts > 1)`, actions).
+		Scan(&f.Events, &f.Sessions, &f.Turns, &f.Inputs, &f.Replayed)
 	if err != nil {
 		return f, fmt.Errorf("figures: %w", err)
 	}

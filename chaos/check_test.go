@@ -27,17 +27,17 @@ func TestCheckReportsEachBrokenFixture(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	for _, tc := range []struct {
-		name   string
-		break_ string // SQL statements run on the fixture; {sid}, {sid2} are the sessions' sids
-		extra  *chaos.Write
-		want   []string
+		name     string
+		breakSQL string // SQL statements run on the fixture; {sid}, {sid2} are the sessions' sids
+		extra    *chaos.Write
+		want     []string
 	}{
 		{name: "clean fixture", want: nil},
 		{name: "an input taken by two turns", want: []string{chaos.InvariantTakenOnce},
-			break_: `INSERT INTO turn_inputs (sid, turn, seq) VALUES ({sid}, 2, 1)`},
+			breakSQL: `INSERT INTO turn_inputs (sid, turn, seq) VALUES ({sid}, 2, 1)`},
 		{name: "a gap in the turn numbers", want: []string{chaos.InvariantGapless},
 			// turn 2 becomes turn 3: turns 1 and 3, turn_count 3
-			break_: `WITH x AS (INSERT INTO executions (id, action_id, version, sid, turn, status, attempts, started_at)
+			breakSQL: `WITH x AS (INSERT INTO executions (id, action_id, version, sid, turn, status, attempts, started_at)
 					SELECT gen_random_uuid(), action_id, 1, sid, 3, 'SUCCEEDED', 1, now() FROM sessions WHERE sid = {sid} RETURNING id)
 				INSERT INTO session_turns (sid, number, status, execution_id, started_at, finished_at)
 					SELECT {sid}, 3, 'COMPLETED', id, now(), now() FROM x;
@@ -49,21 +49,21 @@ func TestCheckReportsEachBrokenFixture(t *testing.T) {
 		{name: "an acknowledged write missing", want: []string{chaos.InvariantWritePresent},
 			extra: &chaos.Write{Namespace: chaos.EntryNS, Key: "e9", Value: json.RawMessage(`{"account_id": "x", "w": "w9"}`), IdemKey: "k9", Version: 1}},
 		{name: "a write applied twice", want: []string{chaos.InvariantWriteOnce},
-			break_: `INSERT INTO events (id, position, type, data, commit_time, record_namespace, record_key, record_version)
+			breakSQL: `INSERT INTO events (id, position, type, data, commit_time, record_namespace, record_key, record_version)
 					SELECT gen_random_uuid(), 7, 'entry.updated', data, now(), 'entry', 'e2', 2 FROM events WHERE position = 3;
 				UPDATE kv_values SET version = 2, event_id = (SELECT id FROM events WHERE position = 7) WHERE namespace = 'entry' AND key = 'e2'`},
 		{name: "an entry delivered twice", want: []string{chaos.InvariantDelivered},
-			break_: `INSERT INTO session_inputs (sid, seq, identity, kind, event_id, starts_turn, status, turn, byte_size, delivered_at, order_key)
+			breakSQL: `INSERT INTO session_inputs (sid, seq, identity, kind, event_id, starts_turn, status, turn, byte_size, delivered_at, order_key)
 					SELECT {sid}, 4, 'again', 'EVENT', id, true, 'CONSUMED', 2, 10, now(), lpad('4', 20, '0') FROM events WHERE position = 2;
 				INSERT INTO turn_inputs (sid, turn, seq) VALUES ({sid}, 2, 4);
 				UPDATE sessions SET state = '{"count": 4, "last_turn": 2}' WHERE sid = {sid}`},
 		{name: "an entry never delivered", want: []string{chaos.InvariantDelivered},
-			break_: `DELETE FROM turn_inputs WHERE sid = {sid} AND seq = 3;
+			breakSQL: `DELETE FROM turn_inputs WHERE sid = {sid} AND seq = 3;
 				DELETE FROM session_inputs WHERE sid = {sid} AND seq = 3;
 				UPDATE sessions SET state = '{"count": 2, "last_turn": 2}' WHERE sid = {sid}`},
 		{name: "an entry delivered to another account's session", want: []string{chaos.InvariantDelivered},
 			// e3 (account 1) is taken by turn 1 of account 2's session instead
-			break_: `DELETE FROM turn_inputs WHERE sid = {sid} AND seq = 3;
+			breakSQL: `DELETE FROM turn_inputs WHERE sid = {sid} AND seq = 3;
 				DELETE FROM session_inputs WHERE sid = {sid} AND seq = 3;
 				UPDATE sessions SET state = '{"count": 2, "last_turn": 2}' WHERE sid = {sid};
 				WITH x AS (INSERT INTO executions (id, action_id, version, sid, turn, status, attempts, started_at)
@@ -75,18 +75,18 @@ func TestCheckReportsEachBrokenFixture(t *testing.T) {
 				INSERT INTO turn_inputs (sid, turn, seq) SELECT {sid2}, 1, 1;
 				UPDATE sessions SET turn_count = 1, state = '{"count": 1, "last_turn": 1}' WHERE sid = {sid2}`},
 		{name: "a session without its account event as origin", want: []string{chaos.InvariantOrigin},
-			break_: `UPDATE sessions SET origin_event_id = (SELECT id FROM events WHERE position = 2) WHERE sid = {sid}`},
+			breakSQL: `UPDATE sessions SET origin_event_id = (SELECT id FROM events WHERE position = 2) WHERE sid = {sid}`},
 		{name: "state not committed with the consumption", want: []string{chaos.InvariantState},
-			break_: `UPDATE sessions SET state = '{"count": 2, "last_turn": 2}' WHERE sid = {sid}`},
+			breakSQL: `UPDATE sessions SET state = '{"count": 2, "last_turn": 2}' WHERE sid = {sid}`},
 		{name: "a turn left running", want: []string{chaos.InvariantConsumed, chaos.InvariantSettled},
-			break_: `UPDATE session_turns SET status = 'RUNNING' WHERE sid = {sid} AND number = 2`},
+			breakSQL: `UPDATE session_turns SET status = 'RUNNING' WHERE sid = {sid} AND number = 2`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tx, err := conn.Begin(ctx)
 			require.NoError(t, err)
 			defer func() { _ = tx.Rollback(context.Background()) }() // each case starts from the same fixture
 			exp, sid, sid2 := fixture(t, tx)
-			for _, stmt := range strings.Split(tc.break_, ";") {
+			for _, stmt := range strings.Split(tc.breakSQL, ";") {
 				if strings.TrimSpace(stmt) == "" {
 					continue
 				}
