@@ -10,6 +10,8 @@
 #   make test       go test -race against a real server (TEST_DATABASE_URL)
 #   make demo       run the demo against a fresh database actionsledger_demo
 #   make bench      run the benchmark against a fresh database actionsledger_bench
+#   make chaos      replicas, worker and a private PostgreSQL under kill -9 and
+#                   crash restarts, then invariants (docs/chaos.md; CHAOS_SEED=N replays)
 #   make generate   regenerate gqlgen code
 #   make lint       gofmt + go vet
 #   make pg-stop    stop the private cluster in .pgdata/, if any
@@ -20,7 +22,7 @@ GO ?= go
 
 BIN := bin/actionsledger
 
-.PHONY: build run migrate test demo bench generate lint pg-stop
+.PHONY: build run migrate test demo bench chaos generate lint pg-stop
 
 build:
 	$(GO) build -o $(BIN) ./cmd/actionsledger
@@ -54,6 +56,12 @@ demo: build
 bench: build
 	$(call fresh_db,actionsledger_bench); \
 	DATABASE_URL="$$url" exec $(BIN) bench
+
+# chaos starts its own private cluster (it restarts PostgreSQL), so it does
+# not use pg.sh. Options: CHAOS_* variables, or `bin/chaos --help`.
+chaos: build
+	$(GO) build -o bin/chaos ./cmd/chaos
+	exec bin/chaos --bin $(BIN)
 
 generate:
 	$(GO) run ./graph/gen
