@@ -111,6 +111,9 @@ func catchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		return nil, fmt.Errorf("%s: %s is not callable", b.Name(), args[0].Type())
 	}
 	v, err := starlark.Call(thread, fn, args[1:], kwargs)
+	if err := stateOf(thread).charge(costStruct + 2*costField); err != nil {
+		return nil, err
+	}
 	if err != nil {
 		var ce *CatchableError
 		if !errors.As(err, &ce) || stateOf(thread).stopped.Load() != nil {
