@@ -195,15 +195,34 @@ func treeSize(v starlark.Value) int64 {
 // string's elems, a range of big integers). Elements copied from a list,
 // tuple or dict already existed and cost nothing more.
 func freshOwn(src starlark.Value, elems func(int) starlark.Value, from, to int) int64 {
-	switch src.(type) {
+	switch src := src.(type) {
 	case *starlark.List, starlark.Tuple, *starlark.Dict:
 		return 0
+	case *longRange:
+		if smallRange(src.r) {
+			return 0
+		}
+	default:
+		if smallRange(src) {
+			return 0
+		}
 	}
 	var n int64
 	for i := from; i < to; i++ {
 		n += own(elems(i))
 	}
 	return n
+}
+
+// smallRange reports whether v is a range whose integers all fit in int32
+// (its ends do), so that drawing them allocates nothing.
+func smallRange(v starlark.Value) bool {
+	r, ok := v.(starlark.Indexable)
+	if !ok || v.Type() != "range" {
+		return false
+	}
+	n := r.Len()
+	return n == 0 || bigOwn(r.Index(0)) == 0 && bigOwn(r.Index(n-1)) == 0
 }
 
 // Hidden builtins of the rewrite that charge for what the interpreter

@@ -130,8 +130,8 @@ func TestMemoryAllowsWorkWithinTheBudget(t *testing.T) {
 	src := `
 def main(event):
     x = []
-    for i in range(2):
-        x.append([0] * 999999)        # 2 x 16 MB
+    for i in range(30):
+        x.append("x" * 999999)        # 30 MB
     rows = [{"id": r["id"], "n": len(r["name"])} for r in event["rows"]]
     by_id = {}
     for r in rows:
@@ -144,7 +144,7 @@ def main(event):
 	}
 	out, err := call(t, newFakeHost(), src, `{"rows": [`+strings.Join(rows, ",")+`]}`, starlarkrt.Limits{})
 	require.NoError(t, err)
-	require.Equal(t, `[2,2000,2000,"0"]`, out)
+	require.Equal(t, `[30,2000,2000,"0"]`, out)
 }
 
 // The event is charged before the script runs: an event larger than the
@@ -206,6 +206,28 @@ result = "caught"
 	se := scriptError(t, err, starlarkrt.KindMemory)
 	require.Contains(t, se.Message, "memory budget of 64 MiB")
 }
+
+// The message of an error catch() caught comes from the host and can be
+// long: it is charged.
+func TestMemoryCaughtErrorsAreCharged(t *testing.T) {
+	t.Parallel()
+	src := `
+keep = []
+for i in range(1 << 24):
+    keep.append(catch(call_tool, "broken", {}))
+`
+	_, err := starlarkrt.RunSnippet(context.Background(), "s.star", src, longErrorHost{}, memLimits)
+	se := scriptError(t, err, starlarkrt.KindMemory)
+	require.Contains(t, se.Message, "memory budget of 1 MiB")
+}
+
+// longErrorHost fails every tool call catchably with a 10 KB message.
+type longErrorHost struct{}
+
+func (longErrorHost) CallTool(context.Context, string, jsonvalue.Value) (jsonvalue.Value, error) {
+	return nil, &starlarkrt.CatchableError{Message: strings.Repeat("e", 10_000)}
+}
+func (longErrorHost) Now() time.Time { return testNow }
 
 // The charges keep the semantics: literals, comprehensions, slices,
 // index assignment (every target form), methods and spreads behave as in
