@@ -154,7 +154,11 @@ def main(event):
 `
 
 // BenchmarkGuardedContainers runs containerLoop: what the charges cost on
-// container-heavy code.
+// container-heavy code. Measured on the development machine (2 vCPUs,
+// shared and noisy; the fastest of five one-second runs): 5.5ms before the
+// memory accounting, 7.8ms after (user CPU 4.5ms and 6.0ms per run), with
+// 19,173 allocations per run instead of 14,152. BenchmarkGuardedArithmetic
+// did not change (88-93ms either way, within the noise).
 func BenchmarkGuardedContainers(b *testing.B) {
 	ctx := context.Background()
 	lim := Limits{MaxSteps: 1 << 40}

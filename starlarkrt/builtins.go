@@ -63,6 +63,7 @@ var predeclared = func() starlark.StringDict {
 		opComp:   compBuiltin,
 		opSlice:  sliceBuiltin,
 		opSet:    setBuiltin,
+		opSetItm: setItemBuiltin,
 		opSpread: spreadBuiltin,
 	}
 	for name := range guardedMethods {

@@ -101,7 +101,7 @@ func (st *callState) binary(op syntax.Token, x, y starlark.Value) (starlark.Valu
 		xd, okx := x.(*starlark.Dict)
 		yd, oky := y.(*starlark.Dict)
 		if okx && oky {
-			if err := st.charge(costDict + int64(xd.Len()+yd.Len())*costEntry); err != nil {
+			if err := st.charge(dictCost(xd.Len() + yd.Len())); err != nil {
 				return nil, err
 			}
 		}
@@ -244,7 +244,7 @@ func (a augOperand) update(d, y *starlark.Dict) (starlark.Value, error) {
 			return nil, err
 		}
 	}
-	if err := a.st.charge(int64(d.Len()-n) * costEntry); err != nil {
+	if err := a.st.charge(entriesCost(n, d.Len())); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -433,7 +433,7 @@ func (st *callState) dictMethod(d *starlark.Dict, name string, args starlark.Tup
 	if err != nil {
 		return nil, err
 	}
-	cost := int64(d.Len()-n) * costEntry
+	cost := entriesCost(n, d.Len())
 	switch name {
 	case "setdefault":
 		if d.Len() > n && len(args) == 2 {

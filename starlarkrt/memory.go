@@ -18,25 +18,27 @@ import (
 // script on the same input stops at the same operation.
 //
 // The estimates were calibrated against the Go heap (runtime.MemStats on
-// amd64): a dict is about 560 bytes empty and 120-240 bytes per entry as it
-// grows, a list 32 bytes and 16 per element (66-88 per element when grown
-// by append, counting the copies), a string its bytes plus a 16-byte header.
+// amd64): a dict is a 512-byte object whose first bucket holds its first
+// entries, then 120-240 bytes per entry as its table grows; a list is 32
+// bytes and 16 per element (66-88 per element when grown by append,
+// counting the copies); a string its bytes plus a 16-byte header.
 const (
-	costString   = 16  // a string or bytes header; its bytes come on top
-	costList     = 32  // a list without its elements
-	costTuple    = 24  // a tuple without its elements
-	costDict     = 576 // an empty dict, with its first bucket
-	costSlot     = 16  // one element of a list or tuple built at its size
-	costAppend   = 32  // one element appended: its slot and the room the list grows into
-	costEntry    = 128 // one dict entry, with its share of the table
-	costFunction = 128 // a function value (lambda or nested def) and its cells
-	costParam    = 16  // per parameter of a function value (its default)
-	costStruct   = 64  // a struct without its fields
-	costField    = 80  // one field of a struct
-	costBox      = 16  // a float, a string header or a small value boxed afresh
-	costBigInt   = 48  // an integer outside int32, without its digits
-	costBuiltin  = 96  // a bound method
-	costOther    = 64  // any other value (a range, a time, an iterable view)
+	costString    = 16  // a string or bytes header; its bytes come on top
+	costList      = 32  // a list without its elements
+	costTuple     = 24  // a tuple without its elements
+	costDict      = 512 // a dict, with the first bucket that holds its first entries
+	costSlot      = 16  // one element of a list or tuple built at its size
+	costAppend    = 32  // one element appended: its slot and the room the list grows into
+	costEntry     = 128 // one dict entry past the first bucket, with its share of the table
+	inlineEntries = 7   // entries a dict holds before it allocates a table
+	costFunction  = 128 // a function value (lambda or nested def) and its cells
+	costParam     = 16  // per parameter of a function value (its default)
+	costStruct    = 64  // a struct without its fields
+	costField     = 80  // one field of a struct
+	costBox       = 16  // a float, a string header or a small value boxed afresh
+	costBigInt    = 48  // an integer outside int32, without its digits
+	costBuiltin   = 96  // a bound method
+	costOther     = 64  // any other value (a range, a time, an iterable view)
 )
 
 // Memory budget bounds of Limits.MaxMemory.
@@ -120,6 +122,14 @@ func bigOwn(v starlark.Value) int64 {
 	return costBigInt + int64(intBits(x)+7)/8
 }
 
+// dictCost is the charge for a dict of n entries.
+func dictCost(n int) int64 { return costDict + entriesCost(0, n) }
+
+// entriesCost is the charge for a dict growing from n to m entries.
+func entriesCost(n, m int) int64 {
+	return int64(max(m, inlineEntries)-max(n, inlineEntries)) * costEntry
+}
+
 // textCost is the charge for a string or bytes value of n bytes.
 func textCost(n int) int64 { return costString + int64(n) }
 
@@ -141,7 +151,7 @@ func built(v starlark.Value) int64 {
 		}
 		return n
 	case *starlark.Dict:
-		return costDict + int64(v.Len())*(costEntry+costBox)
+		return dictCost(v.Len()) + int64(v.Len())*costBox
 	case *starlark.Function:
 		return costFunction + int64(v.NumParams())*costParam
 	case starlark.String:
@@ -174,9 +184,9 @@ func treeSize(v starlark.Value) int64 {
 		}
 		return n
 	case *starlark.Dict:
-		n := int64(costDict)
+		n := dictCost(v.Len())
 		for _, item := range v.Items() {
-			n += costEntry + treeSize(item[0]) + treeSize(item[1])
+			n += treeSize(item[0]) + treeSize(item[1])
 		}
 		return n
 	case *starlarkstruct.Struct:
@@ -275,7 +285,7 @@ var spreadBuiltin = starlark.NewBuiltin(opSpread, func(thread *starlark.Thread, 
 	var n int64
 	switch x := x.(type) {
 	case *starlark.Dict:
-		n = costDict + int64(x.Len())*costEntry
+		n = dictCost(x.Len())
 	default:
 		if l := starlark.Len(x); l > 0 {
 			n = costTuple + int64(l)*costSlot
@@ -368,15 +378,25 @@ func (t *setTarget) Get(k starlark.Value) (starlark.Value, bool, error) {
 	return nil, false, fmt.Errorf("%s value does not support item assignment", t.x.Type())
 }
 
-func (t *setTarget) SetKey(k, v starlark.Value) error {
+func (t *setTarget) SetKey(k, v starlark.Value) error { return t.st.setIndex(t.x, k, v) }
+
+// setItemBuiltin is <setitem>(v, x, k), the statement x[k] = v.
+var setItemBuiltin = starlark.NewBuiltin(opSetItm, func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
+	return starlark.None, stateOf(thread).setIndex(args[1], args[2], args[0])
+})
+
+// setIndex does x[k] = v as the interpreter's SETINDEX does, charging for
+// a new dict entry, or for a large integer stored over an old value.
+func (st *callState) setIndex(x, k, v starlark.Value) error {
+	t := setTarget{x: x, st: st}
 	switch x := t.x.(type) {
 	case starlark.HasSetKey:
 		n := starlark.Len(x)
 		if err := x.SetKey(k, v); err != nil {
 			return err
 		}
-		if starlark.Len(x) > n {
-			return t.st.charge(costEntry + own(k) + own(v))
+		if m := starlark.Len(x); m > n {
+			return t.st.charge(entriesCost(n, m) + own(k) + own(v))
 		}
 		return t.st.charge(bigOwn(v))
 	case starlark.HasSetIndex:

@@ -26,7 +26,8 @@ import (
 //	[e for x in y]  =>  <comp>([<elem>(e) for x in y])
 //	{k: v for ...}  =>  <comp>({k: <entry>(v) for ...})
 //	x[a:b]          =>  <slice>(x)[a:b]   (see sliceOperand)
-//	x[k] = v        =>  <set>(x)[k] = v   (any assignment target; see setTarget)
+//	x[k] = v        =>  <setitem>(v, x, k)  (the statement; same order of evaluation)
+//	a, x[k] = ...   =>  a, <set>(x)[k] = ...  (any other target; see setTarget)
 //	f(*a, **kw)     =>  f(*<spread>(a), **<spread>(kw))
 //
 // The builtins' names are not Starlark identifiers, so scripts can neither
@@ -50,6 +51,7 @@ const (
 	opComp   = "<comp>"
 	opSlice  = "<slice>"
 	opSet    = "<set>"
+	opSetItm = "<setitem>"
 	opSpread = "<spread>"
 )
 
@@ -112,6 +114,10 @@ func (r *rewriter) stmts(stmts []syntax.Stmt, nested bool) []syntax.Stmt {
 func (r *rewriter) stmt(s syntax.Stmt, nested bool) syntax.Stmt {
 	switch s := s.(type) {
 	case *syntax.AssignStmt:
+		if ix, ok := unparen(s.LHS).(*syntax.IndexExpr); ok && s.Op == syntax.EQ {
+			// x[k] = v evaluates v, x, k in that order, as the call does.
+			return &syntax.ExprStmt{X: hidden(opSetItm, ix.Lbrack, r.expr(s.RHS), r.expr(ix.X), r.expr(ix.Y))}
+		}
 		r.target(s.LHS, s.Op == syntax.EQ)
 		s.RHS = r.expr(s.RHS)
 		switch s.Op {
