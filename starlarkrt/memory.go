@@ -41,7 +41,8 @@ const (
 	costOther     = 64  // any other value (a range, a time, an iterable view)
 )
 
-// Memory budget bounds of Limits.MaxMemory.
+// Bounds of Limits.MaxMemory, in bytes (issue 10 item 2): the default
+// budget of a call, and the most any call may be given.
 const (
 	DefaultMaxMemory = 64 << 20 // bytes (64 MiB)
 	MaxMemoryCeiling = 1 << 30  // bytes (1 GiB); larger values are lowered to it
