@@ -39,14 +39,36 @@ var predeclared = func() starlark.StringDict {
 		"getattr": starlark.NewBuiltin("getattr", getattrFn),
 		"int":     starlark.NewBuiltin("int", intFn),
 
+		// Universal builtins that copy, charging the memory budget.
+		"list":      copyingBuiltin("list", costList, costSlot),
+		"tuple":     copyingBuiltin("tuple", costTuple, costSlot),
+		"sorted":    copyingBuiltin("sorted", costList, costSlot),
+		"reversed":  copyingBuiltin("reversed", costList, costSlot),
+		"enumerate": copyingBuiltin("enumerate", costList, costSlot+costTuple+2*costSlot),
+		"zip":       starlark.NewBuiltin("zip", zipFn),
+		"dict":      chargedBuiltin("dict"),
+		"bytes":     chargedBuiltin("bytes"),
+		"dir":       chargedBuiltin("dir"),
+
 		// Hidden builtins of the rewrite.
-		opAdd: binaryBuiltin(opAdd, syntax.PLUS),
-		opMul: binaryBuiltin(opMul, syntax.STAR),
-		opMod: binaryBuiltin(opMod, syntax.PERCENT),
-		opAug: augBuiltin,
+		opAdd:    binaryBuiltin(opAdd, syntax.PLUS),
+		opMul:    binaryBuiltin(opMul, syntax.STAR),
+		opMod:    binaryBuiltin(opMod, syntax.PERCENT),
+		opAug:    augBuiltin,
+		opPipe:   binaryBuiltin(opPipe, syntax.PIPE),
+		opShift:  binaryBuiltin(opShift, syntax.LTLT),
+		opNew:    newBuiltin,
+		opElem:   elemBuiltin,
+		opEntry:  entryBuiltin,
+		opComp:   compBuiltin,
+		opSlice:  sliceBuiltin,
+		opSet:    setBuiltin,
+		opSetItm: setItemBuiltin,
+		opSpread: spreadBuiltin,
 	}
 	for name := range guardedMethods {
 		d[methodName(name)] = methodBuiltin(name)
+		d[callName(name)] = callBuiltin(name)
 	}
 	d.Freeze()
 	return d
@@ -95,7 +117,7 @@ func jsonModule() *starlarkstruct.Module {
 				return nil, err
 			}
 		}
-		return encode.CallInternal(thread, args, kwargs)
+		return stateOf(thread).built(encode.CallInternal(thread, args, kwargs))
 	}
 	guardedIndent := func(thread *starlark.Thread, name string, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		prefix, ind := "", "\t"
@@ -110,7 +132,7 @@ func jsonModule() *starlarkstruct.Module {
 				}
 			}
 		}
-		return indent.CallInternal(thread, args, kwargs)
+		return stateOf(thread).built(indent.CallInternal(thread, args, kwargs))
 	}
 	return &starlarkstruct.Module{Name: "json", Members: starlark.StringDict{
 		"encode": starlark.NewBuiltin("json.encode", func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -141,7 +163,15 @@ func jsonModule() *starlarkstruct.Module {
 					}
 				}
 			}
-			return decode.CallInternal(thread, args, kwargs)
+			st := stateOf(thread)
+			v, err := decode.CallInternal(thread, args, kwargs)
+			if err != nil {
+				return nil, err
+			}
+			if err := st.charge(treeSize(v)); err != nil {
+				return nil, err
+			}
+			return v, nil
 		}),
 	}}
 }
@@ -251,8 +281,97 @@ func textFn(name string, mode textMode) func(*starlark.Thread, *starlark.Builtin
 				return nil, err
 			}
 		}
-		return universal(name).CallInternal(thread, args, kwargs)
+		return stateOf(thread).built(universal(name).CallInternal(thread, args, kwargs))
 	}
+}
+
+// copyingBuiltin is a universal builtin that builds a list or tuple of as
+// many elements as its first argument has (list, tuple, sorted, reversed,
+// enumerate): charged before it builds when that length is known, after
+// otherwise, plus whatever elements the argument made afresh.
+func copyingBuiltin(name string, header, perElem int64) *starlark.Builtin {
+	real := universal(name)
+	return starlark.NewBuiltin(name, func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		st := stateOf(thread)
+		perElem := perElem
+		if name == "sorted" && len(kwargs) > 0 {
+			perElem += costSlot // the keys
+		}
+		charged := false
+		if len(args) >= 1 {
+			if n := starlark.Len(args[0]); n >= 0 {
+				if err := st.charge(header + int64(n)*perElem); err != nil {
+					return nil, err
+				}
+				charged = true
+			}
+		}
+		v, err := real.CallInternal(thread, args, kwargs)
+		if err != nil || len(args) == 0 {
+			return v, err
+		}
+		seq, ok := v.(starlark.Indexable)
+		if !ok {
+			return v, nil
+		}
+		var cost int64
+		if !charged {
+			cost = header + int64(seq.Len())*perElem
+		}
+		if name != "enumerate" {
+			cost += freshOwn(args[0], seq.Index, 0, seq.Len())
+		}
+		if err := st.charge(cost); err != nil {
+			return nil, err
+		}
+		return v, nil
+	})
+}
+
+// zipFn is zip, charged for its tuples.
+func zipFn(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	st := stateOf(thread)
+	n := -1
+	for _, a := range args {
+		if m := starlark.Len(a); m >= 0 && (n < 0 || m < n) {
+			n = m
+		}
+	}
+	perElem := int64(costSlot+costTuple) + int64(len(args))*costSlot
+	if n >= 0 {
+		if err := st.charge(costList + int64(n)*perElem); err != nil {
+			return nil, err
+		}
+	}
+	v, err := universal("zip").CallInternal(thread, args, kwargs)
+	if err != nil || n >= 0 {
+		return v, err
+	}
+	if err := st.charge(costList + int64(starlark.Len(v))*perElem); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// chargedBuiltin is a universal builtin whose result is new: charged
+// after it is built (dict, bytes, dir).
+func chargedBuiltin(name string) *starlark.Builtin {
+	real := universal(name)
+	return starlark.NewBuiltin(name, func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		st := stateOf(thread)
+		v, err := real.CallInternal(thread, args, kwargs)
+		if err != nil {
+			return nil, err
+		}
+		cost := built(v)
+		if l, ok := v.(*starlark.List); ok { // dir: a list of new strings
+			cost += int64(l.Len()) * costString
+		}
+		if err := st.charge(cost); err != nil {
+			return nil, err
+		}
+		return v, nil
+	})
 }
 
 // printFn accepts print's arguments and discards them: scripts have no
@@ -301,7 +420,7 @@ func intFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 			return nil, allocErrorf("int: a text of %d characters is longer than %d digits", len(s), maxIntDigits)
 		}
 	}
-	return universal("int").CallInternal(thread, args, kwargs)
+	return stateOf(thread).built(universal("int").CallInternal(thread, args, kwargs))
 }
 
 // Host functions.
@@ -325,7 +444,7 @@ func ledgerGet(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	if !found {
 		return starlark.None, nil
 	}
-	return hostValue(b.Name(), value)
+	return st.hostValue(b.Name(), value)
 }
 
 func ledgerPut(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -367,13 +486,16 @@ func sessionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	if sv == nil {
 		return starlark.None, nil
 	}
-	input, err := hostValue(b.Name(), sv.Input)
+	if err := st.charge(costStruct + 5*costField + costList + int64(len(sv.Inputs))*costSlot + textCost(len(sv.ID)) + textCost(len(sv.Status))); err != nil {
+		return nil, err
+	}
+	input, err := st.hostValue(b.Name(), sv.Input)
 	if err != nil {
 		return nil, err
 	}
 	inputs := make([]starlark.Value, len(sv.Inputs))
 	for i, raw := range sv.Inputs {
-		if inputs[i], err = hostValue(b.Name(), raw); err != nil {
+		if inputs[i], err = st.hostValue(b.Name(), raw); err != nil {
 			return nil, err
 		}
 	}
@@ -414,14 +536,18 @@ func callToolWith(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	}); err != nil {
 		return nil, err
 	}
-	return hostValue(b.Name(), output)
+	return st.hostValue(b.Name(), output)
 }
 
-// hostValue converts JSON from the host; a failure is the host's.
-func hostValue(name string, raw jsonvalue.Value) (starlark.Value, error) {
+// hostValue converts JSON from the host, charging the memory budget for
+// it; a failure to convert is the host's.
+func (st *callState) hostValue(name string, raw jsonvalue.Value) (starlark.Value, error) {
 	v, err := decodeValue(raw)
 	if err != nil {
 		return nil, &hostError{name: name, err: fmt.Errorf("the host returned unusable JSON: %w", err)}
+	}
+	if err := st.charge(treeSize(v)); err != nil {
+		return nil, err
 	}
 	return v, nil
 }

@@ -23,6 +23,8 @@ const (
 	DefaultMaxAlloc  = 1_000_000       // elements or bytes built in one step
 )
 
+// DefaultMaxMemory and MaxMemoryCeiling (memory.go) bound Limits.MaxMemory.
+
 // abandonGrace is how long Call waits, after the deadline, for a script
 // stuck inside one long built-in to notice its cancellation. After that
 // Call returns and leaves the goroutine to stop at its next step.
@@ -49,6 +51,14 @@ type Limits struct {
 	// list.extend, and of the text made by str, repr, fail and json.
 	// Elements for lists and tuples, bytes for text. Default 1,000,000.
 	MaxAlloc int
+	// MaxMemory is the call's memory budget, in bytes: the estimated size
+	// of every value the call builds (strings, lists, tuples, dicts,
+	// functions, elements stored into containers, the event and what the
+	// host returns), counted cumulatively, garbage included. Passing it
+	// fails the call with KindMemory (issue 10 item 2). Default
+	// DefaultMaxMemory (64 MiB); values over MaxMemoryCeiling (1 GiB) are
+	// lowered to it.
+	MaxMemory int64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -67,6 +77,10 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxAlloc <= 0 {
 		l.MaxAlloc = DefaultMaxAlloc
 	}
+	if l.MaxMemory <= 0 {
+		l.MaxMemory = DefaultMaxMemory
+	}
+	l.MaxMemory = min(l.MaxMemory, MaxMemoryCeiling)
 	return l
 }
 
@@ -122,6 +136,10 @@ const (
 	// KindAlloc: an operation refused to build something larger than
 	// Limits.MaxAlloc, or a value nested too deeply to handle.
 	KindAlloc = "alloc"
+	// KindMemory: the call's values passed its memory budget
+	// (Limits.MaxMemory). Deterministic: the same script on the same input
+	// stops at the same operation, so retrying is pointless.
+	KindMemory = "memory"
 	// KindHost: a Host method failed; Err holds its error.
 	KindHost = "host"
 	// KindPanic: a Go panic was recovered (in a Host method or in the
@@ -179,6 +197,9 @@ func Call(ctx context.Context, filename, src, entry string, event jsonvalue.Valu
 		return nil, &ScriptError{Kind: KindError, Message: "event: " + err.Error(), Err: err}
 	}
 	return execute(ctx, filename, host, lim, func(thread *starlark.Thread) (starlark.Value, error) {
+		if err := stateOf(thread).charge(treeSize(ev)); err != nil {
+			return nil, err
+		}
 		globals, err := p.prog.Init(thread, predeclared)
 		if err != nil {
 			return nil, err
@@ -205,6 +226,7 @@ func execute(ctx context.Context, filename string, host Host, lim Limits, body f
 		},
 		Print: func(*starlark.Thread, string) {},
 	}
+	st.thread = thread
 	thread.SetLocal(stateKey, st)
 	thread.SetMaxExecutionSteps(lim.MaxSteps)
 	thread.OnMaxSteps = func(t *starlark.Thread) {
@@ -241,9 +263,14 @@ const stateKey = "actionsledger.starlarkrt.call"
 
 // callState is the per-call state the builtins reach through the thread.
 type callState struct {
-	ctx  context.Context
-	host Host
-	lim  Limits
+	ctx    context.Context
+	host   Host
+	lim    Limits
+	thread *starlark.Thread
+
+	// mem is the bytes charged to the memory budget so far. Only the
+	// script's goroutine touches it.
+	mem int64
 
 	// stopped is the first reason the thread was cancelled.
 	stopped atomic.Pointer[stopReason]

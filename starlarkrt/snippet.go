@@ -110,13 +110,22 @@ func catchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if !ok {
 		return nil, fmt.Errorf("%s: %s is not callable", b.Name(), args[0].Type())
 	}
+	st := stateOf(thread)
 	v, err := starlark.Call(thread, fn, args[1:], kwargs)
 	if err != nil {
 		var ce *CatchableError
-		if !errors.As(err, &ce) || stateOf(thread).stopped.Load() != nil {
+		if !errors.As(err, &ce) || st.stopped.Load() != nil {
+			return nil, err
+		}
+		// The message comes from the host and may be long (a tool's own
+		// failure): it is charged with the struct.
+		if err := st.charge(costStruct + 2*costField + textCost(len(ce.Message))); err != nil {
 			return nil, err
 		}
 		return starlarkstruct.FromStringDict(catchResult, starlark.StringDict{"value": starlark.None, "error": starlark.String(ce.Message)}), nil
+	}
+	if err := st.charge(costStruct + 2*costField); err != nil {
+		return nil, err
 	}
 	return starlarkstruct.FromStringDict(catchResult, starlark.StringDict{"value": v, "error": starlark.None}), nil
 }

@@ -66,6 +66,8 @@ func TestRunCodeErrors(t *testing.T) {
 		`result = 1 +`:                          "got end of file",
 		`fail("my own error")`:                  "my own error",
 		`result = catch(fail, "not catchable")`: "not catchable",
+		// Snippets have the sandbox's default memory budget (issue 10 item 2).
+		"x = []\nfor i in range(100):\n    x.append(\"x\" * 999999)": "the script exceeded its memory budget of 64 MiB",
 	} {
 		h := b.handler(t, codeConfig(code, step(1, map[string]any{"toolCalls": []any{report("OPEN", "", nil)}})))
 		_, rec, err := run(t, h, b.request())

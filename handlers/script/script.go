@@ -15,8 +15,16 @@
 // latest 100 calls, oldest first), "input_count"} or None, "action_id",
 // "execution_id"} and returns the call's output.
 //
-// Config (optional): {"max_steps": int, "timeout_ms": int} within the
-// sandbox's caps.
+// Config (optional): {"max_steps": int, "timeout_ms": int, "memory_mb":
+// int} within the sandbox's caps: max_steps at most 100,000,000 (default
+// 10,000,000), timeout_ms at most 60,000 (default 5,000), memory_mb 1-1024
+// (default 64; issue 10 item 2), 0 or absent meaning the default.
+//
+// A script that passes a limit fails for good: a turn with a permanent
+// failure (not retried: the same inputs fail the same way) whose reason
+// carries the sandbox's message (for memory, "the script exceeded its
+// memory budget of N MiB ..."), a tool call with TOOL_CALL_FAILED and that
+// message. Only host failures and timeouts are retried.
 package script
 
 import (
@@ -40,12 +48,18 @@ const KindName = "starlark"
 const (
 	MaxSteps   = 100_000_000
 	MaxTimeout = 60 * time.Second
+	// MaxMemoryMB caps memory_mb: the sandbox's ceiling, in MiB.
+	MaxMemoryMB = starlarkrt.MaxMemoryCeiling >> 20
 )
 
-// Config is the kind's configuration.
+// Config is the kind's configuration. Zero fields take the sandbox's
+// defaults.
 type Config struct {
 	MaxSteps  uint64 `json:"max_steps"`
 	TimeoutMS int64  `json:"timeout_ms"`
+	// MemoryMB is the memory budget of each call or turn, in MiB (1-1024,
+	// default 64): see starlarkrt.Limits.MaxMemory (issue 10 item 2).
+	MemoryMB int64 `json:"memory_mb"`
 }
 
 const filename = "action.star"
@@ -81,7 +95,7 @@ func prepare(spec turns.Spec, entry string) (string, starlarkrt.Limits, error) {
 		dec := json.NewDecoder(bytes.NewReader(spec.Config))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&cfg); err != nil {
-			return "", lim, fault.New(fault.InvalidConfig, "config", "starlark takes {max_steps: integer, timeout_ms: integer} and nothing else")
+			return "", lim, fault.New(fault.InvalidConfig, "config", "starlark takes {max_steps: integer, timeout_ms: integer, memory_mb: integer} and nothing else")
 		}
 	}
 	if cfg.MaxSteps > MaxSteps {
@@ -90,7 +104,11 @@ func prepare(spec turns.Spec, entry string) (string, starlarkrt.Limits, error) {
 	if cfg.TimeoutMS < 0 || time.Duration(cfg.TimeoutMS)*time.Millisecond > MaxTimeout {
 		return "", lim, fault.New(fault.InvalidConfig, "config.timeout_ms", "timeout_ms is 0-%d", MaxTimeout.Milliseconds())
 	}
+	if cfg.MemoryMB < 0 || cfg.MemoryMB > MaxMemoryMB {
+		return "", lim, fault.New(fault.InvalidConfig, "config.memory_mb", "memory_mb is 1-%d (MiB; 0 or absent for the default %d)", MaxMemoryMB, starlarkrt.DefaultMaxMemory>>20)
+	}
 	lim.MaxSteps, lim.Timeout = cfg.MaxSteps, time.Duration(cfg.TimeoutMS)*time.Millisecond
+	lim.MaxMemory = cfg.MemoryMB << 20
 	if err := starlarkrt.Check(filename, *spec.Source, entry); err != nil {
 		return "", lim, fault.WithField(err, "source")
 	}
