@@ -47,7 +47,10 @@ type Program struct {
 //     does not parse, names a variable or field the role does not declare,
 //     does not type-check, or produces the wrong type (predicates: bool;
 //     ResumeID and SessionID: string; Ends: timestamp; mappings: a value
-//     JSON can represent).
+//     JSON can represent), costs more than MaxCost on every evaluation or
+//     more on the largest data with a cost that grows faster than the data
+//     (the message gives the estimates and the limit, issue 10 item 3), or
+//     holds a regular expression beyond MaxRegexInsts or MaxRegexBytes.
 //   - fault.InvalidAction: src breaks a rule of SPEC A3: it reads session
 //     where the role cannot (start predicates and mappings), reads a session
 //     field other than those of the role (session.state never), or is a
@@ -86,6 +89,14 @@ func Compile(role Role, src string) (*Program, error) {
 		return nil, issuesError(spec, iss)
 	}
 	if err := checkOutput(spec, checked.OutputType()); err != nil {
+		return nil, err
+	}
+	// Before anything evaluates constant parts (the resume rule folds
+	// them, programs compile constant regular expressions).
+	if err := checkCost(env, spec, checked); err != nil {
+		return nil, err
+	}
+	if err := checkRegexes(checked.NativeRep().Expr()); err != nil {
 		return nil, err
 	}
 

@@ -8,6 +8,7 @@ import (
 	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/interpreter"
 
 	"github.com/actionsledger/actionsledger/internal/fault"
 )
@@ -38,7 +39,9 @@ func ValidateResumeConstraint(p *Program) error {
 }
 
 func resumeConstraint(env *cel.Env, checked *cel.Ast) error {
-	folder, err := cel.NewConstantFoldingOptimizer()
+	// Folding evaluates constant parts now, at create: one size budget
+	// for all its evaluations (it retries a fold that fails on every pass).
+	folder, err := cel.NewConstantFoldingOptimizer(cel.FoldKnownValues(budgetOnly{newBudget()}))
 	if err != nil {
 		return err
 	}
@@ -204,3 +207,15 @@ func stringLit(e ast.Expr) (string, bool) {
 	s, ok := e.AsLiteral().(types.String)
 	return string(s), ok
 }
+
+// budgetOnly is an activation with a size budget and no variables.
+type budgetOnly struct{ b *budget }
+
+func (a budgetOnly) ResolveName(name string) (any, bool) {
+	if name == budgetVar {
+		return a.b, true
+	}
+	return nil, false
+}
+
+func (budgetOnly) Parent() interpreter.Activation { return nil }
