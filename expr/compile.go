@@ -33,6 +33,7 @@ type Program struct {
 	src        string
 	prg        cel.Program
 	ast        *cel.Ast
+	out        *types.Type     // the checked result type
 	reads      map[string]bool // root variables read: event, session, tool
 	eventTypes []string
 	pinned     bool
@@ -104,6 +105,7 @@ func Compile(role Role, src string) (*Program, error) {
 		role:       role,
 		src:        src,
 		ast:        checked,
+		out:        checked.OutputType(),
 		reads:      sc.reads,
 		inputPaths: sc.paths,
 	}
@@ -141,6 +143,33 @@ func (p *Program) EventTypes() (types []string, ok bool) {
 		return nil, false
 	}
 	return append([]string{}, p.eventTypes...), true
+}
+
+// JSONTypes returns the JSON Schema types ("array", "boolean", "integer",
+// "null", "number", "object", "string") that a result of the expression can
+// have once converted (see Eval), sorted; nil when its type is known only at
+// evaluation (dyn). A double may be integral, so it gives "integer" and
+// "number"; a timestamp or duration gives "string". Issue 10: a start
+// mapping whose result can never have a type its inputSchema property
+// allows is refused at create.
+func (p *Program) JSONTypes() []string {
+	switch p.out.Kind() {
+	case types.BoolKind:
+		return []string{"boolean"}
+	case types.IntKind, types.UintKind:
+		return []string{"integer"}
+	case types.DoubleKind:
+		return []string{"integer", "number"}
+	case types.StringKind, types.TimestampKind, types.DurationKind:
+		return []string{"string"}
+	case types.NullTypeKind:
+		return []string{"null"}
+	case types.ListKind:
+		return []string{"array"}
+	case types.MapKind:
+		return []string{"object"}
+	}
+	return nil
 }
 
 // ReadsSession tells whether the expression reads the session variable at all.

@@ -57,7 +57,11 @@ type Schema struct {
 // metaschemas and any other URL all fail. The top level must describe an
 // object: a schema whose top level (directly, or through $ref or allOf)
 // declares a type other than "object" is rejected, as is a number whose
-// exponent is beyond ±10000. raw may be at most MaxSchemaBytes long.
+// exponent is beyond ±10000. A schema that no input can satisfy, as far as
+// a cheap look shows (a required property that is not allowed, or whose
+// types or bounds contradict each other, an empty enum, a "not" of
+// everything), is rejected too (issue 10). raw may be at most
+// MaxSchemaBytes long.
 //
 // Errors: every failure is a *fault.Error with Code fault.InvalidSchema, an
 // empty Field and a Message that names the problem; metaschema violations are
@@ -104,6 +108,9 @@ func Compile(raw []byte) (s *Schema, err error) {
 	w := newWalker(doc)
 	if !w.describesObject() {
 		return nil, invalid(nil, "a session input is an object: inputSchema.type must be %q", "object")
+	}
+	if why := w.unsatisfiable(); why != "" {
+		return nil, invalid(nil, "no input can satisfy inputSchema: %s", why)
 	}
 	return &Schema{
 		raw:      bytes.Clone(raw),
