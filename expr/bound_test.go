@@ -175,6 +175,10 @@ func TestRegexConstants_Issue10(t *testing.T) {
 	requireFault(t, err, fault.InvalidExpression, "regular expression compiles to about 300202 instructions; the limit is 10000")
 	_, err = expr.Compile(expr.StartPredicate, `matches(event.data.s, "`+strings.Repeat("[a-z]{1000}", 20)+`")`)
 	requireFault(t, err, fault.InvalidExpression, "the limit is 10000")
+	// Found by FuzzCEL: a literal that does not parse failed while the
+	// program was built, as an internal error.
+	_, err = expr.Compile(expr.StartMapping, `event.data.matches("(")`)
+	requireFault(t, err, fault.InvalidExpression, "not a regular expression: error parsing regexp: missing closing )")
 	p, err := expr.Compile(expr.StartPredicate, `event.data.id.matches("^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")`)
 	require.NoError(t, err)
 	v := vars(t)

@@ -121,7 +121,9 @@ func Compile(role Role, src string) (*Program, error) {
 		cel.EvalOptions(cel.OptOptimize),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("expr: building %s program: %w", spec.name, err)
+		// What planning refuses is the expression's doing (a constant
+		// checkRegexes did not foresee, say), not the service's.
+		return nil, &fault.Error{Code: fault.InvalidExpression, Message: "the expression cannot be evaluated: " + err.Error(), Err: err}
 	}
 	return p, nil
 }

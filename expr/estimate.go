@@ -2,6 +2,7 @@ package expr
 
 import (
 	"math"
+	"regexp/syntax"
 	"strings"
 
 	"cel.dev/cel-go/cel"
@@ -162,8 +163,8 @@ func checkCost(env *cel.Env, spec roleSpec, checked *cel.Ast) error {
 }
 
 // checkRegexes refuses a regular expression written in the expression that
-// would compile beyond MaxRegexInsts: programs compile such constants when
-// they are built, at create.
+// does not parse or would compile beyond MaxRegexInsts: programs compile
+// such constants when they are built, at create.
 func checkRegexes(e ast.Expr) error {
 	var found error
 	visit := ast.NewExprVisitor(func(e ast.Expr) {
@@ -182,7 +183,9 @@ func checkRegexes(e ast.Expr) error {
 			return
 		}
 		if p, ok := args[1].AsLiteral().(types.String); ok {
-			if _, err := regexInsts(string(p)); err != nil {
+			if _, err := syntax.Parse(string(p), syntax.Perl); err != nil {
+				found = fault.New(fault.InvalidExpression, "", "not a regular expression: %v", err)
+			} else if _, err := regexInsts(string(p)); err != nil {
 				found = fault.New(fault.InvalidExpression, "", "%v", err)
 			}
 		}
