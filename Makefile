@@ -8,6 +8,9 @@
 #   make run        serve on $ADDR (default 127.0.0.1:8080)
 #   make migrate    apply the schema migrations
 #   make test       go test -race against a real server (TEST_DATABASE_URL)
+#   make fuzz       run every Fuzz* target of the module for FUZZTIME each
+#                   (default 30s), one after the other, stopping at the first
+#                   failure; prints each target's run time and corpus size
 #   make demo       run the demo against a fresh database actionsledger_demo
 #   make bench      run the benchmark against a fresh database actionsledger_bench
 #   make chaos      replicas, worker and a private PostgreSQL under kill -9 and
@@ -21,8 +24,9 @@ SHELL := bash
 GO ?= go
 
 BIN := bin/actionsledger
+FUZZTIME ?= 30s
 
-.PHONY: build run migrate test demo bench chaos generate lint pg-stop
+.PHONY: build run migrate test fuzz demo bench chaos generate lint pg-stop
 
 build:
 	$(GO) build -o $(BIN) ./cmd/actionsledger
@@ -38,6 +42,11 @@ migrate: build
 test:
 	url=$${TEST_DATABASE_URL:-$$(scripts/pg.sh postgres)}; \
 	TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 -timeout 30m ./...
+
+# Some targets (server's) need PostgreSQL, so the URL comes as for test.
+fuzz:
+	url=$${TEST_DATABASE_URL:-$$(scripts/pg.sh postgres)}; \
+	TEST_DATABASE_URL="$$url" FUZZTIME="$(FUZZTIME)" GO="$(GO)" scripts/fuzz.sh
 
 # fresh_db NAME: drop and recreate database NAME on the server that pg.sh
 # points at, then leave its URL in the shell variable `url`.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/actionsledger/actionsledger/inputschema"
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/schedule"
 )
 
@@ -332,6 +334,9 @@ func (c *compiler) compile() *Compiled {
 		if ct.Predicate != nil {
 			if types, ok := ct.Predicate.EventTypes(); ok {
 				ct.EventTypes = types
+				if why := noEventHas(types); why != "" {
+					c.fail(f+".event", fault.InvalidAction, "this predicate matches no event: %s", why)
+				}
 			}
 		}
 	}
@@ -349,6 +354,23 @@ func (c *compiler) compile() *Compiled {
 		c.fail("tool", fault.InvalidAction, "an action needs triggers with a session block, or a tool block")
 	}
 	return out
+}
+
+// noEventHas returns why no event can have any of the types a predicate
+// pins (issue 10: a trigger that can never fire), or "" when one can. A
+// type that ledger.ValidateType refuses only as reserved can occur: record
+// writes and the service write those.
+func noEventHas(types []string) string {
+	if len(types) == 0 {
+		return "its conjuncts require different event types"
+	}
+	for _, t := range types {
+		if fault.CodeOf(ledger.ValidateType(t, "")) != fault.BadInput {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%q is not an event type (one is 1-%d characters of dot-separated names of letters, digits, _ and -)",
+		types[0], ledger.MaxTypeLen)
 }
 
 func (c *compiler) session(sd *SessionDef, schema *inputschema.Schema, triggers map[string]bool, hasStart bool) *CompiledSession {
@@ -561,8 +583,45 @@ func (c *compiler) mappingRole(role expr.Role, raw jsonvalue.Value, schema *inpu
 				c.fail(field+"."+k, fault.InvalidAction, "%q is not a property of inputSchema, which allows no others", k)
 			}
 		}
+		c.checkTypes(m, schema, nil, field)
 	}
 	return m
+}
+
+// checkTypes refuses a mapping value whose result can never have a type
+// that inputSchema allows for its property (issue 10): every start would
+// fail with input_invalid. Values of type dyn, and properties whose type the
+// schema does not fix, are left to Validate.
+func (c *compiler) checkTypes(m *Mapping, schema *inputschema.Schema, path []string, field string) {
+	keys := make([]string, 0, len(m.Fields))
+	for k := range m.Fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		f, p := m.Fields[k], append(append([]string{}, path...), k)
+		produces := []string{"object"}
+		if f.Program != nil {
+			produces = f.Program.JSONTypes()
+		} else {
+			c.checkTypes(f, schema, p, field+"."+k)
+		}
+		allowed, ok := schema.PropertyTypes(p)
+		if !ok || len(allowed) == 0 || produces == nil || slices.ContainsFunc(produces, func(t string) bool { return slices.Contains(allowed, t) }) {
+			continue
+		}
+		c.fail(field+"."+k, fault.InvalidAction, "this value is always of type %s, but inputSchema allows only %s for session.input.%s: every start would be refused",
+			typeWords(produces), typeWords(allowed), strings.Join(p, "."))
+	}
+}
+
+// typeWords writes JSON Schema types for a message: "integer" goes without
+// saying next to "number".
+func typeWords(types []string) string {
+	if slices.Contains(types, "number") {
+		types = slices.DeleteFunc(slices.Clone(types), func(t string) bool { return t == "integer" })
+	}
+	return strings.Join(types, " or ")
 }
 
 func (c *compiler) mappingNode(role expr.Role, obj map[string]any, field string, depth int, leaves *int) *Mapping {

@@ -33,6 +33,7 @@ type Program struct {
 	src        string
 	prg        cel.Program
 	ast        *cel.Ast
+	out        *types.Type     // the checked result type
 	reads      map[string]bool // root variables read: event, session, tool
 	eventTypes []string
 	pinned     bool
@@ -47,7 +48,10 @@ type Program struct {
 //     does not parse, names a variable or field the role does not declare,
 //     does not type-check, or produces the wrong type (predicates: bool;
 //     ResumeID and SessionID: string; Ends: timestamp; mappings: a value
-//     JSON can represent).
+//     JSON can represent), costs more than MaxCost on every evaluation or
+//     more on the largest data with a cost that grows faster than the data
+//     (the message gives the estimates and the limit, issue 10 item 3), or
+//     holds a regular expression beyond MaxRegexInsts or MaxRegexBytes.
 //   - fault.InvalidAction: src breaks a rule of SPEC A3: it reads session
 //     where the role cannot (start predicates and mappings), reads a session
 //     field other than those of the role (session.state never), or is a
@@ -88,11 +92,20 @@ func Compile(role Role, src string) (*Program, error) {
 	if err := checkOutput(spec, checked.OutputType()); err != nil {
 		return nil, err
 	}
+	// Before anything evaluates constant parts (the resume rule folds
+	// them, programs compile constant regular expressions).
+	if err := checkCost(env, spec, checked); err != nil {
+		return nil, err
+	}
+	if err := checkRegexes(checked.NativeRep().Expr()); err != nil {
+		return nil, err
+	}
 
 	p := &Program{
 		role:       role,
 		src:        src,
 		ast:        checked,
+		out:        checked.OutputType(),
 		reads:      sc.reads,
 		inputPaths: sc.paths,
 	}
@@ -108,7 +121,9 @@ func Compile(role Role, src string) (*Program, error) {
 		cel.EvalOptions(cel.OptOptimize),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("expr: building %s program: %w", spec.name, err)
+		// What planning refuses is the expression's doing (a constant
+		// checkRegexes did not foresee, say), not the service's.
+		return nil, &fault.Error{Code: fault.InvalidExpression, Message: "the expression cannot be evaluated: " + err.Error(), Err: err}
 	}
 	return p, nil
 }
@@ -130,6 +145,33 @@ func (p *Program) EventTypes() (types []string, ok bool) {
 		return nil, false
 	}
 	return append([]string{}, p.eventTypes...), true
+}
+
+// JSONTypes returns the JSON Schema types ("array", "boolean", "integer",
+// "null", "number", "object", "string") that a result of the expression can
+// have once converted (see Eval), sorted; nil when its type is known only at
+// evaluation (dyn). A double may be integral, so it gives "integer" and
+// "number"; a timestamp or duration gives "string". Issue 10: a start
+// mapping whose result can never have a type its inputSchema property
+// allows is refused at create.
+func (p *Program) JSONTypes() []string {
+	switch p.out.Kind() {
+	case types.BoolKind:
+		return []string{"boolean"}
+	case types.IntKind, types.UintKind:
+		return []string{"integer"}
+	case types.DoubleKind:
+		return []string{"integer", "number"}
+	case types.StringKind, types.TimestampKind, types.DurationKind:
+		return []string{"string"}
+	case types.NullTypeKind:
+		return []string{"null"}
+	case types.ListKind:
+		return []string{"array"}
+	case types.MapKind:
+		return []string{"object"}
+	}
+	return nil
 }
 
 // ReadsSession tells whether the expression reads the session variable at all.

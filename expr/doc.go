@@ -55,10 +55,23 @@
 // time.Time in UTC for timestamps, and a Go duration string ("1h0m0s") for
 // durations. A map with a non-string key, bytes or a type value is an error.
 //
-// # Cost and cancellation
+// # Cost, size and cancellation
 //
 // Every evaluation is limited to MaxCost cost units and checks its context
 // every few comprehension iterations, so neither a costly expression nor a
-// cancelled request keeps a goroutine busy. A Program is immutable: compile
-// once per action version and share it between goroutines.
+// cancelled request keeps a goroutine busy. cel-go prices a call only after
+// it returns, so the calls that can build much more than their inputs (+ on
+// strings and bytes, replace, join, format, split, strings.quote, and
+// matches with a pattern from data) are sized from their evaluated
+// arguments first: an evaluation may build MaxBuildBytes in all, and a call
+// that would go beyond is refused before it allocates (ErrSizeLimit). A
+// result is at most MaxResultBytes of JSON. The same limits apply when
+// constant parts are folded at compile.
+//
+// Compile also refuses, with cel-go's cost estimator, an expression that
+// exceeds MaxCost on every evaluation, or whose cost on the largest event,
+// session input or tool input (jsonvalue.MaxBytes) exceeds MaxCost and grows
+// faster than the data (see estimate.go), and a regular expression written
+// in the source that compiles beyond MaxRegexInsts. A Program is immutable:
+// compile once per action version and share it between goroutines.
 package expr

@@ -182,15 +182,24 @@ func newEnv(spec roleSpec) (*cel.Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	dec := &decorator{}
 	opts := []cel.EnvOption{
 		cel.CustomTypeAdapter(ts),
 		cel.CustomTypeProvider(ts),
 		ext.Strings(),
 		cel.CrossTypeNumericComparisons(true),
 		cel.DefaultUTCTimeZone(true),
+		cel.Lib(boundLib{dec}),
 	}
 	for _, v := range spec.vars {
 		opts = append(opts, cel.Variable(v, types.NewObjectType(objectType(v))))
 	}
-	return cel.NewEnv(opts...)
+	env, err := cel.NewEnv(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := dec.init(env); err != nil {
+		return nil, err
+	}
+	return env, nil
 }

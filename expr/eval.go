@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
 	"cel.dev/cel-go/interpreter"
+
+	"github.com/actionsledger/actionsledger/jsonvalue"
 )
 
 // Event is the event variable: a ledger event (SPEC L1) as expressions see
@@ -51,11 +54,17 @@ type Vars struct {
 // toolValue is what the tool variable is bound to.
 type toolValue struct{ input any }
 
-// activation resolves the role variables from Vars without building a map.
-type activation struct{ vars *Vars }
+// activation resolves the role variables from Vars without building a map,
+// and the evaluation's size budget (see boundedCall).
+type activation struct {
+	vars   *Vars
+	budget *budget
+}
 
 func (a activation) ResolveName(name string) (any, bool) {
 	switch name {
+	case budgetVar:
+		return a.budget, true
 	case varEvent:
 		if a.vars.Event != nil {
 			return a.vars.Event, true
@@ -86,14 +95,17 @@ var ErrCostLimit = fmt.Errorf("expression is too costly to evaluate (cost limit 
 // failed conversion (with the position in the source), a variable the
 // expression reads that vars does not set, ErrCostLimit, a cancelled or
 // expired ctx (wrapping ctx's cause, so errors.Is(err, context.Canceled)
-// works), or a result that JSON cannot represent (bytes, NaN or infinite
-// doubles, maps with non-string keys, types).
+// works), ErrSizeLimit (a call refused before it would build more than
+// MaxBuildBytes in the evaluation), or a result that JSON cannot represent
+// (bytes, NaN or infinite doubles, maps with non-string keys, types) or
+// that is larger than MaxResultBytes.
 func (p *Program) Eval(ctx context.Context, vars Vars) (any, error) {
 	v, err := p.eval(ctx, &vars)
 	if err != nil {
 		return nil, err
 	}
-	return toJSON(v)
+	left := int64(MaxResultBytes)
+	return toJSON(v, &left)
 }
 
 // EvalBool evaluates a predicate (StartPredicate, ResumePredicate).
@@ -147,9 +159,10 @@ func (p *Program) eval(ctx context.Context, vars *Vars) (ref.Val, error) {
 	if p.reads[varSession] && vars.Session == nil {
 		return nil, errors.New("no session to evaluate the expression with")
 	}
-	out, _, err := p.prg.ContextEval(ctx, activation{vars: vars})
+	act := activation{vars: vars, budget: newBudget()}
+	out, _, err := p.prg.ContextEval(ctx, act)
 	if err != nil {
-		return nil, p.evalError(ctx, err)
+		return nil, p.evalError(ctx, err, act.budget)
 	}
 	return out, nil
 }
@@ -159,7 +172,7 @@ func stopped(ctx context.Context) error {
 }
 
 // evalError rewrites an evaluation error for users.
-func (p *Program) evalError(ctx context.Context, err error) error {
+func (p *Program) evalError(ctx context.Context, err error, b *budget) error {
 	if ctx.Err() != nil {
 		return stopped(ctx)
 	}
@@ -167,22 +180,45 @@ func (p *Program) evalError(ctx context.Context, err error) error {
 	if errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {
 		return ErrCostLimit
 	}
+	if b.refused != nil {
+		return fmt.Errorf("%w: %s%s", ErrSizeLimit, b.refused.msg, p.at(b.refused.node))
+	}
 	msg := err.Error()
 	if msg == "no such overload" {
 		msg = "this operation does not accept values of these types"
 	}
 	var node interface{ NodeID() int64 }
-	if errors.As(err, &node) && node.NodeID() != 0 {
-		loc := p.ast.NativeRep().SourceInfo().GetStartLocation(node.NodeID())
-		if loc.Line() > 0 {
-			return fmt.Errorf("%s (line %d, column %d)", msg, loc.Line(), loc.Column()+1)
-		}
+	if errors.As(err, &node) {
+		return errors.New(msg + p.at(node.NodeID()))
 	}
 	return errors.New(msg)
 }
 
-// toJSON converts a CEL result to a plain Go value (see Eval).
-func toJSON(v ref.Val) (any, error) {
+// at returns " (line L, column C)" for an expression node, or "".
+func (p *Program) at(node int64) string {
+	if node == 0 {
+		return ""
+	}
+	loc := p.ast.NativeRep().SourceInfo().GetStartLocation(node)
+	if loc.Line() <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (line %d, column %d)", loc.Line(), loc.Column()+1)
+}
+
+// MaxResultBytes bounds the result of Eval, in bytes of JSON: the largest
+// value the service stores (jsonvalue.MaxBytes). A list may hold the same
+// long string many times at little cost, so the result is measured as it is
+// converted, before anything is encoded.
+const MaxResultBytes = jsonvalue.MaxBytes
+
+// toJSON converts a CEL result to a plain Go value (see Eval), counting its
+// JSON size down from *left.
+func toJSON(v ref.Val, left *int64) (any, error) {
+	*left -= jsonSize(v)
+	if *left < 0 {
+		return nil, fmt.Errorf("the result is larger than %d bytes of JSON, the largest value the service stores", MaxResultBytes)
+	}
 	switch v := v.(type) {
 	case types.Null:
 		return nil, nil
@@ -211,9 +247,12 @@ func toJSON(v ref.Val) (any, error) {
 		if !ok {
 			return nil, errors.New("the result contains a list of unknown size")
 		}
+		if int64(n) > *left {
+			return nil, fmt.Errorf("the result is larger than %d bytes of JSON, the largest value the service stores", MaxResultBytes)
+		}
 		out := make([]any, n)
 		for i := range out {
-			el, err := toJSON(v.Get(types.Int(i)))
+			el, err := toJSON(v.Get(types.Int(i)), left)
 			if err != nil {
 				return nil, err
 			}
@@ -229,7 +268,8 @@ func toJSON(v ref.Val) (any, error) {
 				return nil, fmt.Errorf("the result contains a map key of type %s (%v); JSON object keys must be strings",
 					typeName(k.Type().(*types.Type)), k.Value())
 			}
-			el, err := toJSON(v.Get(k))
+			*left -= int64(len(ks)) + 3 // "key":
+			el, err := toJSON(v.Get(k), left)
 			if err != nil {
 				return nil, err
 			}
@@ -242,4 +282,23 @@ func toJSON(v ref.Val) (any, error) {
 		name = typeName(t)
 	}
 	return nil, fmt.Errorf("the result contains a %s value, which JSON cannot represent", name)
+}
+
+// jsonSize is about the JSON size of a scalar with the comma after it (a
+// string without its escapes), or of a container's brackets alone.
+func jsonSize(v ref.Val) int64 {
+	var buf [24]byte
+	switch v := v.(type) {
+	case types.String:
+		return int64(len(v)) + 3
+	case types.Int:
+		return int64(len(strconv.AppendInt(buf[:0], int64(v), 10))) + 1
+	case types.Uint:
+		return int64(len(strconv.AppendUint(buf[:0], uint64(v), 10))) + 1
+	case types.Bool, types.Null:
+		return 6
+	case traits.Lister, traits.Mapper:
+		return 3
+	}
+	return 32 // doubles, timestamps, durations
 }

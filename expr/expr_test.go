@@ -447,7 +447,7 @@ func TestEvalErrors(t *testing.T) {
 }
 
 // blowup nests five maps over ten-element lists: 100,000 innermost
-// evaluations, about 2.5 million cost units.
+// evaluations, about 2.5 million cost units whatever the event.
 const blowup = `[1,2,3,4,5,6,7,8,9,10].map(a, [1,2,3,4,5,6,7,8,9,10].map(b, [1,2,3,4,5,6,7,8,9,10].map(c, ` +
 	`[1,2,3,4,5,6,7,8,9,10].map(d, [1,2,3,4,5,6,7,8,9,10].map(e, a+b+c+d+e))))).size() > 0`
 
@@ -455,17 +455,38 @@ const blowup = `[1,2,3,4,5,6,7,8,9,10].map(a, [1,2,3,4,5,6,7,8,9,10].map(b, [1,2
 const within = `[1,2,3,4,5,6,7,8,9,10].map(a, [1,2,3,4,5,6,7,8,9,10].map(b, [1,2,3,4,5,6,7,8,9,10].map(c, ` +
 	`[1,2,3,4,5,6,7,8,9,10].map(d, a*b*c*d)))).size() > 0`
 
+// perItem costs about 250 units per element of event.data.items: fine on
+// ordinary events, over MaxCost on one with 10,000 items.
+const perItem = `event.data.items.map(a, [1,2,3,4,5,6,7,8,9,10].map(b, [1,2,3,4,5,6,7,8,9,10].map(c, a+b+c))).size() > 0`
+
 func TestCostLimit(t *testing.T) {
 	t.Parallel()
-	p, err := expr.Compile(expr.StartPredicate, blowup)
+	// An expression that exceeds MaxCost on every evaluation can never
+	// work: refused at compile (issue 10).
+	_, err := expr.Compile(expr.StartPredicate, blowup)
+	requireFault(t, err, fault.InvalidExpression, "every evaluation of this expression costs at least 2466653 units; the limit is 1000000")
+
+	// One whose cost follows the event is refused at run time on an event
+	// too large for it.
+	p, err := expr.Compile(expr.StartPredicate, perItem)
 	require.NoError(t, err)
-	_, err = p.Eval(context.Background(), vars(t))
+	v := vars(t)
+	v.Event.Data = map[string]any{"items": make([]any, 10_000)}
+	for i := range 10_000 {
+		v.Event.Data.(map[string]any)["items"].([]any)[i] = json.Number("1")
+	}
+	_, err = p.Eval(context.Background(), v)
 	require.ErrorIs(t, err, expr.ErrCostLimit)
 	require.Contains(t, err.Error(), "cost limit 1000000")
+	require.Nil(t, fault.As(err), "eval errors are plain errors")
+	v.Event.Data = decode(t, `{"items": [1, 2, 3]}`)
+	ok, err := p.EvalBool(context.Background(), v)
+	require.NoError(t, err)
+	require.True(t, ok)
 
 	p, err = expr.Compile(expr.StartPredicate, within)
 	require.NoError(t, err)
-	ok, err := p.EvalBool(context.Background(), vars(t))
+	ok, err = p.EvalBool(context.Background(), vars(t))
 	require.NoError(t, err)
 	require.True(t, ok)
 }

@@ -3,11 +3,13 @@ package expr
 import (
 	"errors"
 	"slices"
+	"sync"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/interpreter"
 
 	"github.com/actionsledger/actionsledger/internal/fault"
 )
@@ -37,8 +39,50 @@ func ValidateResumeConstraint(p *Program) error {
 	return resumeConstraint(all[p.role], p.ast)
 }
 
+// Folding evaluates constant parts at create, and cel-go retries a fold
+// that fails on each of its passes: the evaluations are kept small so that
+// validating a definition stays cheap whatever its constants.
+const (
+	// maxFoldCost is the cost limit of one folding evaluation; a constant
+	// part that costs more is left unfolded (judged as written).
+	maxFoldCost = 10_000
+	// maxFoldPasses bounds cel-go's folding passes.
+	maxFoldPasses = 10
+)
+
+// foldLib gives folding programs their lower cost limit.
+type foldLib struct{}
+
+func (foldLib) LibraryName() string             { return "actionsledger.fold" }
+func (foldLib) CompileOptions() []cel.EnvOption { return nil }
+func (foldLib) ProgramOptions() []cel.ProgramOption {
+	return []cel.ProgramOption{cel.CostLimit(maxFoldCost)}
+}
+
+// foldEnvs holds, per role environment, its extension for folding.
+var foldEnvs sync.Map // *cel.Env -> *cel.Env
+
+func foldEnv(env *cel.Env) (*cel.Env, error) {
+	if e, ok := foldEnvs.Load(env); ok {
+		return e.(*cel.Env), nil
+	}
+	e, err := env.Extend(cel.Lib(foldLib{}))
+	if err != nil {
+		return nil, err
+	}
+	e2, _ := foldEnvs.LoadOrStore(env, e)
+	return e2.(*cel.Env), nil
+}
+
 func resumeConstraint(env *cel.Env, checked *cel.Ast) error {
-	folder, err := cel.NewConstantFoldingOptimizer()
+	fenv, err := foldEnv(env)
+	if err != nil {
+		return err
+	}
+	// One size budget for all the folding evaluations.
+	folder, err := cel.NewConstantFoldingOptimizer(
+		cel.FoldKnownValues(budgetOnly{newBudget()}),
+		cel.MaxConstantFoldIterations(maxFoldPasses))
 	if err != nil {
 		return err
 	}
@@ -46,7 +90,7 @@ func resumeConstraint(env *cel.Env, checked *cel.Ast) error {
 	if err != nil {
 		return err
 	}
-	folded, iss := opt.Optimize(env, checked)
+	folded, iss := opt.Optimize(fenv, checked)
 	if iss.Err() != nil {
 		// Folding evaluates the constant parts, and one of them fails (as
 		// 1/0 does); judge the expression as written.
@@ -204,3 +248,15 @@ func stringLit(e ast.Expr) (string, bool) {
 	s, ok := e.AsLiteral().(types.String)
 	return string(s), ok
 }
+
+// budgetOnly is an activation with a size budget and no variables.
+type budgetOnly struct{ b *budget }
+
+func (a budgetOnly) ResolveName(name string) (any, bool) {
+	if name == budgetVar {
+		return a.b, true
+	}
+	return nil, false
+}
+
+func (budgetOnly) Parent() interpreter.Activation { return nil }

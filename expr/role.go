@@ -124,6 +124,23 @@ var specs = map[Role]roleSpec{
 
 func (s roleSpec) declares(v string) bool { return slices.Contains(s.vars, v) }
 
+// data names what the role's expressions read, for messages: "event",
+// "event or session input", "session input" or "tool input".
+func (s roleSpec) data() string {
+	var names []string
+	for _, v := range s.vars {
+		switch v {
+		case varEvent:
+			names = append(names, "event")
+		case varSession:
+			names = append(names, "session input")
+		case varTool:
+			names = append(names, "tool input")
+		}
+	}
+	return strings.Join(names, " or ")
+}
+
 // cannotRead is the message for a variable the role does not declare.
 func (s roleSpec) cannotRead(v string) string {
 	why := s.why[v]

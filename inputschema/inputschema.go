@@ -57,12 +57,23 @@ type Schema struct {
 // metaschemas and any other URL all fail. The top level must describe an
 // object: a schema whose top level (directly, or through $ref or allOf)
 // declares a type other than "object" is rejected, as is a number whose
-// exponent is beyond ±10000. raw may be at most MaxSchemaBytes long.
+// exponent is beyond ±10000. A schema that no input can satisfy, as far as
+// a cheap look shows (a required property that is not allowed, or whose
+// types or bounds contradict each other, an empty enum, a "not" of
+// everything), is rejected too (issue 10). raw may be at most
+// MaxSchemaBytes long.
 //
 // Errors: every failure is a *fault.Error with Code fault.InvalidSchema, an
 // empty Field and a Message that names the problem; metaschema violations are
 // listed as "<json pointer into the schema>: <what is wrong>".
-func Compile(raw []byte) (s *Schema, err error) {
+func Compile(raw []byte) (*Schema, error) {
+	return compileWith(raw, refuseLoader{}, true)
+}
+
+// compileWith is Compile with the loader asked for anything outside the
+// document, and whether to refuse an unsatisfiable schema: tests watch the
+// loader and look past the refusal.
+func compileWith(raw []byte, loader jsonschema.URLLoader, satisfiable bool) (s *Schema, err error) {
 	if len(raw) > MaxSchemaBytes {
 		return nil, invalid(nil, "inputSchema is too large: %d bytes, the limit is %d", len(raw), MaxSchemaBytes)
 	}
@@ -92,7 +103,7 @@ func Compile(raw []byte) (s *Schema, err error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
-	c.UseLoader(refuseLoader{})
+	c.UseLoader(loader)
 	if err := c.AddResource(baseURL, forLib); err != nil {
 		return nil, invalid(err, "inputSchema could not be registered: %v", err)
 	}
@@ -104,6 +115,9 @@ func Compile(raw []byte) (s *Schema, err error) {
 	w := newWalker(doc)
 	if !w.describesObject() {
 		return nil, invalid(nil, "a session input is an object: inputSchema.type must be %q", "object")
+	}
+	if why := w.unsatisfiable(); satisfiable && why != "" {
+		return nil, invalid(nil, "no input can satisfy inputSchema: %s", why)
 	}
 	return &Schema{
 		raw:      bytes.Clone(raw),

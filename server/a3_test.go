@@ -141,6 +141,22 @@ func TestCreateActionRejectsA3Violations(t *testing.T) {
 		{"invalid inputSchema", func(d map[string]any) {
 			sessionBlock(d)["inputSchema"] = map[string]any{"type": 12}
 		}, []want{{"INVALID_SCHEMA", "input.session.inputSchema"}}},
+		// Issue 10: definitions that can never work.
+		{"start mapping that is never of the property's type", func(d map[string]any) {
+			trigger(d, 0)["session"] = map[string]any{"start": map[string]any{"input": map[string]any{"account_id": "size(event.data.account_id)"}}}
+		}, []want{{"INVALID_ACTION", "input.triggers[0].session.start.input.account_id"}}},
+		{"predicate that pins no common event type", func(d map[string]any) {
+			trigger(d, 1)["event"] = `event.type == "entry.inserted" && event.type == "entry.updated"`
+		}, []want{{"INVALID_ACTION", "input.triggers[1].event"}}},
+		{"inputSchema no input satisfies", func(d map[string]any) {
+			sessionBlock(d)["inputSchema"].(map[string]any)["required"] = []any{"account_id", "owner"}
+		}, []want{{"INVALID_SCHEMA", "input.session.inputSchema"}}},
+		{"predicate whose cost grows with the square of the event", func(d map[string]any) {
+			trigger(d, 0)["event"] = `event.type == "account.inserted" && event.data.items.all(a, event.data.items.exists(b, a == b))`
+		}, []want{{"INVALID_EXPRESSION", "input.triggers[0].event"}}},
+		{"maxBytes 0", func(d map[string]any) {
+			turnsBlock(d)["maxBytes"] = 0
+		}, []want{{"BAD_USER_INPUT", "input.session.turns.maxBytes"}}},
 		// Text PostgreSQL cannot store is refused before anything is written (HARD-PARTS 7).
 		{"NUL in the name", func(d map[string]any) {
 			d["name"] = "early\x00fraud"
