@@ -59,6 +59,9 @@ type Config struct {
 	// turns to besides public addresses (loopback, link-local and private
 	// ranges are refused otherwise; issue 11). HTTP_ALLOW.
 	HTTPAllow []string
+	// Limits are the HTTP front's timeouts and caps (issue 10 items 6, 8);
+	// zero fields take DefaultLimits.
+	Limits Limits
 }
 
 // App is a running process's parts.
@@ -163,14 +166,14 @@ func (a *App) Close() {
 
 // Handler returns the HTTP routes with the dev principal (loopback only).
 func (a *App) Handler() http.Handler {
-	front := Front{Introspection: !a.cfg.DisableIntrospection, GraphiQL: !a.cfg.DisableGraphiQL}
+	front := Front{Introspection: !a.cfg.DisableIntrospection, GraphiQL: !a.cfg.DisableGraphiQL, Limits: a.cfg.Limits}
 	return DevPrincipal(Mux(GraphQL(a.Resolver, a.log, front), front))
 }
 
 // AuthHandler returns the HTTP routes with bearer-token authentication on
 // /graphql (GraphiQL's page and /healthz stay open).
 func (a *App) AuthHandler() http.Handler {
-	front := Front{Introspection: !a.cfg.DisableIntrospection, GraphiQL: !a.cfg.DisableGraphiQL}
+	front := Front{Introspection: !a.cfg.DisableIntrospection, GraphiQL: !a.cfg.DisableGraphiQL, Limits: a.cfg.Limits}
 	return Mux(Authenticate(a.Auth, a.cfg.AdminToken, a.log, GraphQL(a.Resolver, a.log, front)), front)
 }
 
@@ -229,25 +232,12 @@ func (a *App) Run(ctx context.Context) error {
 		} else {
 			a.log.Warn("DEV MODE: no credentials are checked; every request acts as the dev principal, which may do everything. Loopback only; set AUTH=on to require tokens.", "addr", ln.Addr().String())
 		}
-		srv := &http.Server{Handler: http.TimeoutHandler(h, RequestTimeout, `{"errors":[{"message":"request timed out","extensions":{"code":"TIMEOUT"}}]}`),
-			ReadHeaderTimeout: ReadHeaderTimeout}
 		ready := []any{"url", "http://" + ln.Addr().String() + "/graphql", "introspection", !a.cfg.DisableIntrospection}
 		if !a.cfg.DisableGraphiQL {
 			ready = append(ready, "graphiql", "http://"+ln.Addr().String()+"/")
 		}
 		a.log.Info("GraphQL ready", ready...)
-		run("http", func() error {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		})
-		go func() {
-			<-ctx.Done()
-			sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
-			defer c()
-			_ = srv.Shutdown(sctx)
-		}()
+		run("http", func() error { return Serve(ctx, ln, h, a.cfg.Limits) })
 	}
 	if a.cfg.Addr == "" {
 		a.log.Info("worker running: dispatcher, session timers and turn executor", "workers", a.cfg.Workers)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/google/uuid"
@@ -251,6 +252,11 @@ func UncheckedFields(schema *ast.Schema) []string {
 	return out
 }
 
+// authTimeout bounds a token lookup, which runs before the GraphQL
+// handler's request timeout starts (issue 10 item 1: no request's work
+// outlives its deadline).
+const authTimeout = 10 * time.Second
+
 // MinAdminTokenLen is the shortest ADMIN_TOKEN accepted.
 const MinAdminTokenLen = 32
 
@@ -271,13 +277,14 @@ func Authenticate(store *auth.Store, adminToken string, log *slog.Logger, h http
 			return
 		}
 		if auth.IsCredential(token) {
-			p, err := store.AuthenticateCredential(r.Context(), token)
+			ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
+			p, err := store.AuthenticateCredential(ctx, token)
+			cancel()
 			switch {
 			case errors.Is(err, auth.ErrUnknownCredential):
 				unauthenticated(w)
 			case err != nil:
-				log.Error("authenticate handler credential", "err", err)
-				writeError(w, http.StatusInternalServerError, fault.Internal, "internal error")
+				authFailed(w, log, "authenticate handler credential", err)
 			default:
 				h.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
 			}
@@ -289,18 +296,37 @@ func Authenticate(store *auth.Store, adminToken string, log *slog.Logger, h http
 			h.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
 			return
 		}
-		p, err := store.Authenticate(r.Context(), token)
+		ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
+		p, err := store.Authenticate(ctx, token)
+		cancel()
 		switch {
 		case errors.Is(err, auth.ErrUnknownToken):
 			unauthenticated(w)
 			return
 		case err != nil:
-			log.Error("authenticate", "err", err)
-			writeError(w, http.StatusInternalServerError, fault.Internal, "internal error")
+			authFailed(w, log, "authenticate", err)
 			return
 		}
 		h.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
 	})
+}
+
+// authFailed answers a token lookup that failed: HTTP 503 TIMEOUT or
+// UNAVAILABLE (both retryable) when it ran out of time or the database
+// cannot be reached (issue 10 item 7), HTTP 500 INTERNAL otherwise.
+func authFailed(w http.ResponseWriter, log *slog.Logger, what string, err error) {
+	if errors.Is(err, context.DeadlineExceeded) {
+		log.Warn(what+": timed out", "err", err)
+		writeError(w, http.StatusServiceUnavailable, fault.Timeout, "the token could not be checked in time; retry later")
+		return
+	}
+	if unavailable(err) {
+		log.Warn(what+": database unavailable", "err", err)
+		writeError(w, http.StatusServiceUnavailable, fault.Unavailable, "the database is unavailable; retry later")
+		return
+	}
+	log.Error(what, "err", err)
+	writeError(w, http.StatusInternalServerError, fault.Internal, "internal error")
 }
 
 func unauthenticated(w http.ResponseWriter) {

@@ -10,14 +10,19 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/actionsledger/actionsledger/server"
 )
 
 // FuzzGraphQLBody posts arbitrary bodies to the GraphQL handler, called
 // directly so that a panic escaping it fails the fuzz target. Whatever the
 // body, the answer is a JSON object with data or errors, below HTTP 500,
-// every error has extensions.code and none is INTERNAL, and the service logs
-// no panic (HARD-PARTS 7). The seed corpus holds real operations; the plain
-// `go test` run replays only the seeds and stays fast.
+// every error has extensions.code and none is INTERNAL, an operation a
+// limit refuses returns no data, and the service logs no panic (HARD-PARTS
+// 7, issue 10). The seed corpus holds real operations and the inputs of
+// issue 10 (fragment bomb, deep nesting, many aliases, many mutation
+// fields, the shapes that made validation quadratic); the plain `go test`
+// run replays only the seeds and stays fast.
 func FuzzGraphQLBody(f *testing.F) {
 	e := newEnv(f)
 	actionID := uuid.NewString()
@@ -41,10 +46,23 @@ func FuzzGraphQLBody(f *testing.F) {
 		[]byte(`{"query": `),
 		[]byte(`[]`),
 		[]byte(``),
+		// Issue 10: the limits' inputs, each refused with a code.
+		operation(server.FragmentBomb("query", "Query", 30, "__typename"), nil),
+		operation(server.FragmentBomb("mutation", "Mutation", 30, `ledger { appendEvent(type: "fuzz.bomb", data: {}) { id } }`), nil),
+		operation(server.SameNameFields(3000), nil),
+		operation(server.SideBySideFragments(400), nil),
+		operation(server.NestedSameName(40, 40), nil),
+		operation(deepQuery(server.MaxDepth+10), nil),
+		operation(manyAliases(3000), nil),
+		operation(mutationOp(1000, "fuzz.cap"), nil),
+		operation(mutationOp(3, "fuzz.few"), nil),
 	}
 	for _, s := range seeds {
 		f.Add(s)
 	}
+	// Codes of limits that refuse an operation before any field runs.
+	refusedWhole := map[string]bool{"COMPLEXITY_LIMIT_EXCEEDED": true, "DEPTH_LIMIT_EXCEEDED": true,
+		"MUTATION_LIMIT_EXCEEDED": true, "METHOD_NOT_ALLOWED": true}
 	h := e.app.Handler()
 	f.Fuzz(func(t *testing.T, body []byte) {
 		mark := len(e.logs.String())
@@ -63,6 +81,9 @@ func FuzzGraphQLBody(f *testing.F) {
 		for _, ge := range r.Errors {
 			require.NotEmpty(t, ge.code(), "error without extensions.code for body %q: %+v", body, ge)
 			require.NotEqual(t, "INTERNAL", ge.code(), "internal error for body %q: %+v", body, ge)
+			if refusedWhole[ge.code()] && r.Data != nil {
+				require.Equal(t, "null", string(*r.Data), "%s refuses the whole operation, yet data came back", ge.code())
+			}
 		}
 		logged := e.logs.String()[mark:]
 		require.False(t, strings.Contains(logged, "panic"), "the service logged a panic for body %q:\n%s", body, logged)

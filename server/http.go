@@ -11,12 +11,13 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
+	"net/url"
 	"reflect"
 	"runtime/debug"
 	"sort"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -25,6 +26,8 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/99designs/gqlgen/graphql/playground"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
@@ -50,17 +53,27 @@ type Front struct {
 	Introspection bool
 	// GraphiQL serves the GraphiQL page at /; off, / is 404 Not Found.
 	GraphiQL bool
+	// Limits gives MaxMutationFields (the rest of Limits is for Serve);
+	// zero takes the default.
+	Limits Limits
 }
+
+// MaxValidationSteps bounds the work of validating one GraphQL document
+// (see validationBudget); past it the operation is refused with
+// COMPLEXITY_LIMIT_EXCEEDED before it is validated.
+const MaxValidationSteps = 50_000
 
 // GraphQL returns the /graphql handler for the resolver.
 func GraphQL(r *graph.Resolver, log *slog.Logger, front Front) http.Handler {
+	lim := front.Limits.withDefaults()
 	cfg := graph.Config{Resolvers: r}
 	cfg.Complexity = complexity()
 	srv := handler.New(graph.NewExecutableSchema(cfg))
 	srv.AddTransport(transport.Options{})
-	srv.AddTransport(transport.GET{})
+	srv.AddTransport(getQueries{})
 	srv.AddTransport(transport.POST{})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	cache := lru.New[*ast.QueryDocument](1000)
+	srv.SetQueryCache(cache)
 	srv.SetParserTokenLimit(MaxTokens)
 	srv.SetValidationRulesFn(validationRules)
 	if front.Introspection {
@@ -71,8 +84,11 @@ func GraphQL(r *graph.Resolver, log *slog.Logger, front Front) http.Handler {
 		srv.Use(noIntrospection{})
 	}
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
-	srv.Use(extension.FixedComplexityLimit(MaxComplexity))
+	// After the persisted query is looked up, before gqlgen validates it.
+	srv.Use(validationBudget{cache: cache, tokens: MaxTokens, max: MaxValidationSteps})
+	srv.Use(&complexityLimit{max: MaxComplexity})
 	srv.Use(depthLimit{max: MaxDepth})
+	srv.Use(&mutationLimit{max: lim.MaxMutationFields})
 	srv.AroundFields(authorize)
 	srv.AroundFields(checkText)
 	srv.SetErrorPresenter(presenter(log))
@@ -80,27 +96,66 @@ func GraphQL(r *graph.Resolver, log *slog.Logger, front Front) http.Handler {
 		log.Error("panic in resolver", "panic", v, "stack", string(debug.Stack()))
 		return &fault.Error{Code: fault.Internal, Message: "internal error"}
 	})
-	return WithLoadersAndLimits(r, srv)
+	return WithLoadersAndLimits(r, srv, lim)
 }
 
-// WithLoadersAndLimits applies the body limit and per-request loaders. A
-// POST body is read and checked here, before gqlgen's transport sees it, so
-// that a body over MaxBodyBytes is refused with HTTP 413 and PAYLOAD_TOO_LARGE,
-// and one that is not a GraphQL request (not JSON, or not an object with a
-// string query) with HTTP 400 and BAD_USER_INPUT; gqlgen would report both
-// without a code (as INTERNAL here) and echo the whole body in its message.
-func WithLoadersAndLimits(r *graph.Resolver, h http.Handler) http.Handler {
-	h = graph.WithLoaders(r.LedgerStore, h)
+// WithLoadersAndLimits applies the body limit, per-request loaders and
+// lim.RequestTimeout, and answers what gqlgen's transports would refuse
+// without extensions.code (issue 10 item 10). A POST body is read and
+// checked here, before gqlgen's transport sees it, so that a body over
+// MaxBodyBytes is refused with HTTP 413 and PAYLOAD_TOO_LARGE, one that is
+// not a GraphQL request (not JSON, or not an object with a string query)
+// with HTTP 400 and BAD_USER_INPUT, and one not received within the
+// server's ReadTimeout with HTTP 408 and TIMEOUT. A GET's variables and
+// extensions must be JSON (HTTP 400, BAD_USER_INPUT); methods other than
+// GET, POST, OPTIONS and HEAD, and connection upgrades, are refused with
+// HTTP 405 and METHOD_NOT_ALLOWED.
+//
+// The request timeout starts once the body is read: a body read that
+// fails cancels the request's context, and http.TimeoutHandler would then
+// answer an empty 503 in place of the 408. Past the timeout the client gets
+// HTTP 503 with TIMEOUT (retryable) and the context of the handler's work
+// is cancelled, which stops its database calls.
+func WithLoadersAndLimits(r *graph.Resolver, h http.Handler, lim Limits) http.Handler {
+	lim = lim.withDefaults()
+	h = http.TimeoutHandler(graph.WithLoaders(r.LedgerStore, h), lim.RequestTimeout, timeoutBody)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		req.Body = http.MaxBytesReader(w, req.Body, MaxBodyBytes)
-		if req.Method == http.MethodPost && req.Header.Get("Upgrade") == "" {
+		switch {
+		case req.Header.Get("Upgrade") != "":
+			w.Header().Set("Allow", allowed)
+			writeError(w, http.StatusMethodNotAllowed, fault.MethodNotAllowed,
+				"this server does not upgrade connections (no subscriptions): send queries with GET or POST, mutations with POST")
+			return
+		case req.Method == http.MethodPost:
 			if !readPost(w, req) {
 				return
 			}
+		case req.Method == http.MethodGet:
+			if !checkGet(w, req) {
+				return
+			}
+		case req.Method == http.MethodOptions, req.Method == http.MethodHead:
+			h.ServeHTTP(w, req) // no body either way
+			return
+		default:
+			w.Header().Set("Allow", allowed)
+			writeError(w, http.StatusMethodNotAllowed, fault.MethodNotAllowed,
+				fmt.Sprintf("method %s is not allowed on /graphql: send queries with GET or POST, mutations with POST", req.Method))
+			return
 		}
+		// TimeoutHandler writes its answer without a Content-Type; gqlgen
+		// replaces this one with its own.
+		w.Header().Set("Content-Type", "application/json")
 		h.ServeHTTP(w, req)
 	})
 }
+
+// timeoutBody is what a request past RequestTimeout is answered.
+const timeoutBody = `{"errors":[{"message":"request timed out","extensions":{"code":"` + fault.Timeout + `","retryable":true}}]}`
+
+// allowed are the methods /graphql answers.
+const allowed = "GET, POST, OPTIONS"
 
 // readPost reads and checks a POST body, leaving it readable again in req.
 // It answers the request itself and returns false when the body is refused.
@@ -111,9 +166,13 @@ func readPost(w http.ResponseWriter, req *http.Request) bool {
 	}
 	body, err := io.ReadAll(req.Body)
 	var mbe *http.MaxBytesError
+	var ne net.Error
 	switch {
 	case errors.As(err, &mbe):
 		writeError(w, http.StatusRequestEntityTooLarge, fault.PayloadTooLarge, fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes))
+		return false
+	case errors.As(err, &ne) && ne.Timeout():
+		writeError(w, http.StatusRequestTimeout, fault.Timeout, "the request body was not received in time")
 		return false
 	case err != nil:
 		writeError(w, http.StatusBadRequest, fault.BadInput, "the request body could not be read")
@@ -131,12 +190,83 @@ func readPost(w http.ResponseWriter, req *http.Request) bool {
 	return true
 }
 
-// writeError answers with one GraphQL error carrying code.
+// checkGet checks what gqlgen's GET transport would refuse without a code:
+// a malformed query string, variables or extensions that are not JSON.
+func checkGet(w http.ResponseWriter, req *http.Request) bool {
+	q, err := url.ParseQuery(req.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fault.BadInput, "the URL's query string is malformed")
+		return false
+	}
+	for _, name := range []string{"variables", "extensions"} {
+		v := q.Get(name)
+		if v == "" {
+			continue
+		}
+		var m map[string]any
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.UseNumber()
+		if err := dec.Decode(&m); err != nil {
+			writeError(w, http.StatusBadRequest, fault.BadInput, fmt.Sprintf("the %s parameter is not a JSON object", name))
+			return false
+		}
+	}
+	return true
+}
+
+// getQueries is gqlgen's GET transport refusing operations other than
+// queries, before they run, with HTTP 405 and METHOD_NOT_ALLOWED (gqlgen's
+// own refusal is HTTP 406 without a code). It checks after gqlgen has
+// parsed and validated the operation, so an operation named by a persisted
+// query hash is checked too.
+type getQueries struct{ transport.GET }
+
+func (t getQueries) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	refused := new(bool)
+	t.GET.Do(refusedWriter{ResponseWriter: w, refused: refused}, r, queriesOnly{GraphExecutor: exec, refused: refused})
+}
+
+// queriesOnly refuses operations other than queries after creating their
+// operation context, and records that it did.
+type queriesOnly struct {
+	graphql.GraphExecutor
+	refused *bool
+}
+
+func (e queriesOnly) CreateOperationContext(ctx context.Context, p *graphql.RawParams) (*graphql.OperationContext, gqlerror.List) {
+	oc, errs := e.GraphExecutor.CreateOperationContext(ctx, p)
+	if len(errs) == 0 && oc.Operation != nil && oc.Operation.Operation != ast.Query {
+		*e.refused = true
+		return oc, gqlerror.List{limitError(fault.MethodNotAllowed,
+			"a %s must be sent with POST; GET carries queries only", oc.Operation.Operation)}
+	}
+	return oc, errs
+}
+
+// refusedWriter answers HTTP 405 with Allow: POST once queriesOnly refused.
+type refusedWriter struct {
+	http.ResponseWriter
+	refused *bool
+}
+
+func (w refusedWriter) WriteHeader(code int) {
+	if *w.refused {
+		w.Header().Set("Allow", http.MethodPost)
+		code = http.StatusMethodNotAllowed
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// writeError answers with one GraphQL error carrying code, and
+// extensions.retryable when fault.Retryable(code).
 func writeError(w http.ResponseWriter, status int, code, message string) {
+	ext := map[string]any{"code": code}
+	if fault.Retryable(code) {
+		ext["retryable"] = true
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(graphql.Response{Errors: gqlerror.List{{
-		Message: message, Extensions: map[string]any{"code": code}}}})
+	_ = json.NewEncoder(w).Encode(graphql.Response{Errors: gqlerror.List{{Message: message, Extensions: ext}}})
 }
 
 // DevPrincipal marks every request as the loopback dev principal.
@@ -147,19 +277,29 @@ func DevPrincipal(h http.Handler) http.Handler {
 }
 
 // Mux returns the service's routes: GraphQL at /graphql, GraphiQL at /
-// (when front.GraphiQL), a health check at /healthz.
+// (when front.GraphiQL), a health check at /healthz. Any other path (or
+// method on / and /healthz) is answered HTTP 404 with code NOT_FOUND.
 func Mux(gql http.Handler, front Front) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", gql)
 	if front.GraphiQL {
 		mux.Handle("GET /{$}", playground.Handler("actionsledger", "/graphql"))
 	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, fault.NotFound, "no such route: GraphQL is served at /graphql")
+	})
 	return mux
 }
 
 // presenter maps errors to GraphQL errors with a stable extensions.code and
 // extensions.field; anything unexpected becomes INTERNAL without its text.
+// A request that ran out of time is TIMEOUT and a database that cannot be
+// reached UNAVAILABLE (see unavailable), both with extensions.retryable
+// true (issue 10 item 7).
 func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		gerr := graphql.DefaultErrorPresenter(ctx, err)
@@ -167,11 +307,12 @@ func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			gerr.Extensions = map[string]any{}
 		}
 		if _, ok := gerr.Extensions["code"]; ok && fault.As(err) == nil {
-			return gerr // gqlgen's own validation and parse errors
+			return gerr // gqlgen's own validation and parse errors, our limits
 		}
 		var mbe *http.MaxBytesError
-		switch fe := fault.As(err); {
-		case fe != nil:
+		fe := fault.As(err)
+		switch {
+		case fe != nil && fe.Code != fault.Internal:
 			gerr.Message = fe.Error()
 			gerr.Extensions["code"] = fe.Code
 			field := fe.Field
@@ -181,15 +322,20 @@ func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			if field != "" {
 				gerr.Extensions["field"] = field
 			}
-			if fe.Code == fault.Internal {
-				log.Error("internal error", "err", err)
-			}
 		case errors.As(err, &mbe):
 			gerr.Message = fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes)
 			gerr.Extensions["code"] = fault.PayloadTooLarge
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			gerr.Message = "request cancelled or timed out"
-			gerr.Extensions["code"] = "TIMEOUT"
+			gerr.Extensions["code"] = fault.Timeout
+		case unavailable(err):
+			log.Warn("database unavailable", "err", err, "path", gerr.Path.String())
+			gerr.Message = "the database is unavailable; retry later (a write may have committed: retry it with its idempotency key)"
+			gerr.Extensions["code"] = fault.Unavailable
+		case fe != nil:
+			log.Error("internal error", "err", err)
+			gerr.Message = fe.Error()
+			gerr.Extensions["code"] = fe.Code
 		default:
 			var ge *gqlerror.Error
 			if errors.As(err, &ge) && ge.Extensions != nil && ge.Extensions["code"] != nil {
@@ -205,8 +351,36 @@ func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			gerr.Message = "internal error"
 			gerr.Extensions["code"] = fault.Internal
 		}
+		if code, _ := gerr.Extensions["code"].(string); fault.Retryable(code) {
+			gerr.Extensions["retryable"] = true
+		}
 		return gerr
 	}
+}
+
+// unavailable reports whether err says the database could not be reached
+// or lost the connection, so that the same request may succeed later:
+// connecting failed (pgconn.ConnectError), the connection broke or timed
+// out (pgconn's connection-level errors, which all carry SafeToRetry, net
+// errors, and the bare io.EOF or io.ErrUnexpectedEOF pgconn returns when a
+// connection ends mid-message), the server refused or ended the session
+// (SQLSTATE class 08, 57P01-57P03 as it shuts down, restarts or starts up,
+// 53300 too many connections), or the pool is closed.
+func unavailable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch c := pe.Code; {
+		case strings.HasPrefix(c, "08"), c == "57P01", c == "57P02", c == "57P03", c == "53300":
+			return true
+		}
+		return false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	var conn interface{ SafeToRetry() bool }
+	return errors.As(err, &ce) || errors.As(err, &conn) || errors.As(err, &ne) ||
+		pgconn.Timeout(err) || errors.Is(err, puddle.ErrClosedPool) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // argName extracts the argument name from gqlgen's argument path errors.
@@ -314,9 +488,3 @@ func checkArg(v reflect.Value, path string, top bool) error {
 	}
 	return nil
 }
-
-// Timeouts for the HTTP server.
-var (
-	ReadHeaderTimeout = 10 * time.Second
-	RequestTimeout    = 60 * time.Second
-)

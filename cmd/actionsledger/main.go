@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -41,6 +42,18 @@ type serveCmd struct {
 	Introspection bool          `env:"INTROSPECTION" default:"true" negatable:"" help:"Answer GraphQL introspection queries."`
 	GraphiQL      bool          `env:"GRAPHIQL" name:"graphiql" default:"true" negatable:"" help:"Serve the GraphiQL page at /."`
 	HTTPAllow     []string      `env:"HTTP_ALLOW" name:"http-allow" sep:"," help:"Addresses or CIDR prefixes the http kind may send turns to besides public addresses (loopback, link-local and private ones are refused otherwise)."`
+	HTTP          httpLimits    `embed:"" prefix:"http-"`
+	MaxMutations  int           `env:"MAX_MUTATION_FIELDS" name:"max-mutation-fields" default:"${max_mutation_fields}" help:"Mutation fields (writes) one GraphQL request may select."`
+}
+
+// httpLimits are the HTTP server's timeouts and connection cap (issue 10
+// item 6); see server.Limits.
+type httpLimits struct {
+	ReadHeaderTimeout time.Duration `env:"HTTP_READ_HEADER_TIMEOUT" default:"${read_header_timeout}" help:"Time to read a request's line and headers."`
+	ReadTimeout       time.Duration `env:"HTTP_READ_TIMEOUT" default:"${read_timeout}" help:"Time to read a whole request, body included (at most the request timeout)."`
+	IdleTimeout       time.Duration `env:"HTTP_IDLE_TIMEOUT" default:"${idle_timeout}" help:"How long a kept-alive connection may wait for its next request."`
+	RequestTimeout    time.Duration `env:"HTTP_REQUEST_TIMEOUT" default:"${request_timeout}" help:"Time to handle one request; then 503 TIMEOUT and its work is cancelled."`
+	MaxConns          int           `env:"HTTP_MAX_CONNS" default:"${max_conns}" help:"Connections served at once; more wait until one closes."`
 }
 
 type workerCmd struct {
@@ -65,7 +78,11 @@ var cli struct {
 }
 
 func main() {
-	kctx := kong.Parse(&cli, kong.Name("actionsledger"), kong.Description("Ledger-native actions and sessions over GraphQL."))
+	d := server.DefaultLimits
+	kctx := kong.Parse(&cli, kong.Name("actionsledger"), kong.Description("Ledger-native actions and sessions over GraphQL."),
+		kong.Vars{"read_header_timeout": d.ReadHeaderTimeout.String(), "read_timeout": d.ReadTimeout.String(),
+			"idle_timeout": d.IdleTimeout.String(), "request_timeout": d.RequestTimeout.String(),
+			"max_conns": strconv.Itoa(d.MaxConns), "max_mutation_fields": strconv.Itoa(d.MaxMutationFields)})
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cli.LogLevel))
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
@@ -84,7 +101,10 @@ func main() {
 func (c *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
 	return runApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease,
 		DisableIntrospection: !c.Introspection, DisableGraphiQL: !c.GraphiQL, Auth: c.Auth == "on", AdminToken: c.AdminToken,
-		Providers: provider.FromEnv(os.Getenv), HTTPAllow: c.HTTPAllow}, log)
+		Providers: provider.FromEnv(os.Getenv), HTTPAllow: c.HTTPAllow,
+		Limits: server.Limits{ReadHeaderTimeout: c.HTTP.ReadHeaderTimeout, ReadTimeout: c.HTTP.ReadTimeout,
+			IdleTimeout: c.HTTP.IdleTimeout, RequestTimeout: c.HTTP.RequestTimeout, MaxConns: c.HTTP.MaxConns,
+			MaxMutationFields: c.MaxMutations}}, log)
 }
 
 func (c *workerCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {

@@ -71,9 +71,38 @@ const (
 	// Unauthenticated: authorisation is on and the request has no valid
 	// bearer token (HTTP 401).
 	Unauthenticated = "UNAUTHENTICATED"
+	// Unavailable: the database could not be reached or dropped the
+	// connection (issue 10 item 7). The error carries extensions.retryable
+	// true. A read can be retried as it is; a write may or may not have
+	// committed, so retry it with the same idempotency key (L3) to be safe.
+	Unavailable = "UNAVAILABLE"
+	// Timeout: the request ran out of time (the request timeout, or its
+	// body was not received in time) or was cancelled; retryable. As with
+	// Unavailable, a write may have committed: retry with its idempotency key.
+	Timeout = "TIMEOUT"
+	// ComplexityLimit: the operation would cost too much: its complexity
+	// exceeds the limit, or, with its fragments expanded, it is too large to
+	// validate (issue 10 item 1).
+	ComplexityLimit = "COMPLEXITY_LIMIT_EXCEEDED"
+	// DepthLimit: the operation's selections nest deeper than the limit.
+	DepthLimit = "DEPTH_LIMIT_EXCEEDED"
+	// MutationLimit: the operation selects more mutation fields than one
+	// request may run (issue 10 item 8); nothing ran.
+	MutationLimit = "MUTATION_LIMIT_EXCEEDED"
+	// MethodNotAllowed: the HTTP method cannot carry this request: a
+	// mutation sent with GET, or a method other than GET, POST, OPTIONS and
+	// HEAD (HTTP 405, issue 10 item 10).
+	MethodNotAllowed = "METHOD_NOT_ALLOWED"
 	// Internal: anything unexpected; details are logged, never shown.
 	Internal = "INTERNAL"
 )
+
+// Retryable reports whether code names a condition that may pass if the
+// same request is sent again later (Unavailable, Timeout); clients see it as
+// extensions.retryable.
+func Retryable(code string) bool {
+	return code == Unavailable || code == Timeout
+}
 
 // Error is a client-facing error: a stable Code, the offending Field as a
 // dotted path into the request (may be empty), and a human Message.
