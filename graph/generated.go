@@ -58,6 +58,7 @@ type ResolverRoot interface {
 	LedgerQuery() LedgerQueryResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
+	Subscription() SubscriptionResolver
 	ToolCall() ToolCallResolver
 	ToolDefinition() ToolDefinitionResolver
 	TriggerDiagnostic() TriggerDiagnosticResolver
@@ -182,6 +183,7 @@ type ComplexityRoot struct {
 	ActionsQuery struct {
 		Action  func(childComplexity int, id uuid.UUID) int
 		Actions func(childComplexity int, first *int, after *string) int
+		Inbox   func(childComplexity int, first *int, after *string, kind *model.InterruptKind, actionID *uuid.UUID) int
 	}
 
 	ApprovalRequest struct {
@@ -237,6 +239,7 @@ type ComplexityRoot struct {
 		Session    func(childComplexity int) int
 		StartedAt  func(childComplexity int) int
 		Status     func(childComplexity int) int
+		TraceID    func(childComplexity int) int
 		Turn       func(childComplexity int) int
 		Version    func(childComplexity int) int
 	}
@@ -261,6 +264,30 @@ type ComplexityRoot struct {
 		Response    func(childComplexity int) int
 		Status      func(childComplexity int) int
 		Turn        func(childComplexity int) int
+	}
+
+	InboxConnection struct {
+		Nodes      func(childComplexity int) int
+		PageInfo   func(childComplexity int) int
+		TotalCount func(childComplexity int) int
+	}
+
+	InboxItem struct {
+		Action      func(childComplexity int) int
+		ActionName  func(childComplexity int) int
+		Approval    func(childComplexity int) int
+		Execution   func(childComplexity int) int
+		Hold        func(childComplexity int) int
+		InterruptID func(childComplexity int) int
+		Kind        func(childComplexity int) int
+		RaisedAt    func(childComplexity int) int
+		Session     func(childComplexity int) int
+	}
+
+	InboxUpdate struct {
+		Item    func(childComplexity int) int
+		Kind    func(childComplexity int) int
+		Pending func(childComplexity int) int
 	}
 
 	IntakeRecord struct {
@@ -382,8 +409,23 @@ type ComplexityRoot struct {
 		Turns       func(childComplexity int) int
 	}
 
+	SessionUpdate struct {
+		Kind            func(childComplexity int) int
+		PendingInputs   func(childComplexity int) int
+		Session         func(childComplexity int) int
+		TranscriptEntry func(childComplexity int) int
+		Turn            func(childComplexity int) int
+		TurnNumber      func(childComplexity int) int
+	}
+
 	StartRole struct {
 		Input func(childComplexity int) int
+	}
+
+	Subscription struct {
+		InboxUpdates   func(childComplexity int, kind *model.InterruptKind, actionID *uuid.UUID) int
+		LedgerEvents   func(childComplexity int, after *string, typeArg *string) int
+		SessionUpdates func(childComplexity int, actionID uuid.UUID, id string) int
 	}
 
 	ToolCall struct {
@@ -509,6 +551,7 @@ type ActionsMutationResolver interface {
 type ActionsQueryResolver interface {
 	Action(ctx context.Context, obj *model.ActionsQuery, id uuid.UUID) (*action.Action, error)
 	Actions(ctx context.Context, obj *model.ActionsQuery, first *int, after *string) (*model.ActionConnection, error)
+	Inbox(ctx context.Context, obj *model.ActionsQuery, first *int, after *string, kind *model.InterruptKind, actionID *uuid.UUID) (*model.InboxConnection, error)
 }
 type ApprovalRequestResolver interface {
 	InterruptID(ctx context.Context, obj *session.Interrupt) (string, error)
@@ -539,6 +582,7 @@ type ExecutionResolver interface {
 	Turn(ctx context.Context, obj *turns.Execution) (*turns.Turn, error)
 	Session(ctx context.Context, obj *turns.Execution) (*session.Session, error)
 
+	TraceID(ctx context.Context, obj *turns.Execution) (*string, error)
 	Invocation(ctx context.Context, obj *turns.Execution) (*model.Invocation, error)
 	Children(ctx context.Context, obj *turns.Execution, first *int, after *string) (*model.ExecutionConnection, error)
 }
@@ -581,6 +625,11 @@ type QueryResolver interface {
 	Actions(ctx context.Context) (*model.ActionsQuery, error)
 	Ledger(ctx context.Context) (*model.LedgerQuery, error)
 	Auth(ctx context.Context) (*model.AuthQuery, error)
+}
+type SubscriptionResolver interface {
+	LedgerEvents(ctx context.Context, after *string, typeArg *string) (<-chan *ledger.Event, error)
+	SessionUpdates(ctx context.Context, actionID uuid.UUID, id string) (<-chan *model.SessionUpdate, error)
+	InboxUpdates(ctx context.Context, kind *model.InterruptKind, actionID *uuid.UUID) (<-chan *model.InboxUpdate, error)
 }
 type ToolCallResolver interface {
 	Execution(ctx context.Context, obj *tools.Result) (*turns.Execution, error)
@@ -1192,6 +1241,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionsQuery.Actions(childComplexity, args["first"].(*int), args["after"].(*string)), true
+	case "ActionsQuery.inbox":
+		if e.ComplexityRoot.ActionsQuery.Inbox == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsQuery_inbox_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsQuery.Inbox(childComplexity, args["first"].(*int), args["after"].(*string), args["kind"].(*model.InterruptKind), args["actionId"].(*uuid.UUID)), true
 
 	case "ApprovalRequest.execution":
 		if e.ComplexityRoot.ApprovalRequest.Execution == nil {
@@ -1418,6 +1478,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Execution.Status(childComplexity), true
+	case "Execution.traceId":
+		if e.ComplexityRoot.Execution.TraceID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Execution.TraceID(childComplexity), true
 	case "Execution.turn":
 		if e.ComplexityRoot.Execution.Turn == nil {
 			break
@@ -1511,6 +1577,99 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Hold.Turn(childComplexity), true
+
+	case "InboxConnection.nodes":
+		if e.ComplexityRoot.InboxConnection.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxConnection.Nodes(childComplexity), true
+	case "InboxConnection.pageInfo":
+		if e.ComplexityRoot.InboxConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxConnection.PageInfo(childComplexity), true
+	case "InboxConnection.totalCount":
+		if e.ComplexityRoot.InboxConnection.TotalCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxConnection.TotalCount(childComplexity), true
+
+	case "InboxItem.action":
+		if e.ComplexityRoot.InboxItem.Action == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxItem.Action(childComplexity), true
+	case "InboxItem.actionName":
+		if e.ComplexityRoot.InboxItem.ActionName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxItem.ActionName(childComplexity), true
+	case "InboxItem.approval":
+		if e.ComplexityRoot.InboxItem.Approval == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxItem.Approval(childComplexity), true
+	case "InboxItem.execution":
+		if e.ComplexityRoot.InboxItem.Execution == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxItem.Execution(childComplexity), true
+	case "InboxItem.hold":
+		if e.ComplexityRoot.InboxItem.Hold == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxItem.Hold(childComplexity), true
+	case "InboxItem.interruptId":
+		if e.ComplexityRoot.InboxItem.InterruptID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxItem.InterruptID(childComplexity), true
+	case "InboxItem.kind":
+		if e.ComplexityRoot.InboxItem.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxItem.Kind(childComplexity), true
+	case "InboxItem.raisedAt":
+		if e.ComplexityRoot.InboxItem.RaisedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxItem.RaisedAt(childComplexity), true
+	case "InboxItem.session":
+		if e.ComplexityRoot.InboxItem.Session == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxItem.Session(childComplexity), true
+
+	case "InboxUpdate.item":
+		if e.ComplexityRoot.InboxUpdate.Item == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxUpdate.Item(childComplexity), true
+	case "InboxUpdate.kind":
+		if e.ComplexityRoot.InboxUpdate.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxUpdate.Kind(childComplexity), true
+	case "InboxUpdate.pending":
+		if e.ComplexityRoot.InboxUpdate.Pending == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxUpdate.Pending(childComplexity), true
 
 	case "IntakeRecord.createdAt":
 		if e.ComplexityRoot.IntakeRecord.CreatedAt == nil {
@@ -1956,12 +2115,83 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SessionDefinition.Turns(childComplexity), true
 
+	case "SessionUpdate.kind":
+		if e.ComplexityRoot.SessionUpdate.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionUpdate.Kind(childComplexity), true
+	case "SessionUpdate.pendingInputs":
+		if e.ComplexityRoot.SessionUpdate.PendingInputs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionUpdate.PendingInputs(childComplexity), true
+	case "SessionUpdate.session":
+		if e.ComplexityRoot.SessionUpdate.Session == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionUpdate.Session(childComplexity), true
+	case "SessionUpdate.transcriptEntry":
+		if e.ComplexityRoot.SessionUpdate.TranscriptEntry == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionUpdate.TranscriptEntry(childComplexity), true
+	case "SessionUpdate.turn":
+		if e.ComplexityRoot.SessionUpdate.Turn == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionUpdate.Turn(childComplexity), true
+	case "SessionUpdate.turnNumber":
+		if e.ComplexityRoot.SessionUpdate.TurnNumber == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionUpdate.TurnNumber(childComplexity), true
+
 	case "StartRole.input":
 		if e.ComplexityRoot.StartRole.Input == nil {
 			break
 		}
 
 		return e.ComplexityRoot.StartRole.Input(childComplexity), true
+
+	case "Subscription.inboxUpdates":
+		if e.ComplexityRoot.Subscription.InboxUpdates == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_inboxUpdates_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.InboxUpdates(childComplexity, args["kind"].(*model.InterruptKind), args["actionId"].(*uuid.UUID)), true
+	case "Subscription.ledgerEvents":
+		if e.ComplexityRoot.Subscription.LedgerEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_ledgerEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.LedgerEvents(childComplexity, args["after"].(*string), args["type"].(*string)), true
+	case "Subscription.sessionUpdates":
+		if e.ComplexityRoot.Subscription.SessionUpdates == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_sessionUpdates_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.SessionUpdates(childComplexity, args["actionId"].(uuid.UUID), args["id"].(string)), true
 
 	case "ToolCall.execution":
 		if e.ComplexityRoot.ToolCall.Execution == nil {
@@ -2226,6 +2456,23 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 				Data: buf.Bytes(),
 			}
 		}
+	case ast.Subscription:
+		next := ec._Subscription(ctx, opCtx.Operation.SelectionSet)
+
+		var buf bytes.Buffer
+		return func(ctx context.Context) *graphql.Response {
+			buf.Reset()
+			data := next(ctx)
+
+			if data == nil {
+				return nil
+			}
+			data.MarshalGQL(&buf)
+
+			return &graphql.Response{
+				Data: buf.Bytes(),
+			}
+		}
 
 	default:
 		return graphql.OneShot(graphql.ErrorResponse(ctx, "unsupported GraphQL operation"))
@@ -2259,6 +2506,7 @@ one argument or input field is at fault, ` + "`" + `extensions.field` + "`" + ` 
 schema {
   query: Query
   mutation: Mutation
+  subscription: Subscription
 }
 
 "A UUID in its canonical text form."
@@ -2280,6 +2528,110 @@ type Mutation {
   ledger: LedgerMutation!
   "Principals and bearer tokens (needs ADMIN on ` + "`" + `*` + "`" + `)."
   auth: AuthMutation!
+}
+
+"""
+Live updates, over graphql-transport-ws (WebSocket) or server-sent events
+(POST /graphql with Accept: text/event-stream). Each field is authorised as
+the query it mirrors. Updates are driven by database notifications; a
+subscriber that falls behind is caught up from the database, or closed with
+a reason when it cannot be, never silently skipped.
+"""
+type Subscription {
+  """
+  Committed events in commit order: first those after ` + "`" + `after` + "`" + ` (a position,
+  as Event.position or an events page's endCursor gives it), replayed from
+  the ledger, then each as it commits. Without ` + "`" + `after` + "`" + `, from the events
+  committed after subscribing. ` + "`" + `type` + "`" + ` keeps one event type. Needs READ on
+  ` + "`" + `ledger` + "`" + `.
+  """
+  ledgerEvents(after: String, type: String): Event!
+  """
+  The session as it is when subscribing, then after every change (status,
+  state, newest turn, pending inputs), and each transcript entry a running
+  turn writes, as it writes it. Needs READ on the action.
+  """
+  sessionUpdates(actionId: UUID!, id: String!): SessionUpdate!
+  """
+  The inbox's count when subscribing, then every interrupt raised, answered
+  or closed in the sessions the caller may read, optionally of one kind or
+  one action.
+  """
+  inboxUpdates(kind: InterruptKind, actionId: UUID): InboxUpdate!
+}
+
+"What an interrupt asks for."
+enum InterruptKind {
+  "A gated tool call waits for approval (P1)."
+  APPROVAL
+  "A refused or unfinished turn is held (H2)."
+  HOLD
+}
+
+"One update of sessionUpdates."
+type SessionUpdate {
+  kind: SessionUpdateKind!
+  session: ActionSession!
+  "Inputs delivered and waiting for a turn."
+  pendingInputs: Int!
+  "The session's newest turn, if it has one."
+  turn: ActionSessionTurn
+  "TRANSCRIPT: the entry the running turn wrote. A turn that does not commit keeps no entries, unless it is held."
+  transcriptEntry: TranscriptEntry
+  "TRANSCRIPT: the number of the turn that wrote the entry."
+  turnNumber: Int
+}
+
+enum SessionUpdateKind {
+  "The session as it is (the first update) or as a change left it."
+  SESSION
+  "A running turn wrote a transcript entry."
+  TRANSCRIPT
+}
+
+"One update of inboxUpdates."
+type InboxUpdate {
+  kind: InboxUpdateKind!
+  "The interrupt raised or answered; null for CURRENT."
+  item: InboxItem
+  "How many interrupts the subscription covers are waiting now."
+  pending: Int!
+}
+
+enum InboxUpdateKind {
+  "The first update: the count when subscribing."
+  CURRENT
+  "A new interrupt waits."
+  RAISED
+  "An interrupt was answered and left the inbox."
+  ANSWERED
+  "An interrupt is no longer awaited (its session closed, or a later turn went on without it)."
+  CLOSED
+}
+
+"An unanswered approval request or held turn."
+type InboxItem {
+  "Answer it with respondToSession(actionId, id: session.id, interruptId)."
+  interruptId: String!
+  kind: InterruptKind!
+  action: Action!
+  "The action's name (of the session's version)."
+  actionName: String!
+  session: ActionSession!
+  "APPROVAL: the call waiting (tool, tool version, effective input)."
+  approval: ApprovalRequest
+  "HOLD: the held turn (cause, category, explanation)."
+  hold: Hold
+  raisedAt: Time!
+  "The execution that raised it."
+  execution: Execution
+}
+
+type InboxConnection {
+  nodes: [InboxItem!]!
+  pageInfo: PageInfo!
+  "How many items the whole inbox (with the same filters) holds."
+  totalCount: Int!
 }
 
 "Information about a page of a connection; pass endCursor as ` + "`" + `after` + "`" + ` for the next page."
@@ -2358,6 +2710,12 @@ type ActionsQuery {
   action(id: UUID!): Action
   "Actions by id. first: 1-500, default 100."
   actions(first: Int, after: String): ActionConnection!
+  """
+  Every unanswered approval request and held turn across the sessions the
+  caller may read, oldest first, optionally of one kind or one action.
+  Answering still needs RESPOND on the action. first: 1-500, default 100.
+  """
+  inbox(first: Int, after: String, kind: InterruptKind, actionId: UUID): InboxConnection!
 }
 
 type ActionsMutation {
@@ -2995,6 +3353,8 @@ type Execution {
   error: String
   startedAt: Time!
   finishedAt: Time
+  "The OpenTelemetry trace id of the turn or call (32 hex digits), when tracing is on."
+  traceId: String
   invocation: Invocation!
   "Executions this one started (tool calls), oldest first."
   children(first: Int, after: String): ExecutionConnection!
@@ -3328,6 +3688,8 @@ func (ec *executionContext) childFields_ActionsQuery(ctx context.Context, field 
 		return ec.fieldContext_ActionsQuery_action(ctx, field)
 	case "actions":
 		return ec.fieldContext_ActionsQuery_actions(ctx, field)
+	case "inbox":
+		return ec.fieldContext_ActionsQuery_inbox(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionsQuery", field.Name)
 }
@@ -3438,6 +3800,8 @@ func (ec *executionContext) childFields_Execution(ctx context.Context, field gra
 		return ec.fieldContext_Execution_startedAt(ctx, field)
 	case "finishedAt":
 		return ec.fieldContext_Execution_finishedAt(ctx, field)
+	case "traceId":
+		return ec.fieldContext_Execution_traceId(ctx, field)
 	case "invocation":
 		return ec.fieldContext_Execution_invocation(ctx, field)
 	case "children":
@@ -3488,6 +3852,54 @@ func (ec *executionContext) childFields_Hold(ctx context.Context, field graphql.
 		return ec.fieldContext_Hold_response(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Hold", field.Name)
+}
+
+func (ec *executionContext) childFields_InboxConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "nodes":
+		return ec.fieldContext_InboxConnection_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_InboxConnection_pageInfo(ctx, field)
+	case "totalCount":
+		return ec.fieldContext_InboxConnection_totalCount(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type InboxConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_InboxItem(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "interruptId":
+		return ec.fieldContext_InboxItem_interruptId(ctx, field)
+	case "kind":
+		return ec.fieldContext_InboxItem_kind(ctx, field)
+	case "action":
+		return ec.fieldContext_InboxItem_action(ctx, field)
+	case "actionName":
+		return ec.fieldContext_InboxItem_actionName(ctx, field)
+	case "session":
+		return ec.fieldContext_InboxItem_session(ctx, field)
+	case "approval":
+		return ec.fieldContext_InboxItem_approval(ctx, field)
+	case "hold":
+		return ec.fieldContext_InboxItem_hold(ctx, field)
+	case "raisedAt":
+		return ec.fieldContext_InboxItem_raisedAt(ctx, field)
+	case "execution":
+		return ec.fieldContext_InboxItem_execution(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type InboxItem", field.Name)
+}
+
+func (ec *executionContext) childFields_InboxUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_InboxUpdate_kind(ctx, field)
+	case "item":
+		return ec.fieldContext_InboxUpdate_item(ctx, field)
+	case "pending":
+		return ec.fieldContext_InboxUpdate_pending(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type InboxUpdate", field.Name)
 }
 
 func (ec *executionContext) childFields_IntakeRecord(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3702,6 +4114,24 @@ func (ec *executionContext) childFields_SessionDefinition(ctx context.Context, f
 		return ec.fieldContext_SessionDefinition_turns(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SessionDefinition", field.Name)
+}
+
+func (ec *executionContext) childFields_SessionUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_SessionUpdate_kind(ctx, field)
+	case "session":
+		return ec.fieldContext_SessionUpdate_session(ctx, field)
+	case "pendingInputs":
+		return ec.fieldContext_SessionUpdate_pendingInputs(ctx, field)
+	case "turn":
+		return ec.fieldContext_SessionUpdate_turn(ctx, field)
+	case "transcriptEntry":
+		return ec.fieldContext_SessionUpdate_transcriptEntry(ctx, field)
+	case "turnNumber":
+		return ec.fieldContext_SessionUpdate_turnNumber(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SessionUpdate", field.Name)
 }
 
 func (ec *executionContext) childFields_StartRole(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4308,6 +4738,44 @@ func (ec *executionContext) field_ActionsQuery_actions_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_ActionsQuery_inbox_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "kind",
+		func(ctx context.Context, v any) (*model.InterruptKind, error) {
+			return ec.unmarshalOInterruptKind2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptKind(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["kind"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (*uuid.UUID, error) {
+			return ec.unmarshalOUUID2ᚖgithubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg3
+	return args, nil
+}
+
 func (ec *executionContext) field_AuthMutation_createToken_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4563,6 +5031,72 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_inboxUpdates_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "kind",
+		func(ctx context.Context, v any) (*model.InterruptKind, error) {
+			return ec.unmarshalOInterruptKind2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptKind(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["kind"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (*uuid.UUID, error) {
+			return ec.unmarshalOUUID2ᚖgithubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_ledgerEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "type",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["type"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_sessionUpdates_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
 	return args, nil
 }
 
@@ -7062,6 +7596,50 @@ func (ec *executionContext) fieldContext_ActionsQuery_actions(ctx context.Contex
 	return fc, nil
 }
 
+func (ec *executionContext) _ActionsQuery_inbox(ctx context.Context, field graphql.CollectedField, obj *model.ActionsQuery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsQuery_inbox(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsQuery().Inbox(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["kind"].(*model.InterruptKind), fc.Args["actionId"].(*uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.InboxConnection) graphql.Marshaler {
+			return ec.marshalNInboxConnection2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsQuery_inbox(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsQuery",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InboxConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsQuery_inbox_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ApprovalRequest_interruptId(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7967,6 +8545,29 @@ func (ec *executionContext) fieldContext_Execution_finishedAt(_ context.Context,
 	return graphql.NewScalarFieldContext("Execution", field, false, false, "Time")
 }
 
+func (ec *executionContext) _Execution_traceId(ctx context.Context, field graphql.CollectedField, obj *turns.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Execution_traceId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Execution().TraceID(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Execution_traceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Execution", field, true, true, "String")
+}
+
 func (ec *executionContext) _Execution_invocation(ctx context.Context, field graphql.CollectedField, obj *turns.Execution) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8367,6 +8968,423 @@ func (ec *executionContext) fieldContext_Hold_response(_ context.Context, field 
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _InboxConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.InboxConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxConnection_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.InboxItem) graphql.Marshaler {
+			return ec.marshalNInboxItem2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxItemᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InboxConnection_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InboxConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InboxItem(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InboxConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.InboxConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InboxConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InboxConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InboxConnection_totalCount(ctx context.Context, field graphql.CollectedField, obj *model.InboxConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxConnection_totalCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TotalCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InboxConnection_totalCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InboxConnection", field, false, false, "Int")
+}
+
+func (ec *executionContext) _InboxItem_interruptId(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxItem_interruptId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InterruptID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InboxItem_interruptId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InboxItem", field, false, false, "String")
+}
+
+func (ec *executionContext) _InboxItem_kind(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxItem_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.InterruptKind) graphql.Marshaler {
+			return ec.marshalNInterruptKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InboxItem_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InboxItem", field, false, false, "InterruptKind")
+}
+
+func (ec *executionContext) _InboxItem_action(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxItem_action(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Action, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *action.Action) graphql.Marshaler {
+			return ec.marshalNAction2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐAction(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InboxItem_action(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InboxItem",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Action(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InboxItem_actionName(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxItem_actionName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ActionName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InboxItem_actionName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InboxItem", field, false, false, "String")
+}
+
+func (ec *executionContext) _InboxItem_session(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxItem_session(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Session, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Session) graphql.Marshaler {
+			return ec.marshalNActionSession2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSession(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InboxItem_session(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InboxItem",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSession(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InboxItem_approval(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxItem_approval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Approval, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Interrupt) graphql.Marshaler {
+			return ec.marshalOApprovalRequest2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterrupt(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InboxItem_approval(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InboxItem",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ApprovalRequest(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InboxItem_hold(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxItem_hold(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Hold, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Interrupt) graphql.Marshaler {
+			return ec.marshalOHold2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterrupt(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InboxItem_hold(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InboxItem",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Hold(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InboxItem_raisedAt(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxItem_raisedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RaisedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InboxItem_raisedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InboxItem", field, false, false, "Time")
+}
+
+func (ec *executionContext) _InboxItem_execution(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxItem_execution(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Execution, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *turns.Execution) graphql.Marshaler {
+			return ec.marshalOExecution2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐExecution(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InboxItem_execution(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InboxItem",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Execution(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InboxUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *model.InboxUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxUpdate_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.InboxUpdateKind) graphql.Marshaler {
+			return ec.marshalNInboxUpdateKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxUpdateKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InboxUpdate_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InboxUpdate", field, false, false, "InboxUpdateKind")
+}
+
+func (ec *executionContext) _InboxUpdate_item(ctx context.Context, field graphql.CollectedField, obj *model.InboxUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxUpdate_item(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Item, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.InboxItem) graphql.Marshaler {
+			return ec.marshalOInboxItem2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxItem(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InboxUpdate_item(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InboxUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InboxItem(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InboxUpdate_pending(ctx context.Context, field graphql.CollectedField, obj *model.InboxUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxUpdate_pending(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pending, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InboxUpdate_pending(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InboxUpdate", field, false, false, "Int")
 }
 
 func (ec *executionContext) _IntakeRecord_id(ctx context.Context, field graphql.CollectedField, obj *session.IntakeRecord) (ret graphql.Marshaler) {
@@ -10258,6 +11276,171 @@ func (ec *executionContext) fieldContext_SessionDefinition_turns(_ context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _SessionUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *model.SessionUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionUpdate_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.SessionUpdateKind) graphql.Marshaler {
+			return ec.marshalNSessionUpdateKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSessionUpdateKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionUpdate_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionUpdate", field, false, false, "SessionUpdateKind")
+}
+
+func (ec *executionContext) _SessionUpdate_session(ctx context.Context, field graphql.CollectedField, obj *model.SessionUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionUpdate_session(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Session, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Session) graphql.Marshaler {
+			return ec.marshalNActionSession2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSession(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionUpdate_session(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SessionUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSession(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SessionUpdate_pendingInputs(ctx context.Context, field graphql.CollectedField, obj *model.SessionUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionUpdate_pendingInputs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PendingInputs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionUpdate_pendingInputs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionUpdate", field, false, false, "Int")
+}
+
+func (ec *executionContext) _SessionUpdate_turn(ctx context.Context, field graphql.CollectedField, obj *model.SessionUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionUpdate_turn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Turn, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *turns.Turn) graphql.Marshaler {
+			return ec.marshalOActionSessionTurn2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐTurn(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionUpdate_turn(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SessionUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSessionTurn(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SessionUpdate_transcriptEntry(ctx context.Context, field graphql.CollectedField, obj *model.SessionUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionUpdate_transcriptEntry(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TranscriptEntry, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *turns.Entry) graphql.Marshaler {
+			return ec.marshalOTranscriptEntry2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐEntry(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionUpdate_transcriptEntry(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SessionUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TranscriptEntry(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SessionUpdate_turnNumber(ctx context.Context, field graphql.CollectedField, obj *model.SessionUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionUpdate_turnNumber(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TurnNumber, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionUpdate_turnNumber(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionUpdate", field, false, false, "Int")
+}
+
 func (ec *executionContext) _StartRole_input(ctx context.Context, field graphql.CollectedField, obj *action.StartRole) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10279,6 +11462,138 @@ func (ec *executionContext) _StartRole_input(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_StartRole_input(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("StartRole", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _Subscription_ledgerEvents(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_ledgerEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().LedgerEvents(ctx, fc.Args["after"].(*string), fc.Args["type"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ledger.Event) graphql.Marshaler {
+			return ec.marshalNEvent2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_ledgerEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Event(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_ledgerEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_sessionUpdates(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_sessionUpdates(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().SessionUpdates(ctx, fc.Args["actionId"].(uuid.UUID), fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SessionUpdate) graphql.Marshaler {
+			return ec.marshalNSessionUpdate2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSessionUpdate(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_sessionUpdates(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SessionUpdate(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_sessionUpdates_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_inboxUpdates(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_inboxUpdates(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().InboxUpdates(ctx, fc.Args["kind"].(*model.InterruptKind), fc.Args["actionId"].(*uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.InboxUpdate) graphql.Marshaler {
+			return ec.marshalNInboxUpdate2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxUpdate(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_inboxUpdates(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InboxUpdate(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_inboxUpdates_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _ToolCall_execution(ctx context.Context, field graphql.CollectedField, obj *tools.Result) (ret graphql.Marshaler) {
@@ -13769,6 +15084,12 @@ func (ec *executionContext) _ActionsQuery(ctx context.Context, sel ast.Selection
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._ActionsQuery_actions(ctx, field, obj)
 				})
+		case "inbox":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionsQuery_inbox(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -14150,6 +15471,12 @@ func (ec *executionContext) _Execution(ctx context.Context, sel ast.SelectionSet
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "traceId":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Execution_traceId(ctx, field, obj)
+				})
 		case "invocation":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -14315,6 +15642,165 @@ func (ec *executionContext) _Hold(ctx context.Context, sel ast.SelectionSet, obj
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Hold_response(ctx, field, obj)
 				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var inboxConnectionImplementors = []string{"InboxConnection"}
+
+func (ec *executionContext) _InboxConnection(ctx context.Context, sel ast.SelectionSet, obj *model.InboxConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, inboxConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("InboxConnection")
+		case "nodes":
+			out.Values[i] = ec._InboxConnection_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._InboxConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "totalCount":
+			out.Values[i] = ec._InboxConnection_totalCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var inboxItemImplementors = []string{"InboxItem"}
+
+func (ec *executionContext) _InboxItem(ctx context.Context, sel ast.SelectionSet, obj *model.InboxItem) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, inboxItemImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("InboxItem")
+		case "interruptId":
+			out.Values[i] = ec._InboxItem_interruptId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kind":
+			out.Values[i] = ec._InboxItem_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "action":
+			out.Values[i] = ec._InboxItem_action(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "actionName":
+			out.Values[i] = ec._InboxItem_actionName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "session":
+			out.Values[i] = ec._InboxItem_session(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "approval":
+			out.Values[i] = ec._InboxItem_approval(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "hold":
+			out.Values[i] = ec._InboxItem_hold(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "raisedAt":
+			out.Values[i] = ec._InboxItem_raisedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "execution":
+			out.Values[i] = ec._InboxItem_execution(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var inboxUpdateImplementors = []string{"InboxUpdate"}
+
+func (ec *executionContext) _InboxUpdate(ctx context.Context, sel ast.SelectionSet, obj *model.InboxUpdate) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, inboxUpdateImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("InboxUpdate")
+		case "kind":
+			out.Values[i] = ec._InboxUpdate_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "item":
+			out.Values[i] = ec._InboxUpdate_item(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "pending":
+			out.Values[i] = ec._InboxUpdate_pending(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -15210,6 +16696,64 @@ func (ec *executionContext) _SessionDefinition(ctx context.Context, sel ast.Sele
 	return out
 }
 
+var sessionUpdateImplementors = []string{"SessionUpdate"}
+
+func (ec *executionContext) _SessionUpdate(ctx context.Context, sel ast.SelectionSet, obj *model.SessionUpdate) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, sessionUpdateImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SessionUpdate")
+		case "kind":
+			out.Values[i] = ec._SessionUpdate_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "session":
+			out.Values[i] = ec._SessionUpdate_session(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pendingInputs":
+			out.Values[i] = ec._SessionUpdate_pendingInputs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "turn":
+			out.Values[i] = ec._SessionUpdate_turn(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "transcriptEntry":
+			out.Values[i] = ec._SessionUpdate_transcriptEntry(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "turnNumber":
+			out.Values[i] = ec._SessionUpdate_turnNumber(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var startRoleImplementors = []string{"StartRole"}
 
 func (ec *executionContext) _StartRole(ctx context.Context, sel ast.SelectionSet, obj *action.StartRole) graphql.Marshaler {
@@ -15241,6 +16785,30 @@ func (ec *executionContext) _StartRole(ctx context.Context, sel ast.SelectionSet
 	}
 
 	return out
+}
+
+var subscriptionImplementors = []string{"Subscription"}
+
+func (ec *executionContext) _Subscription(ctx context.Context, sel ast.SelectionSet) func(ctx context.Context) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, subscriptionImplementors)
+	ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{
+		Object: "Subscription",
+	})
+	if len(fields) != 1 {
+		graphql.AddErrorf(ctx, "must subscribe to exactly one stream")
+		return nil
+	}
+
+	switch fields[0].Name {
+	case "ledgerEvents":
+		return ec._Subscription_ledgerEvents(ctx, fields[0])
+	case "sessionUpdates":
+		return ec._Subscription_sessionUpdates(ctx, fields[0])
+	case "inboxUpdates":
+		return ec._Subscription_inboxUpdates(ctx, fields[0])
+	default:
+		panic("unknown field " + strconv.Quote(fields[0].Name))
+	}
 }
 
 var toolCallImplementors = []string{"ToolCall"}
@@ -16084,6 +17652,14 @@ func (ec *executionContext) marshalNActionSession2ᚕgithubᚗcomᚋactionsledge
 	return ret
 }
 
+func (ec *executionContext) marshalNActionSession2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSession(ctx context.Context, sel ast.SelectionSet, v *session.Session) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ActionSession!")
+		return graphql.Null
+	}
+	return ec._ActionSession(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNActionSessionConnection2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐActionSessionConnection(ctx context.Context, sel ast.SelectionSet, v *model.ActionSessionConnection) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "ActionSessionConnection!")
@@ -16406,6 +17982,52 @@ func (ec *executionContext) marshalNID2string(ctx context.Context, sel ast.Selec
 	return res
 }
 
+func (ec *executionContext) marshalNInboxConnection2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxConnection(ctx context.Context, sel ast.SelectionSet, v *model.InboxConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "InboxConnection!")
+		return graphql.Null
+	}
+	return ec._InboxConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNInboxItem2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxItem(ctx context.Context, sel ast.SelectionSet, v model.InboxItem) graphql.Marshaler {
+	return ec._InboxItem(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNInboxItem2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxItemᚄ(ctx context.Context, sel ast.SelectionSet, v []model.InboxItem) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNInboxItem2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxItem(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNInboxUpdate2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxUpdate(ctx context.Context, sel ast.SelectionSet, v *model.InboxUpdate) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "InboxUpdate!")
+		return graphql.Null
+	}
+	return ec._InboxUpdate(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNInboxUpdateKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxUpdateKind(ctx context.Context, v any) (model.InboxUpdateKind, error) {
+	var res model.InboxUpdateKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNInboxUpdateKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxUpdateKind(ctx context.Context, sel ast.SelectionSet, v model.InboxUpdateKind) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNInputKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInputKind(ctx context.Context, v any) (model.InputKind, error) {
 	var res model.InputKind
 	err := res.UnmarshalGQL(v)
@@ -16480,6 +18102,16 @@ func (ec *executionContext) marshalNIntakeRecordConnection2ᚖgithubᚗcomᚋact
 		return graphql.Null
 	}
 	return ec._IntakeRecordConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNInterruptKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptKind(ctx context.Context, v any) (model.InterruptKind, error) {
+	var res model.InterruptKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNInterruptKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptKind(ctx context.Context, sel ast.SelectionSet, v model.InterruptKind) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) unmarshalNInterruptStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptStatus(ctx context.Context, v any) (model.InterruptStatus, error) {
@@ -16668,6 +18300,24 @@ func (ec *executionContext) unmarshalNSessionStatus2githubᚗcomᚋactionsledger
 }
 
 func (ec *executionContext) marshalNSessionStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSessionStatus(ctx context.Context, sel ast.SelectionSet, v model.SessionStatus) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNSessionUpdate2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSessionUpdate(ctx context.Context, sel ast.SelectionSet, v *model.SessionUpdate) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SessionUpdate!")
+		return graphql.Null
+	}
+	return ec._SessionUpdate(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNSessionUpdateKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSessionUpdateKind(ctx context.Context, v any) (model.SessionUpdateKind, error) {
+	var res model.SessionUpdateKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSessionUpdateKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSessionUpdateKind(ctx context.Context, sel ast.SelectionSet, v model.SessionUpdateKind) graphql.Marshaler {
 	return v
 }
 
@@ -17054,6 +18704,13 @@ func (ec *executionContext) marshalOActionVersion2ᚖgithubᚗcomᚋactionsledge
 	return ec._ActionVersion(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalOApprovalRequest2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterrupt(ctx context.Context, sel ast.SelectionSet, v *session.Interrupt) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ApprovalRequest(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOApprovalResponseInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐApprovalResponse(ctx context.Context, v any) (*session.ApprovalResponse, error) {
 	if v == nil {
 		return nil, nil
@@ -17128,6 +18785,13 @@ func (ec *executionContext) unmarshalOHoldResponseInput2ᚖgithubᚗcomᚋaction
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalOInboxItem2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxItem(ctx context.Context, sel ast.SelectionSet, v *model.InboxItem) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._InboxItem(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOInputStatus2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInputStatus(ctx context.Context, v any) (*model.InputStatus, error) {
 	if v == nil {
 		return nil, nil
@@ -17160,6 +18824,22 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	_ = ctx
 	res := graphql.MarshalInt(*v)
 	return res
+}
+
+func (ec *executionContext) unmarshalOInterruptKind2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptKind(ctx context.Context, v any) (*model.InterruptKind, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.InterruptKind)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOInterruptKind2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptKind(ctx context.Context, sel ast.SelectionSet, v *model.InterruptKind) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) marshalOInterruptResponse2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInterruptResponse(ctx context.Context, sel ast.SelectionSet, v *model.InterruptResponse) graphql.Marshaler {
@@ -17472,6 +19152,13 @@ func (ec *executionContext) unmarshalOToolSessionInput2ᚖgithubᚗcomᚋactions
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalOTranscriptEntry2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐEntry(ctx context.Context, sel ast.SelectionSet, v *turns.Entry) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._TranscriptEntry(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOTriggerInput2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐTriggerᚄ(ctx context.Context, v any) ([]action.Trigger, error) {
 	if v == nil {
 		return nil, nil
@@ -17552,6 +19239,24 @@ func (ec *executionContext) marshalOUUID2ᚕgithubᚗcomᚋgoogleᚋuuidᚐUUID�
 	}
 
 	return ret
+}
+
+func (ec *executionContext) unmarshalOUUID2ᚖgithubᚗcomᚋgoogleᚋuuidᚐUUID(ctx context.Context, v any) (*uuid.UUID, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := model.UnmarshalUUID(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOUUID2ᚖgithubᚗcomᚋgoogleᚋuuidᚐUUID(ctx context.Context, sel ast.SelectionSet, v *uuid.UUID) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := model.MarshalUUID(*v)
+	return res
 }
 
 func (ec *executionContext) marshalO__EnumValue2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐEnumValueᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.EnumValue) graphql.Marshaler {

@@ -332,6 +332,11 @@ func (r *actionsQueryResolver) Actions(ctx context.Context, obj *model.ActionsQu
 	return &model.ActionConnection{Nodes: list, PageInfo: info}, nil
 }
 
+// Inbox is the resolver for the inbox field.
+func (r *actionsQueryResolver) Inbox(ctx context.Context, obj *model.ActionsQuery, first *int, after *string, kind *model.InterruptKind, actionID *uuid.UUID) (*model.InboxConnection, error) {
+	return nil, fault.New(fault.NotImplemented, "", "the inbox is not available yet")
+}
+
 // InterruptID is the resolver for the interruptId field.
 func (r *approvalRequestResolver) InterruptID(ctx context.Context, obj *session.Interrupt) (string, error) {
 	return obj.ID.String(), nil
@@ -465,6 +470,11 @@ func (r *executionResolver) Session(ctx context.Context, obj *turns.Execution) (
 		return nil, nil
 	}
 	return r.SessionStore.BySID(ctx, *obj.SID)
+}
+
+// TraceID is the resolver for the traceId field.
+func (r *executionResolver) TraceID(ctx context.Context, obj *turns.Execution) (*string, error) {
+	return nil, nil // tracing arrives with issue 12
 }
 
 // Invocation is the resolver for the invocation field.
@@ -649,6 +659,21 @@ func (r *queryResolver) Auth(ctx context.Context) (*model.AuthQuery, error) {
 	return &model.AuthQuery{}, nil
 }
 
+// LedgerEvents is the resolver for the ledgerEvents field.
+func (r *subscriptionResolver) LedgerEvents(ctx context.Context, after *string, typeArg *string) (<-chan *ledger.Event, error) {
+	return nil, fault.New(fault.NotImplemented, "", "subscriptions are not available yet")
+}
+
+// SessionUpdates is the resolver for the sessionUpdates field.
+func (r *subscriptionResolver) SessionUpdates(ctx context.Context, actionID uuid.UUID, id string) (<-chan *model.SessionUpdate, error) {
+	return nil, fault.New(fault.NotImplemented, "", "subscriptions are not available yet")
+}
+
+// InboxUpdates is the resolver for the inboxUpdates field.
+func (r *subscriptionResolver) InboxUpdates(ctx context.Context, kind *model.InterruptKind, actionID *uuid.UUID) (<-chan *model.InboxUpdate, error) {
+	return nil, fault.New(fault.NotImplemented, "", "subscriptions are not available yet")
+}
+
 // Execution is the resolver for the execution field.
 func (r *toolCallResolver) Execution(ctx context.Context, obj *tools.Result) (*turns.Execution, error) {
 	x, err := r.TurnStore.Execution(ctx, obj.ExecutionID)
@@ -755,6 +780,9 @@ func (r *Resolver) Mutation() MutationResolver { return &mutationResolver{r} }
 // Query returns QueryResolver implementation.
 func (r *Resolver) Query() QueryResolver { return &queryResolver{r} }
 
+// Subscription returns SubscriptionResolver implementation.
+func (r *Resolver) Subscription() SubscriptionResolver { return &subscriptionResolver{r} }
+
 // ToolCall returns ToolCallResolver implementation.
 func (r *Resolver) ToolCall() ToolCallResolver { return &toolCallResolver{r} }
 
@@ -791,6 +819,7 @@ type (
 	ledgerQueryResolver        struct{ *Resolver }
 	mutationResolver           struct{ *Resolver }
 	queryResolver              struct{ *Resolver }
+	subscriptionResolver       struct{ *Resolver }
 	toolCallResolver           struct{ *Resolver }
 	toolDefinitionResolver     struct{ *Resolver }
 	triggerDiagnosticResolver  struct{ *Resolver }

@@ -58,7 +58,7 @@ func actionArg(action, arg string) rule {
 // action covers its sessions, turns, inputs, executions and the events
 // delivered to them).
 var guarded = map[string]bool{
-	"Query": true, "Mutation": true,
+	"Query": true, "Mutation": true, "Subscription": true,
 	"LedgerQuery": true, "LedgerMutation": true,
 	"ActionsQuery": true, "ActionsMutation": true,
 	"AuthQuery": true, "AuthMutation": true,
@@ -67,12 +67,18 @@ var guarded = map[string]bool{
 // rules maps "Type.field" to its check. A field of a guarded object missing
 // here is refused (and TestEveryFieldHasARule fails).
 var fieldRules = map[string]rule{
-	"Query.actions":    {},
-	"Query.ledger":     {},
-	"Query.auth":       {},
-	"Mutation.actions": {},
-	"Mutation.ledger":  {},
-	"Mutation.auth":    {},
+	"Query.actions": {},
+	// Subscriptions mirror the queries they follow; the inbox filters by
+	// what the principal may read inside the resolver.
+	"Subscription.ledgerEvents":   fixed(auth.Read, auth.LedgerPrefix),
+	"Subscription.sessionUpdates": actionArg(auth.Read, "actionId"),
+	"Subscription.inboxUpdates":   {},
+	"ActionsQuery.inbox":          {},
+	"Query.ledger":                {},
+	"Query.auth":                  {},
+	"Mutation.actions":            {},
+	"Mutation.ledger":             {},
+	"Mutation.auth":               {},
 
 	"LedgerQuery.events":         fixed(auth.Read, auth.LedgerPrefix),
 	"LedgerQuery.event":          fixed(auth.Read, auth.LedgerPrefix),

@@ -53,6 +53,40 @@ type ExecutionConnection struct {
 	PageInfo *PageInfo         `json:"pageInfo"`
 }
 
+type InboxConnection struct {
+	Nodes    []InboxItem `json:"nodes"`
+	PageInfo *PageInfo   `json:"pageInfo"`
+	// How many items the whole inbox (with the same filters) holds.
+	TotalCount int `json:"totalCount"`
+}
+
+// An unanswered approval request or held turn.
+type InboxItem struct {
+	// Answer it with respondToSession(actionId, id: session.id, interruptId).
+	InterruptID string         `json:"interruptId"`
+	Kind        InterruptKind  `json:"kind"`
+	Action      *action.Action `json:"action"`
+	// The action's name (of the session's version).
+	ActionName string           `json:"actionName"`
+	Session    *session.Session `json:"session"`
+	// APPROVAL: the call waiting (tool, tool version, effective input).
+	Approval *session.Interrupt `json:"approval,omitempty"`
+	// HOLD: the held turn (cause, category, explanation).
+	Hold     *session.Interrupt `json:"hold,omitempty"`
+	RaisedAt time.Time          `json:"raisedAt"`
+	// The execution that raised it.
+	Execution *turns.Execution `json:"execution,omitempty"`
+}
+
+// One update of inboxUpdates.
+type InboxUpdate struct {
+	Kind InboxUpdateKind `json:"kind"`
+	// The interrupt raised or answered; null for CURRENT.
+	Item *InboxItem `json:"item,omitempty"`
+	// How many interrupts the subscription covers are waiting now.
+	Pending int `json:"pending"`
+}
+
 type IntakeRecordConnection struct {
 	Nodes    []session.IntakeRecord `json:"nodes"`
 	PageInfo *PageInfo              `json:"pageInfo"`
@@ -110,6 +144,28 @@ type PolicyInput struct {
 type Principal struct {
 	ID       string   `json:"id"`
 	Policies []Policy `json:"policies"`
+}
+
+// One update of sessionUpdates.
+type SessionUpdate struct {
+	Kind    SessionUpdateKind `json:"kind"`
+	Session *session.Session  `json:"session"`
+	// Inputs delivered and waiting for a turn.
+	PendingInputs int `json:"pendingInputs"`
+	// The session's newest turn, if it has one.
+	Turn *turns.Turn `json:"turn,omitempty"`
+	// TRANSCRIPT: the entry the running turn wrote. A turn that does not commit keeps no entries, unless it is held.
+	TranscriptEntry *turns.Entry `json:"transcriptEntry,omitempty"`
+	// TRANSCRIPT: the number of the turn that wrote the entry.
+	TurnNumber *int `json:"turnNumber,omitempty"`
+}
+
+// Live updates, over graphql-transport-ws (WebSocket) or server-sent events
+// (POST /graphql with Accept: text/event-stream). Each field is authorised as
+// the query it mirrors. Updates are driven by database notifications; a
+// subscriber that falls behind is caught up from the database, or closed with
+// a reason when it cannot be, never silently skipped.
+type Subscription struct {
 }
 
 type TranscriptConnection struct {
@@ -298,6 +354,69 @@ func (e HoldCause) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+type InboxUpdateKind string
+
+const (
+	// The first update: the count when subscribing.
+	InboxUpdateKindCurrent InboxUpdateKind = "CURRENT"
+	// A new interrupt waits.
+	InboxUpdateKindRaised InboxUpdateKind = "RAISED"
+	// An interrupt was answered and left the inbox.
+	InboxUpdateKindAnswered InboxUpdateKind = "ANSWERED"
+	// An interrupt is no longer awaited (its session closed, or a later turn went on without it).
+	InboxUpdateKindClosed InboxUpdateKind = "CLOSED"
+)
+
+var AllInboxUpdateKind = []InboxUpdateKind{
+	InboxUpdateKindCurrent,
+	InboxUpdateKindRaised,
+	InboxUpdateKindAnswered,
+	InboxUpdateKindClosed,
+}
+
+func (e InboxUpdateKind) IsValid() bool {
+	switch e {
+	case InboxUpdateKindCurrent, InboxUpdateKindRaised, InboxUpdateKindAnswered, InboxUpdateKindClosed:
+		return true
+	}
+	return false
+}
+
+func (e InboxUpdateKind) String() string {
+	return string(e)
+}
+
+func (e *InboxUpdateKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = InboxUpdateKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid InboxUpdateKind", str)
+	}
+	return nil
+}
+
+func (e InboxUpdateKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *InboxUpdateKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e InboxUpdateKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type InputKind string
 
 const (
@@ -414,6 +533,64 @@ func (e *InputStatus) UnmarshalJSON(b []byte) error {
 }
 
 func (e InputStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// What an interrupt asks for.
+type InterruptKind string
+
+const (
+	// A gated tool call waits for approval (P1).
+	InterruptKindApproval InterruptKind = "APPROVAL"
+	// A refused or unfinished turn is held (H2).
+	InterruptKindHold InterruptKind = "HOLD"
+)
+
+var AllInterruptKind = []InterruptKind{
+	InterruptKindApproval,
+	InterruptKindHold,
+}
+
+func (e InterruptKind) IsValid() bool {
+	switch e {
+	case InterruptKindApproval, InterruptKindHold:
+		return true
+	}
+	return false
+}
+
+func (e InterruptKind) String() string {
+	return string(e)
+}
+
+func (e *InterruptKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = InterruptKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid InterruptKind", str)
+	}
+	return nil
+}
+
+func (e InterruptKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *InterruptKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e InterruptKind) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil
@@ -601,6 +778,63 @@ func (e *SessionStatus) UnmarshalJSON(b []byte) error {
 }
 
 func (e SessionStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type SessionUpdateKind string
+
+const (
+	// The session as it is (the first update) or as a change left it.
+	SessionUpdateKindSession SessionUpdateKind = "SESSION"
+	// A running turn wrote a transcript entry.
+	SessionUpdateKindTranscript SessionUpdateKind = "TRANSCRIPT"
+)
+
+var AllSessionUpdateKind = []SessionUpdateKind{
+	SessionUpdateKindSession,
+	SessionUpdateKindTranscript,
+}
+
+func (e SessionUpdateKind) IsValid() bool {
+	switch e {
+	case SessionUpdateKindSession, SessionUpdateKindTranscript:
+		return true
+	}
+	return false
+}
+
+func (e SessionUpdateKind) String() string {
+	return string(e)
+}
+
+func (e *SessionUpdateKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = SessionUpdateKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid SessionUpdateKind", str)
+	}
+	return nil
+}
+
+func (e SessionUpdateKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *SessionUpdateKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e SessionUpdateKind) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil
