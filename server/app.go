@@ -62,6 +62,9 @@ type Config struct {
 	// Limits are the HTTP front's timeouts and caps (issue 10 items 6, 8);
 	// zero fields take DefaultLimits.
 	Limits Limits
+	// DatabaseWait is how long New waits for an unreachable database
+	// (connection refused, restarting) before giving up; 0: try once.
+	DatabaseWait time.Duration
 }
 
 // App is a running process's parts.
@@ -108,7 +111,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
 	}
-	if err := migrations.Apply(ctx, cfg.DatabaseURL); err != nil {
+	// A database that is restarting (or not up yet) is waited for, so a
+	// process started alongside it does not exit at once.
+	if err := waitForDatabase(ctx, log, cfg.DatabaseWait, func() error { return migrations.Apply(ctx, cfg.DatabaseURL) }); err != nil {
 		return nil, err
 	}
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
@@ -127,7 +132,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
-	if err := pool.Ping(ctx); err != nil {
+	if err := waitForDatabase(ctx, log, cfg.DatabaseWait, func() error { return pool.Ping(ctx) }); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("database: %w", err)
 	}
@@ -276,4 +281,25 @@ func checkLoopback(addr string) error {
 		return nil
 	}
 	return fmt.Errorf("ADDR %q is not a loopback address: serving beyond this machine requires AUTH=on (bearer tokens); without it bind to 127.0.0.1", addr)
+}
+
+// waitForDatabase runs f until it succeeds, fails for another reason than
+// an unreachable database, or wait has passed since the first failure,
+// backing off from 250 ms to 5 s between tries and logging each failure.
+func waitForDatabase(ctx context.Context, log *slog.Logger, wait time.Duration, f func() error) error {
+	deadline := time.Now().Add(wait)
+	delay := 250 * time.Millisecond
+	for {
+		err := f()
+		if err == nil || !unavailable(err) || time.Now().Add(delay).After(deadline) {
+			return err
+		}
+		log.Warn("database unreachable; waiting for it", "err", err, "retry_in", delay, "gives_up_after", wait)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
 }

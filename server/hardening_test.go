@@ -580,3 +580,34 @@ func sha256Hex(query string) string {
 	sum := sha256.Sum256([]byte(query))
 	return hex.EncodeToString(sum[:])
 }
+
+// A process started while its database is unreachable waits for it
+// (DatabaseWait) instead of exiting, and starts once it answers; without
+// a wait it gives up at once (found by make chaos: replicas restarted
+// during a PostgreSQL restart exited).
+func TestStartWaitsForTheDatabase(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDB(t)
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	proxy := newPGProxy(t, u.Host)
+	u.Host = proxy.addr
+	proxy.down()
+
+	_, err = server.New(context.Background(), server.Config{DatabaseURL: u.String()}, slog.New(slog.DiscardHandler))
+	require.Error(t, err, "no wait: the first refusal ends the start")
+
+	logs := &logBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		app, err := server.New(context.Background(), server.Config{DatabaseURL: u.String(), DatabaseWait: time.Minute},
+			slog.New(slog.NewTextHandler(logs, nil)))
+		if err == nil {
+			app.Close()
+		}
+		done <- err
+	}()
+	poll(t, "the start to wait", func() bool { return strings.Contains(logs.String(), "database unreachable; waiting for it") })
+	proxy.up(t)
+	require.NoError(t, <-done)
+}

@@ -29,8 +29,9 @@ import (
 )
 
 type globals struct {
-	DatabaseURL string `env:"DATABASE_URL" required:"" help:"PostgreSQL URL."`
-	LogLevel    string `env:"LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"Log level."`
+	DatabaseURL  string        `env:"DATABASE_URL" required:"" help:"PostgreSQL URL."`
+	DatabaseWait time.Duration `env:"DATABASE_WAIT" default:"60s" help:"How long serve and worker wait at start for an unreachable database before exiting."`
+	LogLevel     string        `env:"LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"Log level."`
 }
 
 type serveCmd struct {
@@ -99,7 +100,7 @@ func main() {
 }
 
 func (c *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
-	return runApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease,
+	return runApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, DatabaseWait: g.DatabaseWait, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease,
 		DisableIntrospection: !c.Introspection, DisableGraphiQL: !c.GraphiQL, Auth: c.Auth == "on", AdminToken: c.AdminToken,
 		Providers: provider.FromEnv(os.Getenv), HTTPAllow: c.HTTPAllow,
 		Limits: server.Limits{ReadHeaderTimeout: c.HTTP.ReadHeaderTimeout, ReadTimeout: c.HTTP.ReadTimeout,
@@ -108,7 +109,7 @@ func (c *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error 
 }
 
 func (c *workerCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
-	return runApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, Workers: c.Workers, Lease: c.Lease,
+	return runApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, DatabaseWait: g.DatabaseWait, Workers: c.Workers, Lease: c.Lease,
 		Auth: c.Auth == "on", AdminToken: c.AdminToken, HTTPAllow: c.HTTPAllow, Providers: provider.FromEnv(os.Getenv)}, log)
 }
 
