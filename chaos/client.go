@@ -19,10 +19,10 @@ import (
 
 // retryableCodes are the extensions.code values after which a keyed write
 // is sent again: the outcome is unknown or the service could not reach the
-// database. UNAVAILABLE and TIMEOUT are listed by name because the service
-// may answer either while PostgreSQL restarts (issue 10 item 7); an error
+// database. UNAVAILABLE and TIMEOUT are what the service answers
+// while PostgreSQL restarts (issue 10 item 7); INTERNAL is retried and counted; an error
 // carrying extensions.retryable = true is retried whatever its code.
-var retryableCodes = []string{fault.Internal, "UNAVAILABLE", "TIMEOUT"}
+var retryableCodes = []string{fault.Internal, fault.Unavailable, fault.Timeout}
 
 // errRefused marks a write the service refused for good (a code that
 // retrying cannot change, such as IDEMPOTENCY_CONFLICT).
