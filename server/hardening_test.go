@@ -51,14 +51,14 @@ func serve(t testing.TB, cfg server.Config, h func(*server.App) http.Handler) *s
 	if h == nil {
 		h = (*server.App).Handler
 	}
-	s := &served{app: app, logs: logs}
-	s.listen(t, h(app), cfg.Limits)
-	t.Cleanup(func() {
+	t.Cleanup(func() { // after the listeners' cleanups: they stop serving first
 		app.Close()
 		if t.Failed() {
 			t.Logf("service log:\n%s", logs.String())
 		}
 	})
+	s := &served{app: app, logs: logs}
+	s.listen(t, h(app), cfg.Limits)
 	return s
 }
 
@@ -78,6 +78,11 @@ func (s *served) listen(t testing.TB, h http.Handler, lim server.Limits) {
 	s.base = "http://" + ln.Addr().String()
 }
 
+// noKeepAlive sends each request on a new connection: the tests set idle
+// timeouts short enough to race a reused one (the raw-connection tests
+// check keep-alive itself).
+var noKeepAlive = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
 // send makes one request and returns its status, headers and GraphQL
 // body, decoded when its Content-Type says JSON.
 func (s *served) send(t testing.TB, method, path string, body []byte, header map[string]string) (int, http.Header, response) {
@@ -90,7 +95,7 @@ func (s *served) send(t testing.TB, method, path string, body []byte, header map
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := noKeepAlive.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
@@ -175,7 +180,7 @@ func TestIssue10FragmentBombRefusedOverHTTP(t *testing.T) {
 // context reaches the database call), and it never commits.
 func TestIssue10RequestTimeoutCancelsDatabaseWork(t *testing.T) {
 	t.Parallel()
-	s := serve(t, server.Config{Limits: server.Limits{RequestTimeout: time.Second}}, nil)
+	s := serve(t, server.Config{Limits: server.Limits{RequestTimeout: 2 * time.Second}}, nil)
 	ctx := context.Background()
 	tx, err := s.app.Pool.Begin(ctx)
 	require.NoError(t, err)

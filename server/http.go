@@ -53,8 +53,8 @@ type Front struct {
 	Introspection bool
 	// GraphiQL serves the GraphiQL page at /; off, / is 404 Not Found.
 	GraphiQL bool
-	// Limits gives MaxMutationFields (the rest of Limits is for Serve);
-	// zero takes the default.
+	// Limits gives MaxMutationFields and RequestTimeout (the rest of
+	// Limits is for Serve); zero fields take DefaultLimits.
 	Limits Limits
 }
 
