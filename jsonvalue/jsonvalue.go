@@ -195,6 +195,7 @@ func hex4(b []byte) rune {
 const (
 	maxIntDigits  = 131072
 	maxFracDigits = 16383
+	maxExponent   = 1<<30 - 1 // INT_MAX/2 in PostgreSQL's numeric input
 )
 
 // numericFits reports whether the JSON number n fits PostgreSQL's numeric.
@@ -203,7 +204,9 @@ func numericFits(n string) bool {
 	mant, exp := n, int64(0)
 	if i := strings.IndexAny(n, "eE"); i >= 0 {
 		e, err := strconv.ParseInt(n[i+1:], 10, 64)
-		if err != nil || e > 1<<40 || e < -(1<<40) {
+		// PostgreSQL refuses an exponent of INT_MAX/2 or more either way,
+		// whatever the digits (0E2000000000 too).
+		if err != nil || e >= maxExponent || e <= -maxExponent {
 			return false
 		}
 		mant, exp = n[:i], e

@@ -36,3 +36,16 @@ func TestExactNumbers(t *testing.T) {
 	require.True(t, jsonvalue.Equal([]byte(`{"a":1,"b":[2]}`), []byte(`{ "b": [2], "a": 1 }`)))
 	require.False(t, jsonvalue.Equal([]byte(`{"a":1}`), []byte(`{"a":2}`)))
 }
+
+// Issue 10, found by FuzzJSONValue: PostgreSQL refuses a number whose
+// exponent is INT_MAX/2 or beyond, even zero ("value overflows numeric
+// format"), so Check refuses it before anything is written.
+func TestCheckHugeExponent_Issue10(t *testing.T) {
+	t.Parallel()
+	for _, n := range []string{"0E2000000000", "0e1073741823", "-0e-1073741823", "0.0e1073741823"} {
+		require.Equal(t, fault.InvalidJSON, fault.CodeOf(jsonvalue.Check([]byte(n), "v")), n)
+	}
+	for _, n := range []string{"0e1073741822", "-0e+1073741822", "0e-16383", "1e131071"} {
+		require.NoError(t, jsonvalue.Check([]byte(n), "v"), n)
+	}
+}
