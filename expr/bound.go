@@ -23,6 +23,13 @@ import (
 // can build more than a small multiple of their inputs are therefore sized
 // from their evaluated arguments before they run, and refused when the
 // size would not fit.
+//
+// What cel-go v0.33 offers does not refuse before the allocation:
+// CostLimit, CostTrackerOptions/OverloadTracker and the cost models of
+// ext.Strings price a call from its result; MemoryLimit samples values once
+// they exist; RegexProgramSizeLimit measures a pattern by compiling it. So a
+// planner decorator (cel.CustomDecoratorV2) wraps the calls instead, and
+// CostLimit stays for CPU.
 const (
 	// MaxBuildBytes is how many bytes the size-checked calls of one
 	// evaluation may build in all: strings and bytes joined by +, replace,
