@@ -85,7 +85,8 @@ type sizer func(args []ref.Val, left int64) (bytes int64, refuse string)
 // builds at most a small multiple of its inputs (lowerAscii, substring,
 // indexOf, ...), and every input is bounded (the event, session input and
 // tool input by jsonvalue.MaxBytes, anything built by MaxBuildBytes), so
-// MaxCost bounds them.
+// MaxCost bounds them. So does it bound the map and filter macros, which add
+// one reference per iteration, and list +, which cel-go concatenates lazily.
 var sizers = map[string]sizer{
 	operators.Add:   addSize,
 	"replace":       replaceSize,
