@@ -90,9 +90,9 @@ func TestApplyRefusals(t *testing.T) {
 		{write("numid.yaml", "id: 12\nname: x\n"), "id must be a string"},
 		{write("bad.yaml", "id: [unclosed\n"), "not valid YAML"},
 		{write("two.yaml", "id: a\n---\nid: b\n"), "more than one YAML document"},
-		{write("inf.yaml", "id: " + monitorID + "\nconfig: {x: .inf}\n"), "not a number JSON can hold"},
-		{write("dup.yaml", "id: " + monitorID + "\nname: a\nname: b\n"), `"name" appears twice`},
-		{write("merge.yaml", "id: " + monitorID + "\nbase: &b {x: 1}\nconfig: {<<: *b}\n"), "merge keys"},
+		{write("inf.yaml", "id: "+monitorID+"\nconfig: {x: .inf}\n"), "not a number JSON can hold"},
+		{write("dup.yaml", "id: "+monitorID+"\nname: a\nname: b\n"), `"name" appears twice`},
+		{write("merge.yaml", "id: "+monitorID+"\nbase: &b {x: 1}\nconfig: {<<: *b}\n"), "merge keys"},
 		{write("list.yaml", "- id: x\n"), "must be a mapping"},
 		{write("trailing.json", `{"id": "x"} {}`), "more after the object"},
 	} {

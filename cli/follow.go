@@ -13,10 +13,11 @@ import (
 // Reconnecting: a stream that was open and broke (a *client.TransportError)
 // is opened again after 1s, 2s, 4s, ... up to maxBackoff, at most
 // maxReconnects times in a row; an update in between resets the count.
-const (
-	maxReconnects = 5
-	firstBackoff  = time.Second
-	maxBackoff    = 8 * time.Second
+const maxReconnects = 5
+
+var (
+	firstBackoff = time.Second
+	maxBackoff   = 8 * time.Second
 )
 
 // followLoop opens a stream with open and hands each update to on until on

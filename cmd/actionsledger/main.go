@@ -19,10 +19,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -53,6 +55,16 @@ type grammar struct {
 // database is the flag of the commands that open the database.
 type database struct {
 	DatabaseURL string `env:"DATABASE_URL" required:"" help:"PostgreSQL URL."`
+}
+
+// Validate refuses an empty URL (DATABASE_URL set to nothing): the driver
+// would then pick a database from its defaults (PGHOST, the OS user), and
+// migrate would change that one.
+func (d *database) Validate() error {
+	if strings.TrimSpace(d.DatabaseURL) == "" {
+		return errors.New("DATABASE_URL (or --database-url) is empty")
+	}
+	return nil
 }
 
 type serveCmd struct {

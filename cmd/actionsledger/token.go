@@ -30,6 +30,9 @@ type tokenCreateCmd struct {
 
 // Validate checks the policies before the database is opened.
 func (c *tokenCreateCmd) Validate() error {
+	if err := c.database.Validate(); err != nil {
+		return err
+	}
 	_, err := cli.ParsePolicies(c.Admin, c.Policy)
 	return err
 }
