@@ -190,10 +190,12 @@ func TestSessionsWatch(t *testing.T) {
 func TestEventsTail(t *testing.T) {
 	t.Parallel()
 	r := newLiveRig(t)
+	r.ok(t, "append", "tail.one", `{"n": 1}`)
 	res := r.run(t, "events", "tail", "--after", "0", "--limit", "1")
 	skipUnlessImplemented(t, res, "ledgerEvents")
+	require.Equal(t, cli.ExitOK, res.code, "%s", res)
+	require.Contains(t, res.out, "tail.one")
 
-	r.ok(t, "append", "tail.one", `{"n": 1}`)
 	r.ok(t, "put", "tail", "k", `{"n": 12345678901234567890123}`)
 	res = r.run(t, "events", "tail", "--after", "0", "--limit", "2", "-o", "json")
 	require.Equal(t, cli.ExitOK, res.code, "%s", res)
