@@ -93,7 +93,6 @@ func Execute(ctx context.Context, grammar any, g *Globals, args []string, stdio 
 		kong.ExplicitGroups(Groups),
 		Vars,
 		kong.BindTo(ctx, (*context.Context)(nil)),
-		kong.Bind(&stdio),
 		kong.BindToProvider(func() (*Env, error) {
 			c, err := client.New(g.Server, client.Options{Token: g.Token})
 			if err != nil {

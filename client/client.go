@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -236,6 +235,3 @@ func snippet(body []byte) string {
 	}
 	return s
 }
-
-// ErrClosed is returned by Stream.Next after Close.
-var ErrClosed = errors.New("client: stream closed")

@@ -10,6 +10,9 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 )
 
+// ErrClosed is returned by Stream.Next after Close.
+var ErrClosed = errors.New("client: stream closed")
+
 // Stream is a running subscription (issue 12). Next returns its updates in
 // order; Close ends it. A Stream is for one goroutine at a time.
 type Stream[T any] struct {
