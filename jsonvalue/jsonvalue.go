@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/big"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -236,18 +237,60 @@ func numericFits(n string) bool {
 	return before <= maxIntDigits
 }
 
-// Equal reports whether a and b encode the same JSON value (object key order
-// and whitespace ignored; numbers compared by their exact text after
-// normalising through json.Number).
+// Equal reports whether a and b encode the same JSON value, as PostgreSQL's
+// jsonb compares them: object key order and whitespace ignored, numbers
+// compared by value (1.5e300 equals its digits written out, 1 equals 1.0),
+// exactly (no float64 detour). Invalid JSON equals nothing.
 func Equal(a, b []byte) bool {
 	da, err1 := Decode(orNull(a))
 	db, err2 := Decode(orNull(b))
 	if err1 != nil || err2 != nil {
 		return false
 	}
-	ea, _ := Encode(da)
-	eb, _ := Encode(db)
-	return bytes.Equal(ea, eb)
+	return equal(da, db)
+}
+
+func equal(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !equal(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !equal(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case json.Number:
+		y, ok := b.(json.Number)
+		return ok && numbersEqual(x, y)
+	}
+	return a == b // nil, bool, string
+}
+
+// numbersEqual compares two JSON numbers by exact value. Both passed
+// Decode, so they are well formed; their size is what Check allows.
+func numbersEqual(a, b json.Number) bool {
+	if a == b {
+		return true
+	}
+	x, ok1 := new(big.Rat).SetString(string(a))
+	y, ok2 := new(big.Rat).SetString(string(b))
+	return ok1 && ok2 && x.Cmp(y) == 0
 }
 
 func orNull(b []byte) []byte {
