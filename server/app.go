@@ -18,6 +18,7 @@ import (
 
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/auth"
+	"github.com/actionsledger/actionsledger/console"
 	"github.com/actionsledger/actionsledger/graph"
 	"github.com/actionsledger/actionsledger/handlers/agent"
 	"github.com/actionsledger/actionsledger/handlers/agent/provider"
@@ -239,7 +240,10 @@ func (a *App) Run(ctx context.Context) error {
 		}
 		ready := []any{"url", "http://" + ln.Addr().String() + "/graphql", "introspection", !a.cfg.DisableIntrospection}
 		if !a.cfg.DisableGraphiQL {
-			ready = append(ready, "graphiql", "http://"+ln.Addr().String()+"/")
+			ready = append(ready, "graphiql", "http://"+ln.Addr().String()+GraphiQLPath)
+			if !console.Built(console.GraphiQL()) {
+				a.log.Warn("GraphiQL assets not built: run make build; until then /graphiql answers 503")
+			}
 		}
 		a.log.Info("GraphQL ready", ready...)
 		run("http", func() error { return Serve(ctx, ln, h, a.cfg.Limits) })
