@@ -44,7 +44,7 @@ type Config struct {
 	Clock       clock.Clock   // defaults to the wall clock
 	// DisableIntrospection turns GraphQL introspection off (on by default).
 	DisableIntrospection bool
-	// DisableGraphiQL stops serving the GraphiQL page at / (served by default).
+	// DisableGraphiQL stops serving the GraphiQL page at /graphiql and / (served by default).
 	DisableGraphiQL bool
 	// Auth requires a bearer token on every GraphQL request (see package
 	// auth). Off, every request acts as the dev principal, which may do

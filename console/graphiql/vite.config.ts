@@ -26,6 +26,9 @@ export default defineConfig({
       },
     },
   },
+  // The dev server's dependency pre-bundling cannot follow the ?worker
+  // imports of GraphiQL's worker set-up: it is served as it is.
+  optimizeDeps: { exclude: ['graphiql/setup-workers/vite', '@graphiql/react/setup-workers/vite'] },
   server: {
     fs: { allow: [here('.'), here('../node_modules'), here('../../server/testdata')] },
     proxy: { '/graphql': { target: 'http://127.0.0.1:8080', ws: true } },
