@@ -4,10 +4,11 @@
 # honours DATABASE_URL, else uses a server on 127.0.0.1:5432, else starts a
 # private cluster in .pgdata/ (stop it with `make pg-stop`).
 #
-#   make build      build bin/actionsledger
+#   make build      build the web assets (npm) and bin/actionsledger
 #   make run        serve on $ADDR (default 127.0.0.1:8080)
 #   make migrate    apply the schema migrations
-#   make test       go test -race against a real server (TEST_DATABASE_URL)
+#   make test       the web checks (tsc, vitest), then go test -race against a
+#                   real server (TEST_DATABASE_URL), the browser test included
 #   make fuzz       run every Fuzz* target of the module for FUZZTIME each
 #                   (default 30s), one after the other, stopping at the first
 #                   failure; prints each target's run time and corpus size
@@ -16,6 +17,7 @@
 #   make chaos      replicas, worker and a private PostgreSQL under kill -9 and
 #                   crash restarts, then invariants (docs/chaos.md; CHAOS_SEED=N replays)
 #   make generate   regenerate gqlgen code and the typed client (client/)
+#   make web        build the web assets only (console/dist)
 #   make lint       gofmt + go vet
 #   make pg-stop    stop the private cluster in .pgdata/, if any
 
@@ -26,9 +28,29 @@ GO ?= go
 BIN := bin/actionsledger
 FUZZTIME ?= 30s
 
-.PHONY: build run migrate test fuzz demo bench chaos generate lint pg-stop
+.PHONY: build run migrate test fuzz demo bench chaos generate lint pg-stop web
 
-build:
+# The web front ends (console/: GraphiQL today) are an npm project built by
+# Vite into console/dist, which the binary embeds (console/embed.go). npm ci
+# runs when console/node_modules is missing or older than the lock file;
+# vite build when a source is newer than the last build. scripts/npm.sh
+# checks Node.js and npm first.
+WEB := console
+WEB_INSTALLED := $(WEB)/node_modules/.installed
+WEB_BUILT := $(WEB)/dist/graphiql/index.html
+WEB_SOURCES := $(WEB)/package.json $(WEB)/tsconfig.json $(wildcard server/testdata/*.graphql) \
+	$(shell find $(WEB)/graphiql -type f ! -name '*.test.ts')
+
+web: $(WEB_BUILT)
+
+$(WEB_INSTALLED): $(WEB)/package-lock.json $(WEB)/package.json
+	scripts/npm.sh ci --no-audit --no-fund
+	touch $@
+
+$(WEB_BUILT): $(WEB_INSTALLED) $(WEB_SOURCES)
+	scripts/npm.sh run build
+
+build: $(WEB_BUILT)
 	$(GO) build -o $(BIN) ./cmd/actionsledger
 
 run: build
@@ -39,7 +61,10 @@ migrate: build
 	url=$$(scripts/pg.sh actionsledger); \
 	DATABASE_URL="$$url" exec $(BIN) migrate
 
-test:
+# The assets are built first so that the Go tests serve the real page and
+# the browser test (server/graphiql_test.go) runs it in Chromium.
+test: $(WEB_BUILT)
+	scripts/npm.sh run check
 	url=$${TEST_DATABASE_URL:-$$(scripts/pg.sh postgres)}; \
 	TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 -timeout 30m ./...
 
@@ -77,7 +102,7 @@ generate:
 	$(GO) generate ./client
 
 lint:
-	files=$$(find . \( -path ./.pgdata -o -path ./.git -o -path ./bin \) -prune -o -name '*.go' -print); \
+	files=$$(find . \( -path ./.pgdata -o -path ./.git -o -path ./bin -o -path ./$(WEB)/node_modules \) -prune -o -name '*.go' -print); \
 	unformatted=$$([[ -z $$files ]] || gofmt -l $$files); \
 	if [[ -n $$unformatted ]]; then echo "gofmt -l: these files need gofmt -w:" >&2; echo "$$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...

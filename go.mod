@@ -2,6 +2,10 @@ module github.com/actionsledger/actionsledger
 
 go 1.26.8
 
+// The web front ends' npm packages (console/node_modules) hold no Go
+// package of ours; some npm packages ship .go files of their own.
+ignore ./console/node_modules
+
 require (
 	cel.dev/cel-go v0.33.2
 	github.com/99designs/gqlgen v0.17.98

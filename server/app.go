@@ -18,6 +18,7 @@ import (
 
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/auth"
+	"github.com/actionsledger/actionsledger/console"
 	"github.com/actionsledger/actionsledger/graph"
 	"github.com/actionsledger/actionsledger/handlers/agent"
 	"github.com/actionsledger/actionsledger/handlers/agent/provider"
@@ -43,7 +44,7 @@ type Config struct {
 	Clock       clock.Clock   // defaults to the wall clock
 	// DisableIntrospection turns GraphQL introspection off (on by default).
 	DisableIntrospection bool
-	// DisableGraphiQL stops serving the GraphiQL page at / (served by default).
+	// DisableGraphiQL stops serving the GraphiQL page at /graphiql and / (served by default).
 	DisableGraphiQL bool
 	// Auth requires a bearer token on every GraphQL request (see package
 	// auth). Off, every request acts as the dev principal, which may do
@@ -239,7 +240,10 @@ func (a *App) Run(ctx context.Context) error {
 		}
 		ready := []any{"url", "http://" + ln.Addr().String() + "/graphql", "introspection", !a.cfg.DisableIntrospection}
 		if !a.cfg.DisableGraphiQL {
-			ready = append(ready, "graphiql", "http://"+ln.Addr().String()+"/")
+			ready = append(ready, "graphiql", "http://"+ln.Addr().String()+GraphiQLPath)
+			if !console.Built(console.GraphiQL()) {
+				a.log.Warn("GraphiQL assets not built: run make build; until then /graphiql answers 503")
+			}
 		}
 		a.log.Info("GraphQL ready", ready...)
 		run("http", func() error { return Serve(ctx, ln, h, a.cfg.Limits) })

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"mime"
 	"net"
@@ -25,7 +26,6 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
-	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/puddle/v2"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -51,8 +51,12 @@ type Front struct {
 	// Introspection answers __schema and __type queries; off, an operation
 	// selecting them is refused with INTROSPECTION_DISABLED.
 	Introspection bool
-	// GraphiQL serves the GraphiQL page at /; off, / is 404 Not Found.
+	// GraphiQL serves the GraphiQL page at /graphiql and / (see
+	// mountGraphiQL); off, those paths are 404 Not Found.
 	GraphiQL bool
+	// GraphiQLFiles is the built GraphiQL page (index.html, assets/); nil
+	// means the one embedded in the binary, console.GraphiQL().
+	GraphiQLFiles fs.FS
 	// Limits gives MaxMutationFields and RequestTimeout (the rest of
 	// Limits is for Serve); zero fields take DefaultLimits.
 	Limits Limits
@@ -276,14 +280,15 @@ func DevPrincipal(h http.Handler) http.Handler {
 	})
 }
 
-// Mux returns the service's routes: GraphQL at /graphql, GraphiQL at /
-// (when front.GraphiQL), a health check at /healthz. Any other path (or
-// method on / and /healthz) is answered HTTP 404 with code NOT_FOUND.
+// Mux returns the service's routes: GraphQL at /graphql, GraphiQL at
+// /graphiql and / (when front.GraphiQL; its files under /graphiql/assets/),
+// a health check at /healthz. Any other path (or method on those routes)
+// is answered HTTP 404 with code NOT_FOUND.
 func Mux(gql http.Handler, front Front) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", gql)
 	if front.GraphiQL {
-		mux.Handle("GET /{$}", playground.Handler("actionsledger", "/graphql"))
+		mountGraphiQL(mux, front.GraphiQLFiles)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
