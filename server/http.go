@@ -70,8 +70,8 @@ func GraphQL(r *graph.Resolver, log *slog.Logger, front Front) http.Handler {
 	cfg.Complexity = complexity()
 	srv := handler.New(graph.NewExecutableSchema(cfg))
 	srv.AddTransport(transport.Options{})
-	srv.AddTransport(getQueries{})
-	srv.AddTransport(transport.POST{})
+	srv.AddTransport(overHTTP{getQueries{}})
+	srv.AddTransport(overHTTP{transport.POST{}})
 	cache := lru.New[*ast.QueryDocument](1000)
 	srv.SetQueryCache(cache)
 	srv.SetParserTokenLimit(MaxTokens)
@@ -181,13 +181,29 @@ func readPost(w http.ResponseWriter, req *http.Request) bool {
 	var params graphql.RawParams
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	if err := dec.Decode(&params); err != nil {
+	if err := dec.Decode(&params); err != nil || !hasQuery(body, params) {
 		writeError(w, http.StatusBadRequest, fault.BadInput,
 			"the request body is not a GraphQL request: a JSON object with a string query and optional operationName, variables and extensions")
 		return false
 	}
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	return true
+}
+
+// hasQuery reports whether a request body names its document: a query
+// parameter (even an empty one, which fails as GraphQL), or a persisted
+// query's hash in extensions. A body with neither is not a GraphQL request
+// (HTTP 400, as GraphQL over HTTP asks of invalid parameters).
+func hasQuery(body []byte, params graphql.RawParams) bool {
+	if params.Query != "" || params.Extensions["persistedQuery"] != nil {
+		return true
+	}
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(body, &keys) != nil {
+		return false
+	}
+	_, ok := keys["query"]
+	return ok
 }
 
 // checkGet checks what gqlgen's GET transport would refuse without a code:
