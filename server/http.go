@@ -89,6 +89,7 @@ func GraphQL(r *graph.Resolver, log *slog.Logger, front Front) http.Handler {
 	srv.Use(&complexityLimit{max: MaxComplexity})
 	srv.Use(depthLimit{max: MaxDepth})
 	srv.Use(&mutationLimit{max: lim.MaxMutationFields})
+	srv.Use(operationNames{})
 	srv.AroundFields(authorize)
 	srv.AroundFields(checkText)
 	srv.SetErrorPresenter(presenter(log))
@@ -147,7 +148,7 @@ func WithLoadersAndLimits(r *graph.Resolver, h http.Handler, lim Limits) http.Ha
 		// TimeoutHandler writes its answer without a Content-Type; gqlgen
 		// replaces this one with its own.
 		w.Header().Set("Content-Type", "application/json")
-		h.ServeHTTP(w, req)
+		h.ServeHTTP(timeoutCode{w}, req)
 	})
 }
 
@@ -276,6 +277,9 @@ func (w refusedWriter) WriteHeader(code int) {
 // writeError answers with one GraphQL error carrying code, and
 // extensions.retryable when fault.Retryable(code).
 func writeError(w http.ResponseWriter, status int, code, message string) {
+	if n, ok := w.(codeNoter); ok {
+		n.noteCode(code) // for the access log
+	}
 	ext := map[string]any{"code": code}
 	if fault.Retryable(code) {
 		ext["retryable"] = true
@@ -311,12 +315,12 @@ func Mux(gql http.Handler, front Front) *http.ServeMux {
 	return mux
 }
 
-// presenter maps errors to GraphQL errors with a stable extensions.code and
+// present maps errors to GraphQL errors with a stable extensions.code and
 // extensions.field; anything unexpected becomes INTERNAL without its text.
 // A request that ran out of time is TIMEOUT and a database that cannot be
 // reached UNAVAILABLE (see unavailable), both with extensions.retryable
 // true (issue 10 item 7).
-func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
+func present(log *slog.Logger) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		gerr := graphql.DefaultErrorPresenter(ctx, err)
 		if gerr.Extensions == nil {
@@ -370,6 +374,18 @@ func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 		if code, _ := gerr.Extensions["code"].(string); fault.Retryable(code) {
 			gerr.Extensions["retryable"] = true
 		}
+		return gerr
+	}
+}
+
+// presenter maps errors (see present) and tells the request's access log
+// the code of the first.
+func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
+	present := present(log)
+	return func(ctx context.Context, err error) *gqlerror.Error {
+		gerr := present(ctx, err)
+		code, _ := gerr.Extensions["code"].(string)
+		infoOf(ctx).noteCode(code)
 		return gerr
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/actionsledger/actionsledger/handlers/agent/provider"
+	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/migrations"
 	"github.com/actionsledger/actionsledger/server"
 )
@@ -32,6 +33,7 @@ type globals struct {
 	DatabaseURL  string        `env:"DATABASE_URL" required:"" help:"PostgreSQL URL."`
 	DatabaseWait time.Duration `env:"DATABASE_WAIT" default:"60s" help:"How long serve and worker wait at start for an unreachable database before exiting."`
 	LogLevel     string        `env:"LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"Log level."`
+	LogFormat    string        `env:"LOG_FORMAT" default:"text" enum:"text,json" help:"Log format: text (key=value) or json (one object a line)."`
 }
 
 type serveCmd struct {
@@ -45,6 +47,8 @@ type serveCmd struct {
 	HTTPAllow     []string      `env:"HTTP_ALLOW" name:"http-allow" sep:"," help:"Addresses or CIDR prefixes the http kind may send turns to besides public addresses (loopback, link-local and private ones are refused otherwise)."`
 	HTTP          httpLimits    `embed:"" prefix:"http-"`
 	MaxMutations  int           `env:"MAX_MUTATION_FIELDS" name:"max-mutation-fields" default:"${max_mutation_fields}" help:"Mutation fields (writes) one GraphQL request may select."`
+	DebugAddr     string        `env:"DEBUG_ADDR" name:"debug-addr" help:"Serve net/http/pprof at this address (off when empty; loopback only unless --debug-public)."`
+	DebugPublic   bool          `env:"DEBUG_PUBLIC" name:"debug-public" help:"Allow a non-loopback DEBUG_ADDR."`
 }
 
 // httpLimits are the HTTP server's timeouts and connection cap (issue 10
@@ -84,9 +88,10 @@ func main() {
 		kong.Vars{"read_header_timeout": d.ReadHeaderTimeout.String(), "read_timeout": d.ReadTimeout.String(),
 			"idle_timeout": d.IdleTimeout.String(), "request_timeout": d.RequestTimeout.String(),
 			"max_conns": strconv.Itoa(d.MaxConns), "max_mutation_fields": strconv.Itoa(d.MaxMutationFields)})
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cli.LogLevel))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log, err := observe.NewLogger(os.Stderr, cli.LogFormat, cli.LogLevel)
+	if err != nil {
+		kctx.Fatalf("%v", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if cli.DatabaseURL == "" {
@@ -105,7 +110,7 @@ func (c *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error 
 		Providers: provider.FromEnv(os.Getenv), HTTPAllow: c.HTTPAllow,
 		Limits: server.Limits{ReadHeaderTimeout: c.HTTP.ReadHeaderTimeout, ReadTimeout: c.HTTP.ReadTimeout,
 			IdleTimeout: c.HTTP.IdleTimeout, RequestTimeout: c.HTTP.RequestTimeout, MaxConns: c.HTTP.MaxConns,
-			MaxMutationFields: c.MaxMutations}}, log)
+			MaxMutationFields: c.MaxMutations}, DebugAddr: c.DebugAddr, DebugPublic: c.DebugPublic}, log)
 }
 
 func (c *workerCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
@@ -114,6 +119,21 @@ func (c *workerCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error
 }
 
 func runApp(ctx context.Context, cfg server.Config, log *slog.Logger) error {
+	tp, shutdown, err := observe.NewTracerProvider(ctx, os.Getenv)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			log.Warn("flushing traces", "err", err)
+		}
+	}()
+	if observe.Tracing(tp) {
+		log.Info("tracing on: spans go to the OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT)")
+	}
+	cfg.TracerProvider = tp
 	app, err := server.New(ctx, cfg, log)
 	if err != nil {
 		return err
