@@ -76,6 +76,10 @@ type Config struct {
 	// 12); nil: no tracing (observe.NewTracerProvider reads the
 	// environment).
 	TracerProvider trace.TracerProvider
+	// MetricsCacheTTL is how long a reading of the database gauges serves
+	// /metrics scrapes (observe.DatabaseTTL when 0; negative: read at every
+	// scrape, for tests).
+	MetricsCacheTTL time.Duration
 	// DebugAddr, when set, serves net/http/pprof there, on a listener of
 	// its own; a non-loopback address is refused unless DebugPublic.
 	DebugAddr   string
@@ -198,7 +202,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Auth = auth.NewStore(pool, a.Clock)
 	a.Resolver = &graph.Resolver{LedgerStore: a.Ledger, ActionStore: a.Actions, SessionStore: a.Sessions,
 		TurnStore: a.Turns, Tools: a.Tools, AuthStore: a.Auth, Clock: a.Clock, Log: log}
-	a.Metrics.WatchDatabase(session.NewGauges(pool, a.Clock).Read, 0)
+	a.Metrics.WatchDatabase(session.NewGauges(pool, a.Clock).Read, cfg.MetricsCacheTTL)
 	a.Metrics.WatchPools(map[string]*pgxpool.Pool{"main": pool, "tools": a.Tools.SessionPool()})
 	return a, nil
 }

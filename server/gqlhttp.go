@@ -53,6 +53,7 @@ func (e *notExecuted) CreateOperationContext(ctx context.Context, p *graphql.Raw
 	oc, errs := e.GraphExecutor.CreateOperationContext(ctx, p)
 	if len(errs) > 0 {
 		e.refused = true
+		noteRefusedOperation(ctx, p)
 	}
 	return oc, errs
 }

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/parser"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -239,6 +241,26 @@ func (operationNames) MutateOperationContext(ctx context.Context, oc *graphql.Op
 		infoOf(ctx).noteOperation(oc.Operation.Name, string(oc.Operation.Operation))
 	}
 	return nil
+}
+
+// noteRefusedOperation names the operation of a request refused before it
+// ran (gqlgen names only operations that validate): it parses the document
+// again, without validating it, within the parser's token limit.
+func noteRefusedOperation(ctx context.Context, p *graphql.RawParams) {
+	ri := infoOf(ctx)
+	if ri == nil || p.Query == "" {
+		return
+	}
+	if op, typ, _ := ri.read(); op != "" && typ != "" {
+		return
+	}
+	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: p.Query}, MaxTokens)
+	if err != nil {
+		return
+	}
+	if op := doc.Operations.ForName(p.OperationName); op != nil {
+		ri.noteOperation(op.Name, string(op.Operation))
+	}
 }
 
 // timeoutCode notes TIMEOUT when http.TimeoutHandler answers timeoutBody.

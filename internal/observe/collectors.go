@@ -51,7 +51,7 @@ func (c *databaseCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *databaseCollector) read() (Database, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.at.IsZero() || time.Since(c.at) >= c.ttl {
+	if c.ttl < 0 || c.at.IsZero() || time.Since(c.at) >= c.ttl {
 		ctx, cancel := context.WithTimeout(context.Background(), databaseTimeout)
 		c.last, c.err = c.f(ctx)
 		cancel()

@@ -227,10 +227,11 @@ const DatabaseTTL = 5 * time.Second
 const databaseTimeout = 2 * time.Second
 
 // WatchDatabase registers the gauges f reads at scrape time, cached for
-// ttl (DatabaseTTL when 0). A failed reading reports
-// actionsledger_metrics_database_up 0 and none of the gauges. Call it once.
+// ttl (DatabaseTTL when 0, no caching when negative). A failed reading
+// reports actionsledger_metrics_database_up 0 and none of the gauges. Call
+// it once.
 func (m *Metrics) WatchDatabase(f DatabaseFunc, ttl time.Duration) {
-	if ttl <= 0 {
+	if ttl == 0 {
 		ttl = DatabaseTTL
 	}
 	m.Registry.MustRegister(newDatabaseCollector(f, ttl))
