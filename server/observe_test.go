@@ -184,7 +184,9 @@ func TestIssue12TracesMetricsAndLogs(t *testing.T) {
 	var ap struct {
 		Actions struct {
 			Action struct {
-				Session struct{ Approvals []struct{ InterruptID string } }
+				Session struct {
+					Approvals []struct{ InterruptID string }
+				}
 			}
 		}
 	}
