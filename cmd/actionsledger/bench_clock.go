@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/server"
@@ -41,7 +42,7 @@ func (c *benchClockCmd) Run(ctx context.Context, g *globals, log *slog.Logger) e
 	}
 	began := time.Now()
 	rep := &benchReport{out: os.Stdout}
-	app, stop, err := startApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, Workers: c.Workers}, log)
+	app, stop, err := startApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, Workers: c.Workers}, observe.AtLeast(log, slog.LevelWarn))
 	if err != nil {
 		return err
 	}

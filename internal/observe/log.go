@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,4 +36,28 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("LOG_FORMAT %q: want %s or %s", format, LogText, LogJSON)
+}
+
+// AtLeast returns a logger that writes what l writes, but only at min and
+// above: benchmarks run the service with it at warn, so per-turn info lines
+// do not cost throughput.
+func AtLeast(l *slog.Logger, min slog.Level) *slog.Logger {
+	return slog.New(minLevel{Handler: l.Handler(), min: min})
+}
+
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= h.min && h.Handler.Enabled(ctx, level)
+}
+
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
 }
