@@ -15,7 +15,7 @@
 #   make bench      run the benchmark against a fresh database actionsledger_bench
 #   make chaos      replicas, worker and a private PostgreSQL under kill -9 and
 #                   crash restarts, then invariants (docs/chaos.md; CHAOS_SEED=N replays)
-#   make generate   regenerate gqlgen code
+#   make generate   regenerate gqlgen code and the typed client (client/)
 #   make lint       gofmt + go vet
 #   make pg-stop    stop the private cluster in .pgdata/, if any
 
@@ -74,6 +74,7 @@ chaos: build
 
 generate:
 	$(GO) run ./graph/gen
+	$(GO) generate ./client
 
 lint:
 	files=$$(find . \( -path ./.pgdata -o -path ./.git -o -path ./bin \) -prune -o -name '*.go' -print); \

@@ -23,6 +23,13 @@ import (
 // can build more than a small multiple of their inputs are therefore sized
 // from their evaluated arguments before they run, and refused when the
 // size would not fit.
+//
+// What cel-go v0.33 offers does not refuse before the allocation:
+// CostLimit, CostTrackerOptions/OverloadTracker and the cost models of
+// ext.Strings price a call from its result; MemoryLimit samples values once
+// they exist; RegexProgramSizeLimit measures a pattern by compiling it. So a
+// planner decorator (cel.CustomDecoratorV2) wraps the calls instead, and
+// CostLimit stays for CPU.
 const (
 	// MaxBuildBytes is how many bytes the size-checked calls of one
 	// evaluation may build in all: strings and bytes joined by +, replace,
@@ -78,7 +85,8 @@ type sizer func(args []ref.Val, left int64) (bytes int64, refuse string)
 // builds at most a small multiple of its inputs (lowerAscii, substring,
 // indexOf, ...), and every input is bounded (the event, session input and
 // tool input by jsonvalue.MaxBytes, anything built by MaxBuildBytes), so
-// MaxCost bounds them.
+// MaxCost bounds them. So does it bound the map and filter macros, which add
+// one reference per iteration, and list +, which cel-go concatenates lazily.
 var sizers = map[string]sizer{
 	operators.Add:   addSize,
 	"replace":       replaceSize,

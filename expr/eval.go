@@ -209,7 +209,7 @@ func (p *Program) at(node int64) string {
 // MaxResultBytes bounds the result of Eval, in bytes of JSON: the largest
 // value the service stores (jsonvalue.MaxBytes). A list may hold the same
 // long string many times at little cost, so the result is measured as it is
-// converted, before anything is encoded.
+// converted, before anything is encoded (issue 10 item 3).
 const MaxResultBytes = jsonvalue.MaxBytes
 
 // toJSON converts a CEL result to a plain Go value (see Eval), counting its

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/big"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -100,47 +101,58 @@ func Check(raw []byte, field string) error {
 	if !surrogatesPaired(raw) {
 		return fault.New(fault.InvalidJSON, field, "strings may not contain an unpaired surrogate escape (\\ud800-\\udfff)")
 	}
-	v, err := Decode(raw)
-	if err != nil {
-		return fault.New(fault.InvalidJSON, field, "not a well-formed JSON value: %v", err)
-	}
-	return walk(v, 0, field)
+	return scan(raw, field)
 }
 
-// walk checks v, found inside depth arrays and objects.
-func walk(v any, depth int, field string) error {
-	switch v.(type) {
-	case map[string]any, []any:
-		if depth+1 > MaxDepth { // v itself is one more level
-			return fault.New(fault.InvalidJSON, field, "JSON value nests deeper than %d levels", MaxDepth)
+// scan checks every token of raw, which is well-formed JSON: depth, NUL
+// characters, numbers. It reads the tokens, not the decoded value, since
+// decoding keeps only the last of a repeated key and PostgreSQL reads them
+// all ({"a": 1e999999, "a": 0} must be refused too).
+func scan(raw []byte, field string) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var open []byte    // the containers around the next token
+	var wantKey []bool // per open container: an object's next string is a key
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
 		}
-	}
-	switch x := v.(type) {
-	case json.Number:
-		if !numericFits(string(x)) {
-			return fault.New(fault.InvalidJSON, field, "number %.40s is outside the stored range (at most %d digits before the decimal point and %d after)", x, maxIntDigits, maxFracDigits)
+		if err != nil {
+			return fault.New(fault.InvalidJSON, field, "not a well-formed JSON value: %v", err)
 		}
-	case string:
-		if strings.IndexByte(x, 0) >= 0 {
-			return fault.New(fault.InvalidJSON, field, "strings may not contain the NUL character (\\u0000)")
+		key := len(open) > 0 && open[len(open)-1] == '{' && wantKey[len(wantKey)-1]
+		if len(open) > 0 && open[len(open)-1] == '{' {
+			wantKey[len(wantKey)-1] = !key
 		}
-	case map[string]any:
-		for k, e := range x {
-			if strings.IndexByte(k, 0) >= 0 {
+		switch x := tok.(type) {
+		case json.Delim:
+			switch x {
+			case '{', '[':
+				if len(open)+1 > MaxDepth {
+					return fault.New(fault.InvalidJSON, field, "JSON value nests deeper than %d levels", MaxDepth)
+				}
+				open, wantKey = append(open, byte(x)), append(wantKey, x == '{')
+			default:
+				open, wantKey = open[:len(open)-1], wantKey[:len(wantKey)-1]
+				if len(open) > 0 && open[len(open)-1] == '{' {
+					wantKey[len(wantKey)-1] = true // the closing ends a value
+				}
+			}
+		case json.Number:
+			if !numericFits(string(x)) {
+				return fault.New(fault.InvalidJSON, field, "number %.40s is outside the stored range (at most %d digits before the decimal point and %d after)", x, maxIntDigits, maxFracDigits)
+			}
+		case string:
+			if strings.IndexByte(x, 0) < 0 {
+				break
+			}
+			if key {
 				return fault.New(fault.InvalidJSON, field, "object keys may not contain the NUL character (\\u0000)")
 			}
-			if err := walk(e, depth+1, field); err != nil {
-				return err
-			}
-		}
-	case []any:
-		for _, e := range x {
-			if err := walk(e, depth+1, field); err != nil {
-				return err
-			}
+			return fault.New(fault.InvalidJSON, field, "strings may not contain the NUL character (\\u0000)")
 		}
 	}
-	return nil
 }
 
 // surrogatesPaired reports whether every \u escape of a UTF-16 surrogate
@@ -195,6 +207,7 @@ func hex4(b []byte) rune {
 const (
 	maxIntDigits  = 131072
 	maxFracDigits = 16383
+	maxExponent   = 1<<30 - 1 // INT_MAX/2 in PostgreSQL's numeric input
 )
 
 // numericFits reports whether the JSON number n fits PostgreSQL's numeric.
@@ -203,7 +216,9 @@ func numericFits(n string) bool {
 	mant, exp := n, int64(0)
 	if i := strings.IndexAny(n, "eE"); i >= 0 {
 		e, err := strconv.ParseInt(n[i+1:], 10, 64)
-		if err != nil || e > 1<<40 || e < -(1<<40) {
+		// PostgreSQL refuses an exponent of INT_MAX/2 or more either way,
+		// whatever the digits (0E2000000000 too).
+		if err != nil || e >= maxExponent || e <= -maxExponent {
 			return false
 		}
 		mant, exp = n[:i], e
@@ -222,18 +237,60 @@ func numericFits(n string) bool {
 	return before <= maxIntDigits
 }
 
-// Equal reports whether a and b encode the same JSON value (object key order
-// and whitespace ignored; numbers compared by their exact text after
-// normalising through json.Number).
+// Equal reports whether a and b encode the same JSON value, as PostgreSQL's
+// jsonb compares them: object key order and whitespace ignored, numbers
+// compared by value (1.5e300 equals its digits written out, 1 equals 1.0),
+// exactly (no float64 detour). Invalid JSON equals nothing.
 func Equal(a, b []byte) bool {
 	da, err1 := Decode(orNull(a))
 	db, err2 := Decode(orNull(b))
 	if err1 != nil || err2 != nil {
 		return false
 	}
-	ea, _ := Encode(da)
-	eb, _ := Encode(db)
-	return bytes.Equal(ea, eb)
+	return equal(da, db)
+}
+
+func equal(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !equal(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !equal(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case json.Number:
+		y, ok := b.(json.Number)
+		return ok && numbersEqual(x, y)
+	}
+	return a == b // nil, bool, string
+}
+
+// numbersEqual compares two JSON numbers by exact value. Both passed
+// Decode, so they are well formed; their size is what Check allows.
+func numbersEqual(a, b json.Number) bool {
+	if a == b {
+		return true
+	}
+	x, ok1 := new(big.Rat).SetString(string(a))
+	y, ok2 := new(big.Rat).SetString(string(b))
+	return ok1 && ok2 && x.Cmp(y) == 0
 }
 
 func orNull(b []byte) []byte {

@@ -36,3 +36,37 @@ func TestExactNumbers(t *testing.T) {
 	require.True(t, jsonvalue.Equal([]byte(`{"a":1,"b":[2]}`), []byte(`{ "b": [2], "a": 1 }`)))
 	require.False(t, jsonvalue.Equal([]byte(`{"a":1}`), []byte(`{"a":2}`)))
 }
+
+// Issue 10, found by FuzzJSONValue: PostgreSQL refuses a number whose
+// exponent is INT_MAX/2 or beyond, even zero ("value overflows numeric
+// format"), so Check refuses it before anything is written.
+func TestCheckHugeExponent_Issue10(t *testing.T) {
+	t.Parallel()
+	for _, n := range []string{"0E2000000000", "0e1073741823", "-0e-1073741823", "0.0e1073741823"} {
+		require.Equal(t, fault.InvalidJSON, fault.CodeOf(jsonvalue.Check([]byte(n), "v")), n)
+	}
+	for _, n := range []string{"0e1073741822", "-0e+1073741822", "0e-16383", "1e131071"} {
+		require.NoError(t, jsonvalue.Check([]byte(n), "v"), n)
+	}
+}
+
+// Issue 10, found by FuzzJSONValue: decoding keeps only the last of a
+// repeated key, but PostgreSQL reads every one, so Check looks at them all.
+func TestCheckRepeatedKeys_Issue10(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		`{"0": 1e200000, "0": 0}`,
+		`{"a": "x\u0000", "a": "y"}`,
+		`{"a": {"k\u0000": 1}, "a": 1}`,
+		`[{"a": [1e200000], "a": 0}]`,
+	} {
+		require.Equal(t, fault.InvalidJSON, fault.CodeOf(jsonvalue.Check([]byte(raw), "v")), raw)
+	}
+	err := jsonvalue.Check([]byte(`{"a": 1, "b\u0000": 2}`), "v")
+	require.ErrorContains(t, err, "object keys may not contain the NUL character")
+	err = jsonvalue.Check([]byte(`{"a": [{"x": 1}, "b\u0000"]}`), "v")
+	require.ErrorContains(t, err, "strings may not contain the NUL character")
+	err = jsonvalue.Check([]byte(`{"a": {"b": 1}, "c\u0000": 2}`), "v")
+	require.ErrorContains(t, err, "object keys may not contain the NUL character")
+	require.NoError(t, jsonvalue.Check([]byte(`{"a": 1, "a": 2, "b": [{"c": null}]}`), "v"))
+}

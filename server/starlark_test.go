@@ -236,7 +236,9 @@ func TestStarlarkFailures(t *testing.T) {
 	e := newEnv(t)
 	monitor := func(source string) map[string]any {
 		return map[string]any{
-			"name": "bad", "kind": "starlark", "source": source,
+			// A step budget that runs out long before the deadline, even on
+			// a loaded machine under the race detector.
+			"name": "bad", "kind": "starlark", "source": source, "config": map[string]any{"max_steps": 1000000, "timeout_ms": 60000},
 			"triggers": []any{map[string]any{"name": "opened", "event": `event.type == "account.inserted"`,
 				"session": map[string]any{"start": map[string]any{"input": map[string]any{"account_id": "string(event.data.account_id)"}}}}},
 			"session": map[string]any{"id": "string(session.input.account_id)"},

@@ -28,6 +28,7 @@ import (
 // from putValue to the turn that takes the entry, and the latency from an
 // event's commit to its turn's commit, under saturation and at a paced rate.
 type benchCmd struct {
+	database
 	Conns         []int         `default:"4,1" help:"Connection counts of the raw INSERT runs."`
 	Duration      time.Duration `default:"3s" help:"Length of each raw INSERT run."`
 	Accounts      int           `default:"20" help:"Accounts (sessions) the entries spread over."`
@@ -40,14 +41,14 @@ type benchCmd struct {
 	Timeout       time.Duration `default:"60s" help:"Longest wait for a pass's entries to be taken by turns."`
 }
 
-func (c *benchCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
+func (c *benchCmd) Run(ctx context.Context, log *slog.Logger) error {
 	if c.Accounts < 1 || c.Entries < 1 || c.Writers < 1 || c.Duration <= 0 {
 		return errors.New("bench: --accounts, --entries, --writers and --duration must be positive")
 	}
 	began := time.Now()
 	rep := &benchReport{out: os.Stdout}
 	for _, n := range c.Conns {
-		rate, count, err := insertCeiling(ctx, g.DatabaseURL, n, c.Duration)
+		rate, count, err := insertCeiling(ctx, c.DatabaseURL, n, c.Duration)
 		if err != nil {
 			return err
 		}
@@ -56,7 +57,7 @@ func (c *benchCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error 
 			fmt.Sprintf("%d single-row autocommit INSERTs in %s", count, c.Duration))
 	}
 
-	rig, err := newBenchRig(ctx, g.DatabaseURL, c, log)
+	rig, err := newBenchRig(ctx, c.DatabaseURL, c, log)
 	if err != nil {
 		return err
 	}

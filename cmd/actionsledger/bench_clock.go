@@ -26,6 +26,7 @@ import (
 // this process and of PostgreSQL, transactions per second), and how late
 // firings start their turns, on an idle server and under load.
 type benchClockCmd struct {
+	database
 	Sessions     int           `default:"100000" help:"Sessions whose hourly clock starts turns (the idle figure)."`
 	Idle         time.Duration `default:"30s" help:"How long idle CPU is measured, before and after the sessions exist."`
 	IdleLag      int           `default:"5" help:"Sessions of the idle lag pass (every 1s)."`
@@ -36,13 +37,13 @@ type benchClockCmd struct {
 	StartTimeout time.Duration `default:"10m" help:"Longest wait for the sessions to start."`
 }
 
-func (c *benchClockCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
+func (c *benchClockCmd) Run(ctx context.Context, log *slog.Logger) error {
 	if c.Sessions < 0 || c.IdleLag < 1 || c.Load < 1 || c.LoadEvery < time.Second || c.Idle <= 0 || c.LagDuration <= 0 {
 		return errors.New("bench-clock: counts must be positive and --load-every at least 1s")
 	}
 	began := time.Now()
 	rep := &benchReport{out: os.Stdout}
-	app, stop, err := startApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, Workers: c.Workers}, observe.AtLeast(log, slog.LevelWarn))
+	app, stop, err := startApp(ctx, server.Config{DatabaseURL: c.DatabaseURL, Workers: c.Workers}, observe.AtLeast(log, slog.LevelWarn))
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,7 @@ var (
 // part (agentDemo) follows the README's agent walkthrough: an approval,
 // then a held turn, answered with the seed's operations.
 type demoCmd struct {
+	database
 	Accounts int           `default:"5" help:"Accounts to open (one session each)."`
 	Entries  int           `default:"300" help:"Entries to write, spread round-robin over the accounts."`
 	Writers  int           `default:"4" help:"Concurrent putValue callers (more writers, more entries per turn)."`
@@ -84,13 +85,13 @@ const (
 }`
 )
 
-func (c *demoCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
+func (c *demoCmd) Run(ctx context.Context, log *slog.Logger) error {
 	if c.Accounts < 1 || c.Entries < 1 || c.Writers < 1 {
 		return errors.New("demo: --accounts, --entries and --writers must be at least 1")
 	}
 	began := time.Now()
 	out := os.Stdout
-	app, stop, err := startApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, Workers: c.Workers}, log)
+	app, stop, err := startApp(ctx, server.Config{DatabaseURL: c.DatabaseURL, Workers: c.Workers}, log)
 	if err != nil {
 		return err
 	}

@@ -1,42 +1,82 @@
-// Command actionsledger runs the actionsledger service and its tools.
+// Command actionsledger runs the actionsledger service, and is a command
+// line client of a running one.
+//
+// Server and database commands (DATABASE_URL):
 //
 //	actionsledger serve     GraphQL server, dispatcher and turn executor (default)
 //	actionsledger worker    dispatcher and turn executor only
 //	actionsledger migrate   bring the database schema up to date
-//	actionsledger token create --admin   print a new admin bearer token
+//	actionsledger token create --admin   print a new admin bearer token (bootstrap)
 //	actionsledger demo      a scripted walkthrough on a fresh database
 //	actionsledger bench     throughput and latency figures
 //	actionsledger bench-clock  idle CPU with clocked sessions, firing lag
 //
-// Configuration comes from flags or the environment (DATABASE_URL, ADDR, ...).
+// Client commands, GraphQL clients of a running server (--server or
+// ACTIONSLEDGER_SERVER, --token or ACTIONSLEDGER_TOKEN; package cli):
+// apply, actions, sessions, inbox, respond, events, put, append, tokens.
+// docs/cli.md lists them with their exit codes.
 package main
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/alecthomas/kong"
 
+	"github.com/actionsledger/actionsledger/cli"
 	"github.com/actionsledger/actionsledger/handlers/agent/provider"
 	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/migrations"
 	"github.com/actionsledger/actionsledger/server"
 )
 
-type globals struct {
-	DatabaseURL  string        `env:"DATABASE_URL" required:"" help:"PostgreSQL URL."`
-	DatabaseWait time.Duration `env:"DATABASE_WAIT" default:"60s" help:"How long serve and worker wait at start for an unreachable database before exiting."`
-	LogLevel     string        `env:"LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"Log level."`
-	LogFormat    string        `env:"LOG_FORMAT" default:"text" enum:"text,json" help:"Log format: text (key=value) or json (one object a line)."`
+// grammar is the command line: the client commands and their flags (package
+// cli), and the commands that run the service or write to its database.
+type grammar struct {
+	cli.Globals
+	LogLevel  string `env:"LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"Log level of the server and database commands."`
+	LogFormat string `env:"LOG_FORMAT" default:"text" enum:"text,json" help:"Log format of the server and database commands: text (key=value) or json (one object a line)."`
+
+	cli.Commands `embed:""`
+	Serve        serveCmd      `cmd:"" default:"1" group:"database" help:"Run the GraphQL server, dispatcher and turn executor."`
+	Worker       workerCmd     `cmd:"" group:"database" help:"Run the dispatcher and turn executor without HTTP."`
+	Migrate      migrateCmd    `cmd:"" group:"database" help:"Bring the database schema up to date (harmless to repeat)."`
+	Token        tokenCmd      `cmd:"" group:"database" help:"Create a bearer token by writing to the database directly (bootstrap; the API's equivalent is tokens)."`
+	Demo         demoCmd       `cmd:"" group:"database" help:"Create the example monitor, open accounts, write entries, print sessions and turns; then an agent approval and a held turn."`
+	Bench        benchCmd      `cmd:"" group:"database" help:"Measure ledger commit rate, end-to-end events/s and event-to-turn latency."`
+	BenchClock   benchClockCmd `cmd:"" name:"bench-clock" group:"database" help:"Measure idle CPU with many clocked sessions and firing lag."`
+}
+
+// database is the flag of the commands that open the database.
+type database struct {
+	DatabaseURL string `env:"DATABASE_URL" required:"" help:"PostgreSQL URL."`
+}
+
+// Validate refuses an empty URL (DATABASE_URL set to nothing): the driver
+// would then pick a database from its defaults (PGHOST, the OS user), and
+// migrate would change that one.
+func (d *database) Validate() error {
+	if strings.TrimSpace(d.DatabaseURL) == "" {
+		return errors.New("DATABASE_URL (or --database-url) is empty")
+	}
+	return nil
+}
+
+// startup is the flag of the commands that run the service.
+type startup struct {
+	DatabaseWait time.Duration `env:"DATABASE_WAIT" default:"60s" help:"How long to wait at start for an unreachable database (restarting, not up yet) before exiting."`
 }
 
 type serveCmd struct {
+	database
+	startup
 	Addr          string        `env:"ADDR" default:"127.0.0.1:8080" help:"HTTP listen address (loopback only unless AUTH=on)."`
 	Auth          string        `env:"AUTH" default:"off" enum:"on,off" help:"on: every GraphQL request needs a bearer token; off: loopback dev mode, no credentials."`
 	AdminToken    string        `env:"ADMIN_TOKEN" help:"A bearer token (32+ characters) for principal admin with ADMIN on *."`
@@ -62,6 +102,8 @@ type httpLimits struct {
 }
 
 type workerCmd struct {
+	database
+	startup
 	Workers    int           `env:"WORKERS" default:"4" help:"Concurrent turns in this process."`
 	Lease      time.Duration `env:"TURN_LEASE" default:"30s" help:"How long a claimed turn stays leased without a heartbeat."`
 	Auth       string        `env:"AUTH" default:"off" enum:"on,off" help:"on: action versions run with their authors' authority (set it as for serve); off: dev mode."`
@@ -69,43 +111,31 @@ type workerCmd struct {
 	HTTPAllow  []string      `env:"HTTP_ALLOW" name:"http-allow" sep:"," help:"As for serve."`
 }
 
-type migrateCmd struct{}
-
-var cli struct {
-	globals
-	Serve      serveCmd      `cmd:"" default:"1" help:"Run the GraphQL server, dispatcher and turn executor."`
-	Worker     workerCmd     `cmd:"" help:"Run the dispatcher and turn executor without HTTP."`
-	Migrate    migrateCmd    `cmd:"" help:"Bring the database schema up to date (harmless to repeat)."`
-	Token      tokenCmd      `cmd:"" help:"Manage bearer tokens."`
-	Demo       demoCmd       `cmd:"" help:"Create the example monitor, open accounts, write entries, print sessions and turns; then an agent approval and a held turn."`
-	Bench      benchCmd      `cmd:"" help:"Measure ledger commit rate, end-to-end events/s and event-to-turn latency."`
-	BenchClock benchClockCmd `cmd:"" name:"bench-clock" help:"Measure idle CPU with many clocked sessions and firing lag."`
-}
+type migrateCmd struct{ database }
 
 func main() {
-	d := server.DefaultLimits
-	kctx := kong.Parse(&cli, kong.Name("actionsledger"), kong.Description("Ledger-native actions and sessions over GraphQL."),
-		kong.Vars{"read_header_timeout": d.ReadHeaderTimeout.String(), "read_timeout": d.ReadTimeout.String(),
-			"idle_timeout": d.IdleTimeout.String(), "request_timeout": d.RequestTimeout.String(),
-			"max_conns": strconv.Itoa(d.MaxConns), "max_mutation_fields": strconv.Itoa(d.MaxMutationFields)})
-	log, err := observe.NewLogger(os.Stderr, cli.LogFormat, cli.LogLevel)
-	if err != nil {
-		kctx.Fatalf("%v", err)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if cli.DatabaseURL == "" {
-		kctx.Fatalf("DATABASE_URL (or --database-url) is empty")
-	}
-	kctx.BindTo(ctx, (*context.Context)(nil))
-	if err := kctx.Run(&cli.globals, log); err != nil {
-		fmt.Fprintln(os.Stderr, "actionsledger:", err)
-		os.Exit(1)
-	}
+	os.Exit(run(os.Args[1:], cli.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
 }
 
-func (c *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
-	return runApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, DatabaseWait: g.DatabaseWait, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease,
+// run runs the command line args and returns the exit code (see package
+// cli for the client commands' codes; the other commands exit 1 on error).
+func run(args []string, stdio cli.IO) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var g grammar
+	d := server.DefaultLimits
+	return cli.Execute(ctx, &g, &g.Globals, args, stdio,
+		kong.Description("Ledger-native actions and sessions over GraphQL: the service, and a command line client of it."),
+		kong.Vars{"read_header_timeout": d.ReadHeaderTimeout.String(), "read_timeout": d.ReadTimeout.String(),
+			"idle_timeout": d.IdleTimeout.String(), "request_timeout": d.RequestTimeout.String(),
+			"max_conns": strconv.Itoa(d.MaxConns), "max_mutation_fields": strconv.Itoa(d.MaxMutationFields)},
+		kong.BindToProvider(func() (*slog.Logger, error) {
+			return observe.NewLogger(stdio.Stderr, g.LogFormat, g.LogLevel)
+		}))
+}
+
+func (c *serveCmd) Run(ctx context.Context, log *slog.Logger) error {
+	return runApp(ctx, server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease,
 		DisableIntrospection: !c.Introspection, DisableGraphiQL: !c.GraphiQL, Auth: c.Auth == "on", AdminToken: c.AdminToken,
 		Providers: provider.FromEnv(os.Getenv), HTTPAllow: c.HTTPAllow,
 		Limits: server.Limits{ReadHeaderTimeout: c.HTTP.ReadHeaderTimeout, ReadTimeout: c.HTTP.ReadTimeout,
@@ -113,8 +143,8 @@ func (c *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error 
 			MaxMutationFields: c.MaxMutations}, DebugAddr: c.DebugAddr, DebugPublic: c.DebugPublic}, log)
 }
 
-func (c *workerCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
-	return runApp(ctx, server.Config{DatabaseURL: g.DatabaseURL, DatabaseWait: g.DatabaseWait, Workers: c.Workers, Lease: c.Lease,
+func (c *workerCmd) Run(ctx context.Context, log *slog.Logger) error {
+	return runApp(ctx, server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Workers: c.Workers, Lease: c.Lease,
 		Auth: c.Auth == "on", AdminToken: c.AdminToken, HTTPAllow: c.HTTPAllow, Providers: provider.FromEnv(os.Getenv)}, log)
 }
 
@@ -142,8 +172,8 @@ func runApp(ctx context.Context, cfg server.Config, log *slog.Logger) error {
 	return app.Run(ctx)
 }
 
-func (migrateCmd) Run(ctx context.Context, g *globals, log *slog.Logger) error {
-	if err := migrations.Apply(ctx, g.DatabaseURL); err != nil {
+func (c *migrateCmd) Run(ctx context.Context, log *slog.Logger) error {
+	if err := migrations.Apply(ctx, c.DatabaseURL); err != nil {
 		return err
 	}
 	log.Info("schema up to date")

@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/actionsledger/actionsledger/client"
+)
+
+// ActionsCmd groups `actions list` and `actions get` (issue 12, CLI).
+type ActionsCmd struct {
+	List ActionsListCmd `cmd:"" help:"List actions by id."`
+	Get  ActionsGetCmd  `cmd:"" help:"Show an action: status, definition and versions."`
+}
+
+// ActionsListCmd is `actions list`.
+type ActionsListCmd struct {
+	Limit int `default:"100" help:"Most actions to list; 0 lists them all."`
+}
+
+// pageSize is how many items one request asks for, within the API's 1-500.
+func pageSize(limit, got int) *int {
+	n := 500
+	if limit > 0 && limit-got < n {
+		n = limit - got
+	}
+	return &n
+}
+
+// Run pages through the actions; JSON output is an array of them.
+func (c *ActionsListCmd) Run(ctx context.Context, env *Env) error {
+	if c.Limit < 0 {
+		return usagef("--limit must be 0 or more")
+	}
+	var all []client.ActionSummary
+	var after *string
+	more := false
+	for {
+		r, err := client.ListActions(ctx, env.Client, pageSize(c.Limit, len(all)), after)
+		if err != nil {
+			return err
+		}
+		page := r.Actions.Actions
+		all = append(all, page.Nodes...)
+		more = page.PageInfo.HasNextPage
+		if !more || (c.Limit > 0 && len(all) >= c.Limit) {
+			break
+		}
+		after = page.PageInfo.EndCursor
+	}
+	if all == nil {
+		all = []client.ActionSummary{}
+	}
+	return env.emit(all, func(w io.Writer) error {
+		t := newTable(w, "ID", "NAME", "KIND", "VERSION", "STATUS", "UPDATED")
+		for _, a := range all {
+			t.row(a.Id, a.Definition.Name, a.Definition.Kind, strconv.Itoa(a.Version), string(a.Status), stamp(a.UpdatedAt))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if more {
+			fmt.Fprintf(env.Stderr, "(first %d; --limit 0 lists all)\n", len(all))
+		}
+		return nil
+	})
+}
+
+// ActionsGetCmd is `actions get ID`.
+type ActionsGetCmd struct {
+	ID string `arg:"" help:"The action's id (a UUID)."`
+}
+
+// Run shows the action; its JSON output's definition has ActionInput's
+// shape, so `jq '.definition + {id}'` of it can be applied again.
+func (c *ActionsGetCmd) Run(ctx context.Context, env *Env) error {
+	r, err := client.GetAction(ctx, env.Client, c.ID)
+	if err != nil {
+		return err
+	}
+	a := r.Actions.Action
+	if a == nil {
+		return notFound("action %s", c.ID)
+	}
+	return env.emit(a, func(w io.Writer) error {
+		d := &a.Definition.DefinitionFields
+		fmt.Fprintf(w, "id:       %s\nname:     %s\nkind:     %s\nstatus:   %s\nversion:  %d\ncreated:  %s\nupdated:  %s\n",
+			a.Id, d.Name, d.Kind, a.Status, a.Version, stamp(a.CreatedAt), stamp(a.UpdatedAt))
+		if len(d.Triggers) > 0 {
+			fmt.Fprintln(w, "triggers:")
+			t := newTable(w, "  NAME", "ROLE", "EVENT")
+			for _, tr := range d.Triggers {
+				role := ""
+				if s := tr.Session; s != nil && s.Start != nil {
+					role = "start"
+				} else if s != nil && s.Resume != nil {
+					role = "resume " + s.Resume.Id
+				}
+				t.row("  "+tr.Name, role, tr.Event)
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintln(w, "versions:")
+		t := newTable(w, "  VERSION", "CREATED", "AUTHOR", "FROM POSITION")
+		for _, v := range a.Versions {
+			t.row("  "+strconv.Itoa(v.Version), stamp(v.CreatedAt), str(v.Author), v.FromPosition)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		def, err := marshalIndent(&a.Definition, "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "definition:\n  %s\n", def)
+		return err
+	})
+}

@@ -1,0 +1,224 @@
+package cli_test
+
+// Issue 12 CLI: answering a scripted agent's approval (P5) and held turn
+// (H3) from the command line, the inbox, and following a session and the
+// ledger live. The inbox and the subscriptions are built on branch
+// h12-live; until the server has them, their parts skip on the server's
+// NOT_IMPLEMENTED and turn on by themselves once it answers.
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actionsledger/actionsledger/cli"
+)
+
+const agentSession = "3f0c9f8e-account"
+
+// agentSessionJSON is the part of `sessions get -o json` these tests read.
+type agentSessionJSON struct {
+	Status    string
+	State     json.RawMessage
+	Approvals []struct{ InterruptID, Tool string }
+	Holds     []struct {
+		InterruptID, Cause string
+		Turn               json.Number
+	}
+	Turns struct {
+		Nodes []struct {
+			Number json.Number
+			Status string
+		}
+	}
+}
+
+func (r *rig) agentSession(t *testing.T) agentSessionJSON {
+	t.Helper()
+	var s agentSessionJSON
+	r.okJSON(t, &s, "sessions", "get", agentID, agentSession)
+	return s
+}
+
+// setUpAgent stores the gated tool and the scripted agent with apply
+// (YAML), then opens account 3f0c9f8e.
+func setUpAgent(t *testing.T, r *rig) {
+	t.Helper()
+	require.Contains(t, r.ok(t, "apply", "-f", "testdata/freeze-tool.yaml"), "created: version 1")
+	require.Contains(t, r.ok(t, "apply", "-f", "testdata/agent-monitor.yaml"), "created: version 1")
+	r.ok(t, "put", "account", "3f0c9f8e", `{"account_id": "3f0c9f8e"}`)
+}
+
+// Issue 12 CLI, respond (P5, H3, H5) and inbox: the agent pauses before a
+// gated call; sessions get shows what it waits on and how to answer;
+// respond --approve runs it; a refused turn is held and respond --retry
+// runs it again. Each interrupt is answered once (exit 2,
+// ALREADY_ANSWERED).
+func TestRespondApproveAndRetry(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, false)
+	setUpAgent(t, r)
+	r.ok(t, "put", "entry", "e1", `{"account_id": "3f0c9f8e", "amount": 12000}`)
+	r.step(t)
+
+	s := r.agentSession(t)
+	require.Equal(t, "WAITING", s.Status)
+	require.Len(t, s.Approvals, 1)
+	ap := s.Approvals[0].InterruptID
+	out := r.ok(t, "sessions", "get", agentID, agentSession)
+	require.Contains(t, out, "waits on approval "+ap+": freeze_account v1 ")
+	require.Contains(t, out, "answer: actionsledger respond "+agentID+" "+agentSession+" "+ap+" --approve|--deny")
+
+	t.Run("inbox lists the approval", func(t *testing.T) {
+		res := r.run(t, "inbox")
+		skipUnlessImplemented(t, res, "inbox")
+		require.Equal(t, cli.ExitOK, res.code, "%s", res)
+		require.Regexp(t, `(?m)^INTERRUPT\s+KIND\s+ACTION\s+SESSION\s+RAISED\s+WHAT$`, res.out)
+		require.Regexp(t, `(?m)^`+ap+`\s+APPROVAL\s+agent-monitor `+agentID+`\s+`+agentSession+`\s+\S+\s+freeze_account v1 `, res.out)
+		require.Contains(t, res.errOut, "1 waiting")
+		var items []struct {
+			InterruptID, Kind, ActionName string
+			Action                        struct{ ID string }
+			Session                       struct{ ID string }
+			Approval                      struct {
+				Tool  string
+				Input json.RawMessage
+			}
+		}
+		r.okJSON(t, &items, "inbox", "--kind", "approval", "--action", agentID)
+		require.Len(t, items, 1)
+		require.Equal(t, ap, items[0].InterruptID)
+		require.Equal(t, "APPROVAL", items[0].Kind)
+		require.Equal(t, agentSession, items[0].Session.ID)
+		require.JSONEq(t, `{"account_id":"3f0c9f8e","reason":"large entry","requested_by":"agent-monitor"}`, string(items[0].Approval.Input))
+		r.okJSON(t, &items, "inbox", "--kind", "hold")
+		require.Empty(t, items)
+	})
+
+	// P3: a suspicious entry while waiting stays pending.
+	r.ok(t, "put", "entry", "e2", `{"account_id": "3f0c9f8e", "amount": 5, "note": "suspicious-transfer"}`)
+	r.step(t)
+
+	out = r.ok(t, "respond", agentID, agentSession, ap, "--approve", "--reason", "Confirmed with the customer.")
+	require.Equal(t, "answered "+ap+": input command/"+ap+" (COMMAND, PENDING, sequence 3); a turn of its own takes it\n", out)
+	r.fails(t, cli.ExitRefused, []string{"respond", agentID, agentSession, ap, "--deny"}, "ALREADY_ANSWERED", "interruptId")
+	r.step(t)
+
+	// The approved call ran (turn 2); the suspicious entry's turn 3 is held.
+	s = r.agentSession(t)
+	require.Equal(t, "WAITING", s.Status)
+	require.Empty(t, s.Approvals)
+	require.Len(t, s.Holds, 1)
+	require.Equal(t, "REFUSED", s.Holds[0].Cause)
+	require.Equal(t, "3", s.Holds[0].Turn.String())
+	hold := s.Holds[0].InterruptID
+	require.Contains(t, r.ok(t, "sessions", "get", agentID, agentSession),
+		"waits on held turn 3, "+hold+": REFUSED (fraud): I cannot judge this transfer")
+	r.fails(t, cli.ExitRefused, []string{"respond", agentID, agentSession, hold, "--approve"}, "BAD_USER_INPUT")
+
+	var cmd struct{ Identity, Kind, Status string }
+	r.okJSON(t, &cmd, "respond", agentID, agentSession, hold, "--retry", "--note", "The transfer was reviewed; continue monitoring.")
+	require.Equal(t, struct{ Identity, Kind, Status string }{"command/" + hold, "COMMAND", "PENDING"}, cmd)
+	r.step(t)
+	s = r.agentSession(t)
+	require.Equal(t, "OPEN", s.Status)
+	require.JSONEq(t, `{"reviewed":true}`, string(s.State))
+	r.fails(t, cli.ExitRefused, []string{"respond", agentID, agentSession, hold, "--skip"}, "ALREADY_ANSWERED")
+	r.fails(t, cli.ExitNotFound, []string{"respond", agentID, "nobody-account", hold, "--skip"}, "NOT_FOUND")
+}
+
+// Issue 12 CLI, sessions watch: it prints the session, then each change,
+// and stops by itself when the session waits on an approval (exit 0);
+// with --until-final it follows through the answer until the session is
+// closed.
+func TestSessionsWatch(t *testing.T) {
+	t.Parallel()
+	r := newLiveRig(t)
+	setUpAgent(t, r)
+	eventually(t, "the agent's session", func() bool {
+		return r.run(t, "sessions", "get", agentID, agentSession).code == cli.ExitOK
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+
+	// JSON lines: one update per line, until the session waits.
+	w := r.start(t, ctx, "sessions", "watch", agentID, agentSession, "-o", "json")
+	first, ok := <-w.ch
+	if !ok {
+		res := w.wait(t)
+		skipUnlessImplemented(t, res, "sessionUpdates")
+		require.FailNow(t, "watch ended without output", "%s", res)
+	}
+	var u struct {
+		Kind    string
+		Session struct {
+			ID, Status string
+			Approvals  []struct{ InterruptID string }
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(first), &u), first)
+	require.Equal(t, "SESSION", u.Kind)
+	require.Equal(t, agentSession, u.Session.ID)
+	require.Equal(t, "OPEN", u.Session.Status)
+
+	r.ok(t, "put", "entry", "e1", `{"account_id": "3f0c9f8e", "amount": 12000}`)
+	res := w.wait(t)
+	require.Equal(t, cli.ExitOK, res.code, "%s", res)
+	all := strings.Split(strings.TrimSpace(res.out), "\n")
+	require.NoError(t, json.Unmarshal([]byte(all[len(all)-1]), &u))
+	require.Equal(t, "WAITING", u.Session.Status)
+	require.Len(t, u.Session.Approvals, 1, "it stopped at the approval")
+	ap := u.Session.Approvals[0].InterruptID
+
+	// Human lines, through the answer, until the session is closed.
+	w = r.start(t, ctx, "sessions", "watch", agentID, agentSession, "--until-final")
+	require.Contains(t, w.next(t), "session "+agentSession+" WAITING")
+	r.ok(t, "respond", agentID, agentSession, ap, "--approve")
+	eventually(t, "the approved turn", func() bool { return r.agentSession(t).Status == "OPEN" })
+	r.ok(t, "sessions", "close", agentID, agentSession, "--reason", "watched")
+	res = w.wait(t)
+	require.Equal(t, cli.ExitOK, res.code, "%s", res)
+	require.Contains(t, res.out, "waits on approval "+ap)
+	require.Regexp(t, `(?m)session `+agentSession+` CANCELLED.*: watched$`, res.out)
+}
+
+// Issue 12 CLI, events tail: it replays the events after a position, in
+// order, as JSON lines with numbers as written; then follows new ones.
+func TestEventsTail(t *testing.T) {
+	t.Parallel()
+	r := newLiveRig(t)
+	r.ok(t, "append", "tail.one", `{"n": 1}`)
+	res := r.run(t, "events", "tail", "--after", "0", "--limit", "1")
+	skipUnlessImplemented(t, res, "ledgerEvents")
+	require.Equal(t, cli.ExitOK, res.code, "%s", res)
+	require.Contains(t, res.out, "tail.one")
+
+	r.ok(t, "put", "tail", "k", `{"n": 12345678901234567890123}`)
+	res = r.run(t, "events", "tail", "--after", "0", "--limit", "2", "-o", "json")
+	require.Equal(t, cli.ExitOK, res.code, "%s", res)
+	evs := strings.Split(strings.TrimSpace(res.out), "\n")
+	require.Len(t, evs, 2, "JSON lines")
+	var e1, e2 struct {
+		EventType, Position string
+		Data                json.RawMessage
+	}
+	require.NoError(t, json.Unmarshal([]byte(evs[0]), &e1))
+	require.NoError(t, json.Unmarshal([]byte(evs[1]), &e2))
+	require.Equal(t, "tail.one", e1.EventType)
+	require.Equal(t, "tail.inserted", e2.EventType)
+	require.Contains(t, string(e2.Data), "12345678901234567890123")
+
+	out := r.ok(t, "events", "tail", "--after", "0", "--type", "tail.inserted", "--limit", "1")
+	require.Regexp(t, `^`+e2.Position+`\s+\S+\s+tail\.inserted tail/k v1\s+\{"n":12345678901234567890123\}\n$`, out)
+
+	// Live: whether the subscription is open before the append or not,
+	// --after makes it see the event.
+	w := r.start(t, t.Context(), "events", "tail", "--after", e2.Position, "--type", "tail.live", "--limit", "1")
+	r.ok(t, "append", "tail.live", `{"n": 3}`)
+	res = w.wait(t)
+	require.Equal(t, cli.ExitOK, res.code, "%s", res)
+	require.Contains(t, res.out, "tail.live")
+}

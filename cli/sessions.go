@@ -1,0 +1,247 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/actionsledger/actionsledger/client"
+)
+
+// SessionsCmd groups the session commands (issue 12, CLI).
+type SessionsCmd struct {
+	List  SessionsListCmd  `cmd:"" help:"List an action's sessions, newest first."`
+	Get   SessionsGetCmd   `cmd:"" help:"Show a session: status, state, what it waits on, pending inputs, and its turns with inputs and transcripts."`
+	Watch SessionsWatchCmd `cmd:"" help:"Follow a session live until it ends or waits on an approval or a held turn."`
+	Close SessionsCloseCmd `cmd:"" help:"End a session (status CANCELLED) with a reason."`
+}
+
+// sessionStatuses are SessionStatus's values, for --status.
+var sessionStatuses = []string{"OPEN", "WAITING", "COMPLETED", "FAILED", "CANCELLED"}
+
+// final reports whether a session in status s takes no more inputs.
+func final(s client.SessionStatus) bool {
+	return s == client.SessionStatusCompleted || s == client.SessionStatusFailed || s == client.SessionStatusCancelled
+}
+
+// SessionsListCmd is `sessions list ACTION [--status S]`.
+type SessionsListCmd struct {
+	Action string `arg:"" help:"The action's id."`
+	Status string `placeholder:"STATUS" help:"Only sessions in this status: OPEN, WAITING, COMPLETED, FAILED or CANCELLED."`
+	Limit  int    `default:"100" help:"Most sessions to list; 0 lists them all."`
+}
+
+// Validate checks --status and --limit.
+func (c *SessionsListCmd) Validate() error {
+	if c.Status != "" && !slices.Contains(sessionStatuses, upper(c.Status)) {
+		return fmt.Errorf("--status %q: one of %s", c.Status, strings.Join(sessionStatuses, ", "))
+	}
+	if c.Limit < 0 {
+		return fmt.Errorf("--limit must be 0 or more")
+	}
+	return nil
+}
+
+// Run pages through the sessions; JSON output is an array.
+func (c *SessionsListCmd) Run(ctx context.Context, env *Env) error {
+	var status *client.SessionStatus
+	if c.Status != "" {
+		s := client.SessionStatus(upper(c.Status))
+		status = &s
+	}
+	var all []client.SessionSummary
+	var after *string
+	more := false
+	for {
+		r, err := client.ListSessions(ctx, env.Client, c.Action, pageSize(c.Limit, len(all)), after, status)
+		if err != nil {
+			return err
+		}
+		a := r.Actions.Action
+		if a == nil {
+			return notFound("action %s", c.Action)
+		}
+		all = append(all, a.Sessions.Nodes...)
+		more = a.Sessions.PageInfo.HasNextPage
+		if !more || (c.Limit > 0 && len(all) >= c.Limit) {
+			break
+		}
+		after = a.Sessions.PageInfo.EndCursor
+	}
+	if all == nil {
+		all = []client.SessionSummary{}
+	}
+	return env.emit(all, func(w io.Writer) error {
+		t := newTable(w, "ID", "STATUS", "VERSION", "RUNNING", "STARTED", "UPDATED", "REASON")
+		for _, s := range all {
+			running := ""
+			if s.Running {
+				running = "yes"
+			}
+			t.row(s.Id, string(s.Status), strconv.Itoa(s.Version), running, stamp(s.StartedAt), stamp(s.UpdatedAt), clip(str(s.Reason), 60))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if more {
+			fmt.Fprintf(env.Stderr, "(first %d; --limit 0 lists all)\n", len(all))
+		}
+		return nil
+	})
+}
+
+// SessionsGetCmd is `sessions get ACTION ID`.
+type SessionsGetCmd struct {
+	Action  string `arg:"" help:"The action's id."`
+	ID      string `arg:"" help:"The session's id."`
+	Turns   int    `default:"20" help:"Newest turns to show (1-500)."`
+	Entries int    `default:"100" help:"Transcript entries to show per turn (1-500)."`
+}
+
+// Validate checks the page sizes.
+func (c *SessionsGetCmd) Validate() error {
+	if c.Turns < 1 || c.Turns > 500 || c.Entries < 1 || c.Entries > 500 {
+		return fmt.Errorf("--turns and --entries: 1 to 500")
+	}
+	return nil
+}
+
+// Run shows the session; JSON output is the session as the API gives it.
+func (c *SessionsGetCmd) Run(ctx context.Context, env *Env) error {
+	r, err := client.GetSession(ctx, env.Client, c.Action, c.ID, &c.Turns, &c.Entries)
+	if err != nil {
+		return err
+	}
+	if r.Actions.Action == nil {
+		return notFound("action %s", c.Action)
+	}
+	s := r.Actions.Action.Session
+	if s == nil {
+		return notFound("session %q of action %s", c.ID, c.Action)
+	}
+	return env.emit(s, func(w io.Writer) error { return printSession(w, c.Action, s) })
+}
+
+func printSession(w io.Writer, actionID string, s *client.SessionDetail) error {
+	fmt.Fprintf(w, "session:  %s\nstatus:   %s\n", s.Id, s.Status)
+	if s.Reason != nil {
+		fmt.Fprintf(w, "reason:   %s\n", oneLine(*s.Reason))
+	}
+	fmt.Fprintf(w, "version:  %d\nrunning:  %t\nstarted:  %s\n", s.Version, s.Running, stamp(s.StartedAt))
+	if s.EndsAt != nil {
+		fmt.Fprintf(w, "ends:     %s\n", stamp(*s.EndsAt))
+	}
+	fmt.Fprintf(w, "updated:  %s\ninput:    %s\nstate:    %s\n", stamp(s.UpdatedAt), compact(s.Input), compact(rawPtr(s.State)))
+	printInterrupts(w, actionID, s.Id, &s.PendingInterrupts)
+	if n := s.Inputs.Nodes; len(n) > 0 {
+		fmt.Fprintf(w, "pending inputs (%d):\n", len(n))
+		t := newTable(w, "  SEQ", "KIND", "IDENTITY", "EVENT", "DELIVERED")
+		for _, in := range n {
+			ev := ""
+			if in.Event != nil {
+				ev = in.Event.EventType + " @" + in.Event.Position
+			}
+			t.row("  "+strconv.Itoa(in.Sequence), string(in.Kind), in.Identity, ev, stamp(in.DeliveredAt))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	for _, tu := range s.Turns.Nodes {
+		printTurn(w, &tu)
+	}
+	return nil
+}
+
+// printInterrupts lists what a session waits on, with the command that
+// answers each.
+func printInterrupts(w io.Writer, actionID, sessionID string, p *client.PendingInterrupts) {
+	for _, a := range p.Approvals {
+		fmt.Fprintf(w, "waits on approval %s: %s v%d %s\n  answer: actionsledger respond %s %s %s --approve|--deny\n",
+			a.InterruptId, a.Tool, a.ToolVersion, clip(compact(a.Input), 200), actionID, sessionID, a.InterruptId)
+	}
+	for _, h := range p.Holds {
+		why := string(h.Cause)
+		if h.Category != nil {
+			why += " (" + *h.Category + ")"
+		}
+		if h.Explanation != nil {
+			why += ": " + clip(oneLine(*h.Explanation), 200)
+		}
+		fmt.Fprintf(w, "waits on held turn %d, %s: %s\n  answer: actionsledger respond %s %s %s --retry|--skip\n",
+			h.Turn, h.InterruptId, why, actionID, sessionID, h.InterruptId)
+	}
+}
+
+func printTurn(w io.Writer, tu *client.Turn) {
+	finished := stampPtr(tu.FinishedAt)
+	if finished == "" {
+		finished = "…"
+	}
+	fin := ""
+	if tu.Final {
+		fin = " (final)"
+	}
+	fmt.Fprintf(w, "turn %d: %s%s, %s to %s, execution %s %s\n", tu.Number, tu.Status, fin, stamp(tu.StartedAt), finished,
+		tu.Execution.Id, tu.Execution.Status)
+	for _, in := range tu.Inputs {
+		line := fmt.Sprintf("  input %d %s %s", in.Sequence, in.Kind, in.Identity)
+		if ev := in.Event; ev != nil {
+			line += " " + ev.EventType
+			if ev.Record != nil {
+				if kv, ok := (*ev.Record).(*client.TurnInputsActionSessionInputEventRecordKVValue); ok {
+					line += fmt.Sprintf(" %s/%s = %s", kv.Namespace, kv.Key, clip(compact(kv.Value), 120))
+				}
+			} else {
+				line += " " + clip(compact(ev.Data), 120)
+			}
+		}
+		fmt.Fprintln(w, oneLine(line))
+	}
+	if cp := tu.Checkpoint; cp != nil {
+		fmt.Fprintf(w, "  checkpoint: %s %s", cp.Status, clip(compact(rawPtr(cp.State)), 200))
+		if cp.Reason != nil {
+			fmt.Fprintf(w, " (%s)", clip(oneLine(*cp.Reason), 120))
+		}
+		fmt.Fprintln(w)
+	}
+	ex := &tu.Execution
+	if ex.Error != nil {
+		fmt.Fprintf(w, "  error: %s\n", clip(oneLine(*ex.Error), 300))
+	}
+	if out := compact(rawPtr(ex.Invocation.Output)); out != "" {
+		fmt.Fprintf(w, "  output: %s\n", clip(out, 300))
+	}
+	for _, e := range ex.Invocation.Transcript.Nodes {
+		fmt.Fprintf(w, "  transcript %d %s %s\n", e.Sequence, e.Kind, clip(compact(e.Data), 200))
+	}
+	for _, ch := range ex.Children.Nodes {
+		fmt.Fprintf(w, "  call %s %s %s\n", ch.Action.Definition.Name, ch.Id, ch.Status)
+	}
+}
+
+// SessionsCloseCmd is `sessions close ACTION ID --reason R`.
+type SessionsCloseCmd struct {
+	Action string `arg:"" help:"The action's id."`
+	ID     string `arg:"" help:"The session's id."`
+	Reason string `required:"" help:"Why; kept as the session's reason."`
+}
+
+// Run closes the session (I3).
+func (c *SessionsCloseCmd) Run(ctx context.Context, env *Env) error {
+	r, err := client.CloseSession(ctx, env.Client, c.Action, c.ID, c.Reason)
+	if err != nil {
+		return err
+	}
+	s := r.Actions.CloseSession
+	if s == nil {
+		return notFound("session %q of action %s", c.ID, c.Action)
+	}
+	return env.emit(s, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "session %s: %s (%s)\n", s.Id, s.Status, oneLine(str(s.Reason)))
+		return err
+	})
+}
