@@ -474,7 +474,7 @@ func (r *executionResolver) Session(ctx context.Context, obj *turns.Execution) (
 
 // TraceID is the resolver for the traceId field.
 func (r *executionResolver) TraceID(ctx context.Context, obj *turns.Execution) (*string, error) {
-	return nil, nil // tracing arrives with issue 12
+	return obj.TraceID, nil
 }
 
 // Invocation is the resolver for the invocation field.

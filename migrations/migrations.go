@@ -7,6 +7,7 @@ package migrations
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"embed"
 	"encoding/hex"
 	"fmt"
@@ -46,6 +47,38 @@ func Apply(ctx context.Context, dsn string) error {
 	}
 	return nil
 }
+
+// Checker tells whether a database's schema is the one this binary embeds
+// (issue 12, /readyz). It reads through a pool and takes no lock.
+type Checker struct {
+	db *sql.DB
+	p  *goose.Provider
+}
+
+// NewChecker returns a Checker over pool; Close releases it (not the pool).
+func NewChecker(pool *pgxpool.Pool) (*Checker, error) {
+	db := stdlib.OpenDBFromPool(pool)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, files)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrations: provider: %w", err)
+	}
+	return &Checker{db: db, p: p}, nil
+}
+
+// Versions returns the newest schema version applied to the database and
+// the newest this binary embeds; current < latest means migrations are
+// pending, current > latest that a newer binary migrated the database.
+func (c *Checker) Versions(ctx context.Context) (current, latest int64, err error) {
+	current, latest, err = c.p.GetVersions(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("migrations: versions: %w", err)
+	}
+	return current, latest, nil
+}
+
+// Close releases the Checker's database handle.
+func (c *Checker) Close() error { return c.db.Close() }
 
 // Fingerprint returns the hex SHA-256 over the embedded migration files
 // (names and contents, in name order). It changes whenever the schema does,

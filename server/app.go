@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgxlisten"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/auth"
@@ -26,6 +28,7 @@ import (
 	"github.com/actionsledger/actionsledger/handlers/httpkind"
 	"github.com/actionsledger/actionsledger/handlers/script"
 	"github.com/actionsledger/actionsledger/internal/clock"
+	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/migrations"
 	"github.com/actionsledger/actionsledger/session"
@@ -66,6 +69,22 @@ type Config struct {
 	// DatabaseWait is how long New waits for an unreachable database
 	// (connection refused, restarting) before giving up; 0: try once.
 	DatabaseWait time.Duration
+	// Metrics are the process's Prometheus metrics, served at /metrics
+	// (issue 12); nil: New makes them.
+	Metrics *observe.Metrics
+	// TracerProvider records the spans of GraphQL operations, dispatch
+	// batches, turns, model and tool calls and database queries (issue
+	// 12); nil: no tracing (observe.NewTracerProvider reads the
+	// environment).
+	TracerProvider trace.TracerProvider
+	// MetricsCacheTTL is how long a reading of the database gauges serves
+	// /metrics scrapes (observe.DatabaseTTL when 0; negative: read at every
+	// scrape, for tests).
+	MetricsCacheTTL time.Duration
+	// DebugAddr, when set, serves net/http/pprof there, on a listener of
+	// its own; a non-loopback address is refused unless DebugPublic.
+	DebugAddr   string
+	DebugPublic bool
 }
 
 // App is a running process's parts.
@@ -85,8 +104,12 @@ type App struct {
 	// Authorities resolves what running action versions may reach (issue 11).
 	Authorities *auth.Authorities
 	Resolver    *graph.Resolver
-	cfg         Config
-	log         *slog.Logger
+	// Metrics are served at /metrics (issue 12).
+	Metrics *observe.Metrics
+	cfg     Config
+	log     *slog.Logger
+	tracer  trace.Tracer
+	schema  *migrations.Checker
 }
 
 // Kinds returns the handler kinds this build offers; c is the service clock
@@ -112,6 +135,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
 	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = tracenoop.NewTracerProvider()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = observe.NewMetrics()
+	}
 	// A database that is restarting (or not up yet) is waited for, so a
 	// process started alongside it does not exit at once.
 	if err := waitForDatabase(ctx, log, cfg.DatabaseWait, func() error { return migrations.Apply(ctx, cfg.DatabaseURL) }); err != nil {
@@ -129,6 +158,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 			pcfg.MaxConns = int32(2*max(cfg.Workers, 4) + 8)
 		}
 	}
+	if observe.Tracing(cfg.TracerProvider) {
+		pcfg.ConnConfig.Tracer = observe.PgxTracer(cfg.TracerProvider)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
@@ -142,30 +174,43 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		pool.Close()
 		return nil, err
 	}
+	schema, err := migrations.NewChecker(pool)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
 	dir := &toolDirectory{}
-	a := &App{Pool: pool, Clock: cfg.Clock, Kinds: Kinds(cfg.Clock, cfg.Providers, dir, egress), cfg: cfg, log: log}
+	a := &App{Pool: pool, Clock: cfg.Clock, Kinds: Kinds(cfg.Clock, cfg.Providers, dir, egress), cfg: cfg, log: log,
+		Metrics: cfg.Metrics, tracer: observe.Tracer(cfg.TracerProvider), schema: schema}
 	a.Authorities = auth.NewAuthorities(pool, cfg.Auth, cfg.AdminToken != "")
 	a.Ledger = ledger.NewStore(pool, a.Clock)
 	a.Actions = action.NewStore(pool, a.Clock, a.Kinds)
 	dir.actions = a.Actions
 	a.Sessions = session.NewStore(pool, a.Clock)
+	a.Sessions.Log, a.Sessions.Metrics = log, a.Metrics
 	a.Turns = turns.NewStore(pool)
 	a.Dispatcher = session.NewDispatcher(pool, a.Actions, a.Clock, log)
 	a.Dispatcher.Authorities = a.Authorities
+	a.Dispatcher.Metrics, a.Dispatcher.Tracer = a.Metrics, a.tracer
 	a.Timers = session.NewTimers(pool, a.Actions, a.Clock, log)
+	a.Timers.Metrics = a.Metrics
 	a.Executor = turns.NewExecutor(pool, a.Actions, a.Kinds, a.Clock, log, turns.Config{
 		Workers: cfg.Workers, Lease: cfg.Lease, Poll: cfg.Poll})
+	a.Executor.Metrics, a.Executor.Tracer = a.Metrics, a.tracer
 	a.Tools = tools.NewService(pool, a.Actions, a.Kinds, a.Clock, log)
 	a.Tools.Authorities = a.Authorities
 	a.Executor.EnvFunc = a.Tools.Env
 	a.Auth = auth.NewStore(pool, a.Clock)
 	a.Resolver = &graph.Resolver{LedgerStore: a.Ledger, ActionStore: a.Actions, SessionStore: a.Sessions,
 		TurnStore: a.Turns, Tools: a.Tools, AuthStore: a.Auth, Clock: a.Clock, Log: log}
+	a.Metrics.WatchDatabase(session.NewGauges(pool, a.Clock).Read, cfg.MetricsCacheTTL)
+	a.Metrics.WatchPools(map[string]*pgxpool.Pool{"main": pool, "tools": a.Tools.SessionPool()})
 	return a, nil
 }
 
 // Close releases the pool.
 func (a *App) Close() {
+	_ = a.schema.Close()
 	a.Tools.Close()
 	a.Pool.Close()
 }
@@ -173,15 +218,36 @@ func (a *App) Close() {
 // Handler returns the HTTP routes with the dev principal (loopback only).
 func (a *App) Handler() http.Handler {
 	front := Front{Introspection: !a.cfg.DisableIntrospection, GraphiQL: !a.cfg.DisableGraphiQL, Limits: a.cfg.Limits}
-	return DevPrincipal(Mux(GraphQL(a.Resolver, a.log, front), front))
+	mux := Mux(ObserveGraphQL(a.tracer, a.Metrics, GraphQL(a.Resolver, a.log, front)), front)
+	a.observeRoutes(mux)
+	return AccessLog(a.log, DevPrincipal(mux))
 }
 
 // AuthHandler returns the HTTP routes with bearer-token authentication on
-// /graphql (GraphiQL's page and /healthz stay open).
+// /graphql (GraphiQL's page, /healthz, /readyz and /metrics stay open).
 func (a *App) AuthHandler() http.Handler {
 	front := Front{Introspection: !a.cfg.DisableIntrospection, GraphiQL: !a.cfg.DisableGraphiQL, Limits: a.cfg.Limits}
-	return Mux(Authenticate(a.Auth, a.cfg.AdminToken, a.log, GraphQL(a.Resolver, a.log, front)), front)
+	mux := Mux(ObserveGraphQL(a.tracer, a.Metrics, Authenticate(a.Auth, a.cfg.AdminToken, a.log, GraphQL(a.Resolver, a.log, front))), front)
+	a.observeRoutes(mux)
+	return AccessLog(a.log, mux)
 }
+
+// observeRoutes adds /metrics and /readyz to mux (issue 12); like
+// /healthz they need no credentials.
+func (a *App) observeRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /metrics", a.Metrics.Handler())
+	mux.Handle("GET /readyz", Readiness{
+		Ping:     a.Pool.Ping,
+		Versions: a.schema.Versions,
+		Alive:    a.Dispatcher.Alive,
+		MaxQuiet: a.maxQuiet(),
+	}.Handler())
+}
+
+// maxQuiet is how long the dispatcher may go without completing a round
+// before /readyz reports it dead: five poll intervals, at least 5 s (a
+// round waits for a notification or the poll, then dispatches a batch).
+func (a *App) maxQuiet() time.Duration { return max(5*a.cfg.Poll, 5*time.Second) }
 
 // Run runs the dispatcher, the session timers, the executor and (with an
 // Addr) the HTTP server until ctx ends.
@@ -210,7 +276,7 @@ func (a *App) Run(ctx context.Context) error {
 	l.Handle(session.TimersChannel, wakeHandler(timersWake))
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 5)
+	errc := make(chan error, 8)
 	run := func(name string, f func() error) {
 		wg.Add(1)
 		go func() {
@@ -224,6 +290,16 @@ func (a *App) Run(ctx context.Context) error {
 	run("dispatcher", func() error { return a.Dispatcher.Run(ctx, ledgerWake, a.cfg.Poll) })
 	run("timers", func() error { return a.Timers.Run(ctx, timersWake, a.cfg.Poll) })
 	run("executor", func() error { return a.Executor.Run(ctx, turnsWake) })
+	if a.cfg.DebugAddr != "" {
+		ln, err := listenDebug(a.cfg.DebugAddr, a.cfg.DebugPublic)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return err
+		}
+		a.log.Warn("pprof served (DEBUG_ADDR): profiles show the process's internals; keep it off shared networks", "addr", ln.Addr().String())
+		run("debug", func() error { return serveDebug(ctx, ln) })
+	}
 	if a.cfg.Addr != "" {
 		ln, err := net.Listen("tcp", a.cfg.Addr)
 		if err != nil {

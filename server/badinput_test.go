@@ -103,17 +103,17 @@ func TestLedgerRejectsBadInput(t *testing.T) {
 		{name: "bad UUID variable", body: operation(`query($id: UUID!) { ledger { event(id: $id) { id } } }`, map[string]any{"id": "1234"}), code: "BAD_USER_INPUT", field: "id"},
 		{name: "UUID without hyphens", body: operation(`query($id: UUID!) { ledger { event(id: $id) { id } } }`, map[string]any{"id": strings.ReplaceAll(uuid.NewString(), "-", "")}), code: "BAD_USER_INPUT", field: "id"},
 		{name: "UUID of the wrong type", body: operation(`query($id: UUID!) { ledger { event(id: $id) { id } } }`, map[string]any{"id": 12}), code: "BAD_USER_INPUT", field: "id"},
-		// Unknown fields and wrong types.
-		{name: "unknown field", body: operation(`{ ledger { nope } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
-		{name: "unknown argument", body: operation(`{ ledger { events(last: 1) { nodes { id } } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
-		{name: "literal of the wrong type", body: operation(`mutation { ledger { putValue(namespace: 5, key: "k", value: 1) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
-		{name: "variable of the wrong type", body: putBody("ns", "k", nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
+		// Unknown fields and wrong types: HTTP 200 under application/json, as GraphQL over HTTP asks (issue 12; it was 422).
+		{name: "unknown field", body: operation(`{ ledger { nope } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
+		{name: "unknown argument", body: operation(`{ ledger { events(last: 1) { nodes { id } } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
+		{name: "literal of the wrong type", body: operation(`mutation { ledger { putValue(namespace: 5, key: "k", value: 1) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
+		{name: "variable of the wrong type", body: putBody("ns", "k", nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
 		// gqlparser coerces a number variable to String (its decimal text), so a boolean it is.
-		{name: "variable of the wrong type (boolean for string)", body: operation(putValueOp, map[string]any{"ns": true, "key": "k", "value": 1}), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
-		{name: "unknown input field", body: operation(createActionOp, map[string]any{"id": uuid.NewString(), "input": map[string]any{"name": "x", "kind": "agent.echo", "colour": "red"}}), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
-		{name: "missing argument", body: operation(`mutation { ledger { putValue(namespace: "ns", value: 1) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
-		{name: "parse error", body: operation(`{ ledger { `, nil), code: "GRAPHQL_PARSE_FAILED", status: http.StatusUnprocessableEntity},
-		{name: "no operation", body: operation(``, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
+		{name: "variable of the wrong type (boolean for string)", body: operation(putValueOp, map[string]any{"ns": true, "key": "k", "value": 1}), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
+		{name: "unknown input field", body: operation(createActionOp, map[string]any{"id": uuid.NewString(), "input": map[string]any{"name": "x", "kind": "agent.echo", "colour": "red"}}), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
+		{name: "missing argument", body: operation(`mutation { ledger { putValue(namespace: "ns", value: 1) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
+		{name: "parse error", body: operation(`{ ledger { `, nil), code: "GRAPHQL_PARSE_FAILED", status: http.StatusOK},
+		{name: "no operation", body: operation(``, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
 		// Request bodies.
 		{name: "malformed JSON body", body: []byte(`{"query": "{ ledger { events { nodes { id } } } }"`), code: "BAD_USER_INPUT", status: http.StatusBadRequest},
 		{name: "JSON body of the wrong shape", body: []byte(`["{ ledger { events { nodes { id } } } }"]`), code: "BAD_USER_INPUT", status: http.StatusBadRequest},
@@ -122,9 +122,9 @@ func TestLedgerRejectsBadInput(t *testing.T) {
 		{name: "body over 4 MiB", body: putBody("ns", "k", strings.Repeat("x", server.MaxBodyBytes)), code: "PAYLOAD_TOO_LARGE", status: http.StatusRequestEntityTooLarge},
 		{name: "bad persisted-query extension", body: []byte(`{"query": "{ ledger { events { nodes { id } } } }", "extensions": {"persistedQuery": 5}}`), code: "BAD_USER_INPUT"},
 		// Literals gqlparser cannot convert (it used to panic on them inside JSON arguments).
-		{name: "integer literal beyond int64 in a JSON argument", body: operation(`mutation { ledger { putValue(namespace: "ns", key: "k", value: {a: [99999999999999999999999]}) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
-		{name: "float literal beyond float64 in a JSON argument", body: operation(`mutation { ledger { putValue(namespace: "ns", key: "k", value: 1e1000000) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
-		{name: "float literal beyond float64 in a default value", body: operation(`mutation($v: JSON = 1e999999) { ledger { putValue(namespace: "ns", key: "k", value: $v) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusUnprocessableEntity},
+		{name: "integer literal beyond int64 in a JSON argument", body: operation(`mutation { ledger { putValue(namespace: "ns", key: "k", value: {a: [99999999999999999999999]}) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
+		{name: "float literal beyond float64 in a JSON argument", body: operation(`mutation { ledger { putValue(namespace: "ns", key: "k", value: 1e1000000) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
+		{name: "float literal beyond float64 in a default value", body: operation(`mutation($v: JSON = 1e999999) { ledger { putValue(namespace: "ns", key: "k", value: $v) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
 		{name: "number beyond jsonb's range in a variable", body: putBody("ns", "k", json.RawMessage(`1e1000000`)), code: "INVALID_JSON", field: "value"},
 		// Limits on the shape of an operation.
 		{name: "nested deeper than the limit", body: operation(deepQuery(server.MaxDepth+2), nil), code: "DEPTH_LIMIT_EXCEEDED"},

@@ -74,8 +74,8 @@ func GraphQL(r *graph.Resolver, log *slog.Logger, front Front) http.Handler {
 	cfg.Complexity = complexity()
 	srv := handler.New(graph.NewExecutableSchema(cfg))
 	srv.AddTransport(transport.Options{})
-	srv.AddTransport(getQueries{})
-	srv.AddTransport(transport.POST{})
+	srv.AddTransport(overHTTP{getQueries{}})
+	srv.AddTransport(overHTTP{transport.POST{}})
 	cache := lru.New[*ast.QueryDocument](1000)
 	srv.SetQueryCache(cache)
 	srv.SetParserTokenLimit(MaxTokens)
@@ -93,6 +93,7 @@ func GraphQL(r *graph.Resolver, log *slog.Logger, front Front) http.Handler {
 	srv.Use(&complexityLimit{max: MaxComplexity})
 	srv.Use(depthLimit{max: MaxDepth})
 	srv.Use(&mutationLimit{max: lim.MaxMutationFields})
+	srv.Use(operationNames{})
 	srv.AroundFields(authorize)
 	srv.AroundFields(checkText)
 	srv.SetErrorPresenter(presenter(log))
@@ -151,7 +152,7 @@ func WithLoadersAndLimits(r *graph.Resolver, h http.Handler, lim Limits) http.Ha
 		// TimeoutHandler writes its answer without a Content-Type; gqlgen
 		// replaces this one with its own.
 		w.Header().Set("Content-Type", "application/json")
-		h.ServeHTTP(w, req)
+		h.ServeHTTP(timeoutCode{w}, req)
 	})
 }
 
@@ -185,13 +186,29 @@ func readPost(w http.ResponseWriter, req *http.Request) bool {
 	var params graphql.RawParams
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	if err := dec.Decode(&params); err != nil {
+	if err := dec.Decode(&params); err != nil || !hasQuery(body, params) {
 		writeError(w, http.StatusBadRequest, fault.BadInput,
 			"the request body is not a GraphQL request: a JSON object with a string query and optional operationName, variables and extensions")
 		return false
 	}
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	return true
+}
+
+// hasQuery reports whether a request body names its document: a query
+// parameter (even an empty one, which fails as GraphQL), or a persisted
+// query's hash in extensions. A body with neither is not a GraphQL request
+// (HTTP 400, as GraphQL over HTTP asks of invalid parameters).
+func hasQuery(body []byte, params graphql.RawParams) bool {
+	if params.Query != "" || params.Extensions["persistedQuery"] != nil {
+		return true
+	}
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(body, &keys) != nil {
+		return false
+	}
+	_, ok := keys["query"]
+	return ok
 }
 
 // checkGet checks what gqlgen's GET transport would refuse without a code:
@@ -264,6 +281,9 @@ func (w refusedWriter) WriteHeader(code int) {
 // writeError answers with one GraphQL error carrying code, and
 // extensions.retryable when fault.Retryable(code).
 func writeError(w http.ResponseWriter, status int, code, message string) {
+	if n, ok := w.(codeNoter); ok {
+		n.noteCode(code) // for the access log
+	}
 	ext := map[string]any{"code": code}
 	if fault.Retryable(code) {
 		ext["retryable"] = true
@@ -300,12 +320,12 @@ func Mux(gql http.Handler, front Front) *http.ServeMux {
 	return mux
 }
 
-// presenter maps errors to GraphQL errors with a stable extensions.code and
+// present maps errors to GraphQL errors with a stable extensions.code and
 // extensions.field; anything unexpected becomes INTERNAL without its text.
 // A request that ran out of time is TIMEOUT and a database that cannot be
 // reached UNAVAILABLE (see unavailable), both with extensions.retryable
 // true (issue 10 item 7).
-func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
+func present(log *slog.Logger) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		gerr := graphql.DefaultErrorPresenter(ctx, err)
 		if gerr.Extensions == nil {
@@ -359,6 +379,18 @@ func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 		if code, _ := gerr.Extensions["code"].(string); fault.Retryable(code) {
 			gerr.Extensions["retryable"] = true
 		}
+		return gerr
+	}
+}
+
+// presenter maps errors (see present) and tells the request's access log
+// the code of the first.
+func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
+	present := present(log)
+	return func(ctx context.Context, err error) *gqlerror.Error {
+		gerr := present(ctx, err)
+		code, _ := gerr.Extensions["code"].(string)
+		infoOf(ctx).noteCode(code)
 		return gerr
 	}
 }

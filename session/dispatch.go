@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/internal/clock"
+	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/ledger"
 )
 
@@ -34,6 +37,14 @@ type Dispatcher struct {
 	// the ledger namespaces its authority may read (issue 11): an event of
 	// any other namespace is not even evaluated against its triggers.
 	Authorities *auth.Authorities
+	// Metrics, when set, counts dispatch batches; Tracer, when set,
+	// records a span per batch that dispatched events, the root of a
+	// trace of its own (issue 12).
+	Metrics *observe.Metrics
+	Tracer  trace.Tracer
+
+	// alive is when Run last finished a round (UnixNano, real time).
+	alive atomic.Int64
 
 	epoch     int64 // actions epoch the index was built at; -1: never
 	authEpoch int64 // policy epoch the index's authorities were read at
@@ -60,6 +71,7 @@ func (d *Dispatcher) Run(ctx context.Context, wake <-chan struct{}, poll time.Du
 				d.log.Error("dispatch failed", "err", err)
 				break
 			}
+			d.alive.Store(time.Now().UnixNano())
 			if n < d.Batch {
 				break
 			}
@@ -73,11 +85,31 @@ func (d *Dispatcher) Run(ctx context.Context, wake <-chan struct{}, poll time.Du
 	}
 }
 
+// Alive returns when Run last completed a round without error, whether it
+// dispatched events, found none or found the cursor held by another
+// dispatcher (real time; zero before the first). /readyz reads it (issue 12).
+func (d *Dispatcher) Alive() time.Time {
+	ns := d.alive.Load()
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
 // DispatchOnce handles one batch of events after the cursor and returns how
 // many it handled (0 when caught up or when another dispatcher holds the cursor).
-func (d *Dispatcher) DispatchOnce(ctx context.Context) (int, error) {
-	n := 0
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
+	began := time.Now()
+	var span trace.Span
+	defer func() {
+		if span != nil {
+			observe.End(span, err)
+		}
+		if err == nil && n > 0 {
+			d.Metrics.DispatchBatch(n, time.Since(began))
+		}
+	}()
+	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		var cursor, epoch int64
 		err := tx.QueryRow(ctx, `SELECT position, actions_epoch FROM dispatch_state FOR UPDATE SKIP LOCKED`).Scan(&cursor, &epoch)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -110,6 +142,11 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (int, error) {
 		if len(events) == 0 {
 			return nil
 		}
+		// A batch with events is traced from when it began; polls that
+		// find nothing are not.
+		ctx, span = d.tracer().Start(ctx, "dispatch.batch", trace.WithNewRoot(), trace.WithTimestamp(began),
+			trace.WithAttributes(observe.Events.Int(len(events)), observe.FromPosition.Int64(events[0].Position),
+				observe.ToPosition.Int64(events[len(events)-1].Position)))
 		b := &batch{d: d, tx: tx, now: d.clock.Now(), diags: map[diagKey]*diagEntry{}}
 		for _, ev := range events {
 			if err := b.event(ctx, ev); err != nil {
@@ -126,6 +163,13 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (int, error) {
 		return nil
 	})
 	return n, err
+}
+
+func (d *Dispatcher) tracer() trace.Tracer {
+	if d.Tracer == nil {
+		return observe.Tracer(nil)
+	}
+	return d.Tracer
 }
 
 // triggerIndex finds candidate triggers for an event by its type, so the

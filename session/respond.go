@@ -141,6 +141,7 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 	}
 	iid, perr := uuid.Parse(interruptID)
 	var out *Input
+	var kind string
 	err = pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
 		now := st.clock.Now()
 		s, err := scanSession(tx.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE action_id = $1 AND id = $2 FOR UPDATE`, actionID, id))
@@ -207,6 +208,7 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 			return fmt.Errorf("session: respond: command: %w", err)
 		}
 		out = &cmd
+		kind = in.Kind
 		if _, err := tx.Exec(ctx, `UPDATE session_interrupts SET status = 'ANSWERED', decision = $2, response = $3, responder = $4,
 			answered_at = $5, command_seq = $6 WHERE id = $1`, in.ID, data.Decision, raw, responder, now, seq); err != nil {
 			return fmt.Errorf("session: respond: %w", err)
@@ -219,6 +221,11 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 	})
 	if err != nil {
 		return nil, err
+	}
+	st.Metrics.Interrupt(kind, "answered")
+	if st.Log != nil {
+		st.Log.Info("interrupt answered", "interrupt", iid, "kind", kind, "decision", data.Decision,
+			"action", actionID, "session", id, "responder", responder)
 	}
 	return out, nil
 }

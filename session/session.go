@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
 )
@@ -140,6 +142,11 @@ type Diagnostic struct {
 type Store struct {
 	pool  *pgxpool.Pool
 	clock clock.Clock
+
+	// Log, when set, gets a line per interrupt answered (issue 12);
+	// Metrics, when set, counts them.
+	Log     *slog.Logger
+	Metrics *observe.Metrics
 }
 
 // NewStore returns a Store.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/internal/clock"
+	"github.com/actionsledger/actionsledger/internal/observe"
 )
 
 // TimersChannel is the NOTIFY channel that wakes the timer loop when a
@@ -43,6 +44,8 @@ type Timers struct {
 	clock   clock.Clock
 	log     *slog.Logger
 	Batch   int
+	// Metrics, when set, counts firings and how late they were (issue 12).
+	Metrics *observe.Metrics
 }
 
 // NewTimers returns a Timers.
@@ -110,17 +113,18 @@ type timed struct {
 	wakeAt    time.Time // set: make the session runnable from then
 	dueAt     time.Time // set: the timer's next due time; zero: remove it
 	notifying bool
+	late      time.Duration // how late the timer fired after it was due
 }
 
 // FireOnce handles up to Batch due timers in one transaction and returns
 // how many. Timers whose session another transaction holds are left for
 // the next round.
 func (t *Timers) FireOnce(ctx context.Context) (int, error) {
-	n := 0
+	var fired []*timed
 	err := pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
 		now := t.clock.Now()
 		rows, err := tx.Query(ctx, `
-			SELECT s.sid, s.action_id, s.version, s.status, s.started_at, s.ends_at, s.next_turn_at
+			SELECT s.sid, s.action_id, s.version, s.status, s.started_at, s.ends_at, s.next_turn_at, t.due_at
 			  FROM session_timers t JOIN sessions s ON s.sid = t.sid
 			 WHERE t.due_at <= $1
 			 ORDER BY t.due_at LIMIT $2
@@ -130,7 +134,9 @@ func (t *Timers) FireOnce(ctx context.Context) (int, error) {
 		}
 		due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*timed, error) {
 			var s timed
-			err := r.Scan(&s.sid, &s.actionID, &s.version, &s.status, &s.clock.StartedAt, &s.clock.EndsAt, &s.nextTurn)
+			var due time.Time
+			err := r.Scan(&s.sid, &s.actionID, &s.version, &s.status, &s.clock.StartedAt, &s.clock.EndsAt, &s.nextTurn, &due)
+			s.late = now.Sub(due)
 			return &s, err
 		})
 		if err != nil || len(due) == 0 {
@@ -150,10 +156,16 @@ func (t *Timers) FireOnce(ctx context.Context) (int, error) {
 				return err
 			}
 		}
-		n = len(due)
+		fired = due
 		return t.apply(ctx, tx, due)
 	})
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range fired {
+		t.Metrics.Firing(s.late)
+	}
+	return len(fired), nil
 }
 
 // decide works out what a due timer does: whether the session becomes

@@ -34,12 +34,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/expr"
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/session"
@@ -90,6 +92,10 @@ const SessionPoolConns = 4
 // Close releases the service's own pool.
 func (s *Service) Close() { s.sessionPool.Close() }
 
+// SessionPool returns the service's own pool (see SessionPoolConns), for
+// its statistics (/metrics, issue 12).
+func (s *Service) SessionPool() *pgxpool.Pool { return s.sessionPool }
+
 // Result is a committed (or, inside a caller's transaction, pending) call.
 type Result struct {
 	ExecutionID uuid.UUID
@@ -131,7 +137,18 @@ func (s *Service) Env(w *ledger.Writer, run turns.Run) turns.Env {
 
 // call runs one tool call inside w's transaction. gate: refuse a tool whose
 // owner requires approval (a handler's call no person approved).
-func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID, depth int, actionID uuid.UUID, input jsonvalue.Value, gate bool) (*Result, error) {
+// Each call is a span "tool.call" under the caller's span (issue 12).
+func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID, depth int, actionID uuid.UUID, input jsonvalue.Value, gate bool) (res *Result, err error) {
+	ctx, span := observe.Child(ctx, "tool.call", observe.ActionID.String(actionID.String()), observe.CallDepth.Int(depth))
+	defer func() {
+		if res != nil {
+			span.SetAttributes(observe.ExecutionID.String(res.ExecutionID.String()))
+		}
+		if err != nil {
+			span.SetAttributes(observe.ErrorCode.String(fault.CodeOf(err)))
+		}
+		observe.End(span, err)
+	}()
 	if depth > MaxDepth {
 		return nil, fault.New(fault.CallFailed, "", "tool calls nest deeper than %d", MaxDepth)
 	}
@@ -197,7 +214,7 @@ func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.run1(ctx, w, caller, depth, comp, h, sess, input)
+	res, err = s.run1(ctx, w, caller, depth, comp, h, sess, input)
 	if err != nil {
 		if rerr := w.RollbackTo(context.WithoutCancel(ctx), mark); rerr != nil {
 			return nil, errors.Join(err, rerr)
@@ -235,8 +252,13 @@ func (s *Service) run1(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 	if sess != nil {
 		sid = &sess.SID
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO executions (id, action_id, version, sid, parent_id, status, attempts, input, started_at)
-		VALUES ($1, $2, $3, $4, $5, 'RUNNING', 1, $6, $7)`, execID, comp.ActionID, comp.Version, sid, caller, []byte(input), now); err != nil {
+	trace.SpanFromContext(ctx).SetAttributes(observe.ToolName.String(comp.Def.Name))
+	var traceID *string
+	if id := observe.TraceID(ctx); id != "" {
+		traceID = &id
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO executions (id, action_id, version, sid, parent_id, status, attempts, input, started_at, trace_id)
+		VALUES ($1, $2, $3, $4, $5, 'RUNNING', 1, $6, $7, $8)`, execID, comp.ActionID, comp.Version, sid, caller, []byte(input), now, traceID); err != nil {
 		return nil, fmt.Errorf("tools: execution: %w", err)
 	}
 	out, err := s.run(ctx, h, &turns.CallRequest{ActionID: comp.ActionID, Version: comp.Version, ExecutionID: execID,

@@ -11,10 +11,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/internal/clock"
+	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/internal/text"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
@@ -72,6 +74,12 @@ type Executor struct {
 	// EnvFunc, when set, gives each attempt its Env over the attempt's
 	// writer, for the turn run describes.
 	EnvFunc func(w *ledger.Writer, run Run) Env
+
+	// Metrics, when set, counts turns, handler errors and claim waits
+	// (issue 12); Tracer, when set, records a span per turn, the root of a
+	// trace of its own, whose id the execution keeps (executions.trace_id).
+	Metrics *observe.Metrics
+	Tracer  trace.Tracer
 
 	// sleep waits between retries; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
@@ -185,6 +193,24 @@ type claim struct {
 	lastErr string
 	// comp is the session's version, once the turn runs.
 	comp *action.Compiled
+
+	// What issue 12 reports of the turn: its span, when the claim began
+	// (real time), how long the session had been runnable, the outcome
+	// its record commits (the execution's status; empty until recorded)
+	// and the interrupts it raised.
+	span    trace.Span
+	began   time.Time
+	waited  time.Duration
+	outcome string
+	raised  []raised
+}
+
+// raised is an interrupt a turn raised, for the log once it commits.
+type raised struct {
+	id   uuid.UUID
+	kind string
+	// what: the gated tool's name, or the hold's cause.
+	what string
 }
 
 // RunOnce claims one runnable session and runs its turn to the end. It
@@ -229,16 +255,18 @@ func (e *Executor) Sweep(ctx context.Context) (int, error) {
 // A session whose end came with nothing pending completes instead (E5).
 func (e *Executor) claim(ctx context.Context) (*claim, error) {
 	var c *claim
+	began := time.Now()
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		now := e.clock.Now()
 		var sid, token int64
+		var runnable time.Time
 		err := tx.QueryRow(ctx, `
 			WITH c AS (
 				SELECT sid FROM sessions
 				 WHERE next_turn_at <= $1 AND status = 'OPEN' AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
 				 ORDER BY next_turn_at LIMIT 1 FOR UPDATE SKIP LOCKED)
 			UPDATE sessions s SET lease_owner = $2, lease_expires_at = $3, lease_token = s.lease_token + 1
-			  FROM c WHERE s.sid = c.sid RETURNING s.sid, s.lease_token`, now, e.cfg.Owner, now.Add(e.cfg.Lease)).Scan(&sid, &token)
+			  FROM c WHERE s.sid = c.sid RETURNING s.sid, s.lease_token, s.next_turn_at`, now, e.cfg.Owner, now.Add(e.cfg.Lease)).Scan(&sid, &token, &runnable)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -249,7 +277,7 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 		if err != nil {
 			return err
 		}
-		c = &claim{sess: sess, token: token}
+		c = &claim{sess: sess, token: token, began: began, waited: now.Sub(runnable)}
 		// A RUNNING turn left by a worker that died is run again as it was.
 		var status string
 		var retryOf *int
@@ -269,9 +297,12 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 			c.exhausted = c.attempt >= e.cfg.MaxAttempts
 			if !c.exhausted {
 				c.attempt++
-				if _, err := tx.Exec(ctx, `UPDATE executions SET attempts = $2 WHERE id = $1`, c.execID, c.attempt); err != nil {
-					return err
-				}
+			}
+			// The run that settles the turn keeps its trace.
+			ctx := e.startTurn(ctx, c)
+			if _, err := tx.Exec(ctx, `UPDATE executions SET attempts = $2, trace_id = coalesce($3, trace_id) WHERE id = $1`,
+				c.execID, c.attempt, traceID(ctx)); err != nil {
+				return err
 			}
 			c.inputs, err = session.TurnInputs(ctx, tx, sid, c.turn)
 			return err
@@ -296,6 +327,7 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 			return complete(ctx, tx, sid, now)
 		}
 		c.turn, c.execID, c.final, c.endsAt, c.attempt = sess.TurnCount+1, uuid.New(), tk.final, sess.EndsAt, 1
+		ctx := e.startTurn(ctx, c)
 		var fired []ledger.NewEvent
 		c.inputs, fired, err = recordFirings(ctx, tx, sid, tk.items, now)
 		if err != nil {
@@ -304,8 +336,8 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 		if c.retryOf, c.resume, err = startsFrom(ctx, tx, sid, c.inputs); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO executions (id, action_id, version, sid, turn, status, attempts, started_at)
-			VALUES ($1, $2, $3, $4, $5, 'RUNNING', 1, $6)`, c.execID, sess.ActionID, sess.Version, sid, c.turn, now); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO executions (id, action_id, version, sid, turn, status, attempts, started_at, trace_id)
+			VALUES ($1, $2, $3, $4, $5, 'RUNNING', 1, $6, $7)`, c.execID, sess.ActionID, sess.Version, sid, c.turn, now, traceID(ctx)); err != nil {
 			return fmt.Errorf("claim: execution: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO session_turns (sid, number, status, execution_id, final, ends_at, started_at, resume, retry_of)
@@ -329,9 +361,34 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 		return err
 	})
 	if err != nil {
+		if c != nil && c.span != nil {
+			observe.End(c.span, err)
+		}
 		return nil, err
 	}
 	return c, nil
+}
+
+// startTurn starts the span of c's turn (issue 12): the root of a trace of
+// its own, since the claim began, and returns ctx with it.
+func (e *Executor) startTurn(ctx context.Context, c *claim) context.Context {
+	t := e.Tracer
+	if t == nil {
+		t = observe.Tracer(nil)
+	}
+	ctx, c.span = t.Start(ctx, "turn", trace.WithNewRoot(), trace.WithTimestamp(c.began), trace.WithAttributes(
+		observe.ExecutionID.String(c.execID.String()), observe.ActionID.String(c.sess.ActionID.String()),
+		observe.ActionVersion.Int(c.sess.Version), observe.SessionID.String(c.sess.ID),
+		observe.TurnNumber.Int(c.turn), observe.Attempt.Int(c.attempt)))
+	return ctx
+}
+
+// traceID is the trace id of ctx's span to store, or NULL.
+func traceID(ctx context.Context) *string {
+	if id := observe.TraceID(ctx); id != "" {
+		return &id
+	}
+	return nil
 }
 
 // complete ends a session whose end came with nothing pending (E5):
@@ -345,8 +402,15 @@ func complete(ctx context.Context, tx pgx.Tx, sid int64, now time.Time) error {
 }
 
 // run executes the claimed turn with retries (T7) while keeping the lease
-// alive, then commits its outcome (T6).
-func (e *Executor) run(ctx context.Context, c *claim) error {
+// alive, then commits its outcome (T6), and reports it (issue 12): its
+// span, metrics and log lines.
+func (e *Executor) run(ctx context.Context, c *claim) (err error) {
+	ctx = trace.ContextWithSpan(ctx, c.span)
+	defer func() { e.settled(ctx, c, err) }()
+	return e.runTurn(ctx, c)
+}
+
+func (e *Executor) runTurn(ctx context.Context, c *claim) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	lost := make(chan struct{})
 	beating := make(chan struct{})
@@ -378,6 +442,7 @@ func (e *Executor) run(ctx context.Context, c *claim) error {
 	switch {
 	case herr != nil:
 		runErr = herr
+		e.Metrics.HandlerError(comp.Def.Kind, CodeConfig)
 	case c.exhausted:
 		if c.lastErr != "" {
 			runErr = Permanent(fmt.Errorf("the execution did not finish in %d attempts; the last could not commit its outcome: %s", c.attempt, c.lastErr))
@@ -475,14 +540,16 @@ func (e *Executor) attempts(ctx, runCtx context.Context, c *claim, h Handler, re
 			req.Env = e.EnvFunc(w, Run{ExecutionID: c.execID, Action: c.comp, SID: c.sess.SID, SessionID: c.sess.ID})
 		}
 		out, runErr = e.attempt(runCtx, h, req)
+		code := ErrorCode(runErr)
 		if runErr == nil {
 			if verr := out.validate(c.final, c.endsAt != nil); verr != nil {
-				runErr = Permanent(fmt.Errorf("action_output_invalid: %w", verr))
+				runErr, code = Permanent(fmt.Errorf("action_output_invalid: %w", verr)), CodeInvalidOutput
 			}
 		}
 		if runErr == nil {
 			return out, w, nil, false, nil
 		}
+		e.Metrics.HandlerError(c.comp.Def.Kind, code)
 		w.Rollback(context.WithoutCancel(ctx))
 		if hold := AsHold(runErr); hold != nil && hold.Cause == CauseRefused {
 			return out, nil, runErr, false, nil // H1: a refusal is not retried
@@ -502,7 +569,7 @@ func (e *Executor) attempt(ctx context.Context, h Handler, req *Request) (out *O
 	defer cancel()
 	defer func() {
 		if r := recover(); r != nil {
-			out, err = nil, Permanent(fmt.Errorf("handler panicked: %v", r))
+			out, err = nil, Permanent(panicError{r})
 		}
 	}()
 	return h.Run(ctx, req)
@@ -737,6 +804,7 @@ func (e *Executor) dueAfterTurn(ctx context.Context, tx pgx.Tx, c *claim, clk se
 
 // finish settles the turn and its execution.
 func (e *Executor) finish(ctx context.Context, tx pgx.Tx, c *claim, now time.Time, turnStatus, execStatus string, output jsonvalue.Value, errText string) error {
+	c.outcome = execStatus
 	if _, err := tx.Exec(ctx, `UPDATE session_turns SET status = $3, finished_at = $4 WHERE sid = $1 AND number = $2`,
 		c.sess.SID, c.turn, turnStatus, now); err != nil {
 		return err

@@ -150,6 +150,7 @@ func recordApprovals(ctx context.Context, tx pgx.Tx, c *claim, approvals []Appro
 				[]byte(a.Input), now); err != nil {
 				return nil, 0, fmt.Errorf("turns: approval: %w", err)
 			}
+			c.raised = append(c.raised, raised{id: a.InterruptID, kind: session.InterruptApproval, what: a.ToolName})
 			pending++
 		case err != nil:
 			return nil, 0, err
@@ -180,11 +181,16 @@ func (e *Executor) hold(ctx context.Context, tx pgx.Tx, c *claim, h *HoldError, 
 		code = "agent_refused"
 	}
 	reason := fmt.Sprintf("turn %d is held (%s): answer its hold with respondToSession", c.turn, code)
-	if _, err := tx.Exec(ctx, `INSERT INTO session_interrupts (id, sid, kind, turn, execution_id, cause, category, explanation, status, created_at)
+	tag, err := tx.Exec(ctx, `INSERT INTO session_interrupts (id, sid, kind, turn, execution_id, cause, category, explanation, status, created_at)
 		VALUES ($1, $2, 'HOLD', $3, $4, $5, nullif($6, ''), nullif($7, ''), 'PENDING', $8) ON CONFLICT (id) DO NOTHING`,
-		id, c.sess.SID, c.turn, c.execID, h.Cause, storable(h.Category), storable(h.Explanation), now); err != nil {
+		id, c.sess.SID, c.turn, c.execID, h.Cause, storable(h.Category), storable(h.Explanation), now)
+	if err != nil {
 		return fmt.Errorf("turns: hold: %w", err)
 	}
+	if tag.RowsAffected() > 0 {
+		c.raised = append(c.raised, raised{id: id, kind: session.InterruptHold, what: h.Cause})
+	}
+	c.outcome = "HELD"
 	if _, err := tx.Exec(ctx, `UPDATE session_inputs i SET status = 'RECEIVED', turn = $2 FROM turn_inputs t
 		WHERE t.sid = $1 AND t.turn = $2 AND i.sid = t.sid AND i.seq = t.seq`, c.sess.SID, c.turn); err != nil {
 		return err
@@ -198,7 +204,7 @@ func (e *Executor) hold(ctx context.Context, tx pgx.Tx, c *claim, h *HoldError, 
 		c.sess.SID, c.turn, now, nullable(c.sess.State), reason); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `UPDATE executions SET status = 'HELD', error = $2, finished_at = $3, hold_id = $4 WHERE id = $1`,
+	_, err = tx.Exec(ctx, `UPDATE executions SET status = 'HELD', error = $2, finished_at = $3, hold_id = $4 WHERE id = $1`,
 		c.execID, storable(code+": "+h.Message), now, id)
 	return err
 }

@@ -48,6 +48,9 @@ type Execution struct {
 	// held execution (H2).
 	Approvals []uuid.UUID
 	HoldID    *uuid.UUID
+	// TraceID is the OpenTelemetry trace (32 hex digits) of the run that
+	// wrote the execution, nil when it was not traced (issue 12).
+	TraceID *string
 }
 
 // Store reads turns, executions and transcripts.
@@ -96,12 +99,12 @@ func (s *Store) Turn(ctx context.Context, sid int64, number int) (*Turn, error) 
 }
 
 const executionColumns = `id, action_id, version, sid, turn, parent_id, status, attempts, input, output, error, started_at, finished_at,
-	approvals, hold_id`
+	approvals, hold_id, trace_id`
 
 func scanExecution(r pgx.CollectableRow) (Execution, error) {
 	var x Execution
 	err := r.Scan(&x.ID, &x.ActionID, &x.Version, &x.SID, &x.Turn, &x.ParentID, &x.Status, &x.Attempts, &x.Input, &x.Output, &x.Error, &x.StartedAt, &x.FinishedAt,
-		&x.Approvals, &x.HoldID)
+		&x.Approvals, &x.HoldID, &x.TraceID)
 	x.StartedAt = x.StartedAt.UTC()
 	return x, err
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/server"
@@ -207,7 +208,7 @@ func newBenchRig(ctx context.Context, dsn string, c *benchCmd, log *slog.Logger)
 		return nil, err
 	}
 	r.closers = append(r.closers, r.pool.Close)
-	if r.app, r.stopApp, err = startApp(ctx, server.Config{DatabaseURL: dsn, Workers: c.Workers}, log); err != nil {
+	if r.app, r.stopApp, err = startApp(ctx, server.Config{DatabaseURL: dsn, Workers: c.Workers}, observe.AtLeast(log, slog.LevelWarn)); err != nil {
 		return nil, err
 	}
 	r.writer = r.app.Ledger

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/server"
@@ -42,7 +43,7 @@ func (c *benchClockCmd) Run(ctx context.Context, log *slog.Logger) error {
 	}
 	began := time.Now()
 	rep := &benchReport{out: os.Stdout}
-	app, stop, err := startApp(ctx, server.Config{DatabaseURL: c.DatabaseURL, Workers: c.Workers}, log)
+	app, stop, err := startApp(ctx, server.Config{DatabaseURL: c.DatabaseURL, Workers: c.Workers}, observe.AtLeast(log, slog.LevelWarn))
 	if err != nil {
 		return err
 	}

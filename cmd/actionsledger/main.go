@@ -32,6 +32,7 @@ import (
 
 	"github.com/actionsledger/actionsledger/cli"
 	"github.com/actionsledger/actionsledger/handlers/agent/provider"
+	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/migrations"
 	"github.com/actionsledger/actionsledger/server"
 )
@@ -40,7 +41,8 @@ import (
 // cli), and the commands that run the service or write to its database.
 type grammar struct {
 	cli.Globals
-	LogLevel string `env:"LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"Log level of the server and database commands."`
+	LogLevel  string `env:"LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"Log level of the server and database commands."`
+	LogFormat string `env:"LOG_FORMAT" default:"text" enum:"text,json" help:"Log format of the server and database commands: text (key=value) or json (one object a line)."`
 
 	cli.Commands `embed:""`
 	Serve        serveCmd      `cmd:"" default:"1" group:"database" help:"Run the GraphQL server, dispatcher and turn executor."`
@@ -85,6 +87,8 @@ type serveCmd struct {
 	HTTPAllow     []string      `env:"HTTP_ALLOW" name:"http-allow" sep:"," help:"Addresses or CIDR prefixes the http kind may send turns to besides public addresses (loopback, link-local and private ones are refused otherwise)."`
 	HTTP          httpLimits    `embed:"" prefix:"http-"`
 	MaxMutations  int           `env:"MAX_MUTATION_FIELDS" name:"max-mutation-fields" default:"${max_mutation_fields}" help:"Mutation fields (writes) one GraphQL request may select."`
+	DebugAddr     string        `env:"DEBUG_ADDR" name:"debug-addr" help:"Serve net/http/pprof at this address (off when empty; loopback only unless --debug-public)."`
+	DebugPublic   bool          `env:"DEBUG_PUBLIC" name:"debug-public" help:"Allow a non-loopback DEBUG_ADDR."`
 }
 
 // httpLimits are the HTTP server's timeouts and connection cap (issue 10
@@ -126,9 +130,7 @@ func run(args []string, stdio cli.IO) int {
 			"idle_timeout": d.IdleTimeout.String(), "request_timeout": d.RequestTimeout.String(),
 			"max_conns": strconv.Itoa(d.MaxConns), "max_mutation_fields": strconv.Itoa(d.MaxMutationFields)},
 		kong.BindToProvider(func() (*slog.Logger, error) {
-			var level slog.Level
-			_ = level.UnmarshalText([]byte(g.LogLevel))
-			return slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: level})), nil
+			return observe.NewLogger(stdio.Stderr, g.LogFormat, g.LogLevel)
 		}))
 }
 
@@ -138,7 +140,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger) error {
 		Providers: provider.FromEnv(os.Getenv), HTTPAllow: c.HTTPAllow,
 		Limits: server.Limits{ReadHeaderTimeout: c.HTTP.ReadHeaderTimeout, ReadTimeout: c.HTTP.ReadTimeout,
 			IdleTimeout: c.HTTP.IdleTimeout, RequestTimeout: c.HTTP.RequestTimeout, MaxConns: c.HTTP.MaxConns,
-			MaxMutationFields: c.MaxMutations}}, log)
+			MaxMutationFields: c.MaxMutations}, DebugAddr: c.DebugAddr, DebugPublic: c.DebugPublic}, log)
 }
 
 func (c *workerCmd) Run(ctx context.Context, log *slog.Logger) error {
@@ -147,6 +149,21 @@ func (c *workerCmd) Run(ctx context.Context, log *slog.Logger) error {
 }
 
 func runApp(ctx context.Context, cfg server.Config, log *slog.Logger) error {
+	tp, shutdown, err := observe.NewTracerProvider(ctx, os.Getenv)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			log.Warn("flushing traces", "err", err)
+		}
+	}()
+	if observe.Tracing(tp) {
+		log.Info("tracing on: spans go to the OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT)")
+	}
+	cfg.TracerProvider = tp
 	app, err := server.New(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/actionsledger/actionsledger/handlers/agent/provider"
 	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/internal/text"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/turns"
@@ -204,11 +205,20 @@ func (l *loop) unfinished(msg string) error {
 	return turns.Unfinished(msg)
 }
 
-// complete makes one model call.
-func (l *loop) complete(ctx context.Context) (*provider.Reply, error) {
+// complete makes one model call, a span "model.call" under the turn's
+// (issue 12).
+func (l *loop) complete(ctx context.Context) (reply *provider.Reply, err error) {
 	l.steps++
 	cfg := l.h.cfg
-	reply, err := l.h.provider.Complete(ctx, &provider.Request{
+	ctx, span := observe.Child(ctx, "model.call", observe.Provider.String(cfg.Provider), observe.Model.String(cfg.Model),
+		observe.Step.Int(l.steps))
+	defer func() {
+		if reply != nil {
+			span.SetAttributes(observe.InputTokens.Int64(int64(reply.Usage.InputTokens)), observe.OutputTokens.Int64(int64(reply.Usage.OutputTokens)))
+		}
+		observe.End(span, err)
+	}()
+	reply, err = l.h.provider.Complete(ctx, &provider.Request{
 		Model: cfg.Model, System: cfg.System, Messages: l.msgs, Tools: l.specs, MaxTokens: cfg.MaxTokens,
 	})
 	if err != nil {
