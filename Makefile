@@ -38,7 +38,7 @@ FUZZTIME ?= 30s
 WEB := console
 WEB_INSTALLED := $(WEB)/node_modules/.installed
 WEB_BUILT := $(WEB)/dist/graphiql/index.html
-WEB_SOURCES := $(WEB)/package.json $(WEB)/tsconfig.json $(wildcard server/testdata/*.graphql) \
+WEB_SOURCES := $(WEB)/package.json $(WEB)/tsconfig.json $(wildcard examples/*.graphql) \
 	$(shell find $(WEB)/graphiql -type f ! -name '*.test.ts')
 
 web: $(WEB_BUILT)

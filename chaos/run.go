@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -17,12 +16,12 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/actionsledger/actionsledger/examples"
 )
 
-// monitorOp is the README's example monitor (server/testdata/create_monitor.graphql).
-//
-//go:embed monitor.graphql
-var monitorOp string
+// monitorOp is the README's example monitor, the seed's CreateMonitor.
+var monitorOp = examples.CreateMonitor
 
 // runPrefix names the folder of a run under os.TempDir(); keptPrefix the
 // folder a run with violations (or Config.KeepLogs) leaves behind: its

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/actionsledger/actionsledger/examples"
 )
 
 // TestExamplesAreVerbatim checks testdata holds byte-identical copies of the
@@ -24,8 +26,8 @@ func TestExamplesAreVerbatim(t *testing.T) {
 		"session_block_with_end_and_clock.graphql-fragment", "tool_with_session.graphql-fragment"} {
 		want, err := os.ReadFile(filepath.Join(shared, name))
 		require.NoError(t, err)
-		got, err := os.ReadFile(filepath.Join("testdata", name))
+		got, err := fs.ReadFile(examples.FS, name)
 		require.NoError(t, err)
-		require.Equal(t, string(want), string(got), "testdata/%s differs from the seed's", name)
+		require.Equal(t, string(want), string(got), "examples/%s differs from the seed's", name)
 	}
 }

@@ -5,16 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/actionsledger/actionsledger/examples"
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/internal/pgtest"
 	"github.com/actionsledger/actionsledger/server"
@@ -182,10 +183,10 @@ func poll(t testing.TB, what string, f func() bool) {
 	}
 }
 
-// example reads a GraphQL operation from testdata.
+// example reads a GraphQL operation of package examples.
 func example(t testing.TB, name string) string {
 	t.Helper()
-	b, err := os.ReadFile("testdata/" + name)
+	b, err := fs.ReadFile(examples.FS, name)
 	require.NoError(t, err)
 	return string(b)
 }

@@ -3,9 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/vektah/gqlparser/v2/parser"
 	"github.com/vektah/gqlparser/v2/validator"
 
+	"github.com/actionsledger/actionsledger/examples"
 	"github.com/actionsledger/actionsledger/graph"
 )
 
@@ -159,11 +159,11 @@ func TestValidationWorkRefusesQuadraticShapes(t *testing.T) {
 		t.Logf("%s: refused after a %v walk; largest taken (%d steps) validates in %v", s.name, walk, steps, time.Since(start))
 	}
 
-	files, err := filepath.Glob("testdata/*.graphql")
+	files, err := fs.Glob(examples.FS, "*.graphql")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		b, err := fs.ReadFile(examples.FS, f)
 		require.NoError(t, err)
 		doc := validDoc(t, string(b))
 		require.Less(t, validationWork(doc, MaxValidationSteps), 1000, f)

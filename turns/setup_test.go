@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/vektah/gqlparser/v2/parser"
 
 	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/examples"
 	"github.com/actionsledger/actionsledger/handlers/echo"
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/internal/pgtest"
@@ -69,13 +68,11 @@ func setup(t *testing.T, run runFunc) *bundle {
 	return &bundle{t: t, ctx: ctx, app: app, clock: clk, kinds: kinds, actions: action.NewStore(app.Pool, clk, kinds), log: log}
 }
 
-// monitor returns the definition in examples/create_monitor.graphql (kept
-// verbatim in cmd/actionsledger/testdata), read from its input argument.
+// monitor returns the definition of the seed's CreateMonitor operation,
+// read from its input argument.
 func monitor(t *testing.T) action.Definition {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join("..", "cmd", "actionsledger", "testdata", "create_monitor.graphql"))
-	require.NoError(t, err)
-	doc, err := parser.ParseQuery(&ast.Source{Input: string(src)})
+	doc, err := parser.ParseQuery(&ast.Source{Input: examples.CreateMonitor})
 	require.NoError(t, err)
 	actions := doc.Operations[0].SelectionSet[0].(*ast.Field)
 	create := actions.SelectionSet[0].(*ast.Field)

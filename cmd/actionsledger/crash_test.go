@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/actionsledger/actionsledger/examples"
 	"github.com/actionsledger/actionsledger/internal/pgtest"
 )
 
@@ -50,9 +51,7 @@ func TestCrashSafetyUnderKill9(t *testing.T) {
 	rng := crashRNG(t)
 	p, gql := startCrashService(t)
 
-	src, err := os.ReadFile(filepath.Join("testdata", "create_monitor.graphql"))
-	require.NoError(t, err)
-	example := string(src)
+	example := examples.CreateMonitor
 	slow := strings.Replace(example, "sleep_ms: 0", "sleep_ms: 50", 1)
 	slow = strings.Replace(slow, `name: "early-fraud-detector"`, `name: "early-fraud-detector-slow"`, 1)
 	require.NotEqual(t, example, slow)

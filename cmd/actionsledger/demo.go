@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,16 +20,15 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/actionsledger/actionsledger/examples"
 	"github.com/actionsledger/actionsledger/internal/text"
 	"github.com/actionsledger/actionsledger/server"
 )
 
 // The operations printed in seed 004, byte for byte (SPEC I2: they run unchanged).
 var (
-	//go:embed testdata/create_monitor.graphql
-	createMonitorOp string
-	//go:embed testdata/session_query.graphql
-	sessionQueryOp string
+	createMonitorOp = examples.CreateMonitor
+	sessionQueryOp  = examples.SessionQuery
 )
 
 // demoCmd walks through the seed's example on a fresh database: the

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,15 +10,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/actionsledger/actionsledger/examples"
 )
 
 // The seed's answers to an approval and to a held turn, byte for byte
 // (SPEC I2: they run unchanged). Both name session "3f0c9f8e-account".
 var (
-	//go:embed testdata/approve.graphql
-	approveOp string
-	//go:embed testdata/retry_held_turn.graphql
-	retryHeldTurnOp string
+	approveOp       = examples.Approve
+	retryHeldTurnOp = examples.RetryHeldTurn
 )
 
 // The account of the agent part: the seed's approve and retry operations

@@ -37,7 +37,7 @@ function ExamplesPanel() {
             <button type="button" onClick={() => open(e)}>
               <span className="al-example-title">{e.title}</span>
               <span className="al-example-description">{e.description}</span>
-              {e.source !== '' && <code>server/testdata/{e.source}</code>}
+              {e.source !== '' && <code>examples/{e.source}</code>}
             </button>
           </li>
         ))}

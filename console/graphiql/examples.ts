@@ -1,11 +1,11 @@
 // The operations GraphiQL opens with, in the order a newcomer runs them.
-// The seed's operations are imported from server/testdata, where the Go
+// The seed's operations are imported from examples, where the Go
 // tests keep them verbatim, so the page shows exactly what the tests run;
 // Vite inlines them into the bundle at build time.
-import createMonitor from '../../server/testdata/create_monitor.graphql?raw';
-import sessionQuery from '../../server/testdata/session_query.graphql?raw';
-import approve from '../../server/testdata/approve.graphql?raw';
-import retryHeldTurn from '../../server/testdata/retry_held_turn.graphql?raw';
+import createMonitor from '../../examples/create_monitor.graphql?raw';
+import sessionQuery from '../../examples/session_query.graphql?raw';
+import approve from '../../examples/approve.graphql?raw';
+import retryHeldTurn from '../../examples/retry_held_turn.graphql?raw';
 
 /** One example: an operation and the variables it opens with. */
 export interface Example {
@@ -13,7 +13,7 @@ export interface Example {
   title: string;
   /** One or two sentences on what the operation does and what it needs. */
   description: string;
-  /** Where the operation comes from: a file under server/testdata, or "". */
+  /** Where the operation comes from: a file under examples, or "". */
   source: string;
   /** The operation's text. */
   query: string;

@@ -30,7 +30,7 @@ export default defineConfig({
   // imports of GraphiQL's worker set-up: it is served as it is.
   optimizeDeps: { exclude: ['graphiql/setup-workers/vite', '@graphiql/react/setup-workers/vite'] },
   server: {
-    fs: { allow: [here('.'), here('../node_modules'), here('../../server/testdata')] },
+    fs: { allow: [here('.'), here('../node_modules'), here('../../examples')] },
     proxy: { '/graphql': { target: 'http://127.0.0.1:8080', ws: true } },
   },
 });
