@@ -62,6 +62,21 @@ type Config struct {
 	// Limits are the HTTP front's timeouts and caps (issue 10 items 6, 8);
 	// zero fields take DefaultLimits.
 	Limits Limits
+	// Live tunes the change feed behind subscriptions (issue 12).
+	Live LiveConfig
+}
+
+// LiveConfig tunes the change feed behind subscriptions (issue 12); zero
+// fields take the defaults.
+type LiveConfig struct {
+	// Buffer is how many notifications each subscriber holds while it is
+	// busy (ledger.DefaultFeedBuffer); past it, notes are dropped and the
+	// subscriber catches up from the database or ends with
+	// SUBSCRIPTION_LAGGED.
+	Buffer int
+	// Tail keeps the newest ledger events in memory for ledgerEvents
+	// subscribers (see ledger.TailConfig; its Poll defaults to Config.Poll).
+	Tail ledger.TailConfig
 }
 
 // App is a running process's parts.
@@ -80,9 +95,13 @@ type App struct {
 	Auth       *auth.Store
 	// Authorities resolves what running action versions may reach (issue 11).
 	Authorities *auth.Authorities
-	Resolver    *graph.Resolver
-	cfg         Config
-	log         *slog.Logger
+	// Feed fans out the listener's notifications to subscriptions; Tail
+	// follows the ledger for ledgerEvents (issue 12).
+	Feed     *ledger.Feed
+	Tail     *ledger.Tail
+	Resolver *graph.Resolver
+	cfg      Config
+	log      *slog.Logger
 }
 
 // Kinds returns the handler kinds this build offers; c is the service clock
@@ -153,8 +172,17 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Tools.Authorities = a.Authorities
 	a.Executor.EnvFunc = a.Tools.Env
 	a.Auth = auth.NewStore(pool, a.Clock)
+	a.Feed = ledger.NewFeed(cfg.Live.Buffer)
+	a.Feed.Route(session.SessionsChannel, session.NoteKeys)
+	a.Feed.Route(session.InboxChannel, session.NoteKeys)
+	a.Feed.Route(turns.TranscriptChannel, turns.LiveKeys)
+	tail := cfg.Live.Tail
+	if tail.Poll <= 0 {
+		tail.Poll = cfg.Poll
+	}
+	a.Tail = ledger.NewTail(pool, a.Feed, tail)
 	a.Resolver = &graph.Resolver{LedgerStore: a.Ledger, ActionStore: a.Actions, SessionStore: a.Sessions,
-		TurnStore: a.Turns, Tools: a.Tools, AuthStore: a.Auth, Clock: a.Clock, Log: log}
+		TurnStore: a.Turns, Tools: a.Tools, AuthStore: a.Auth, Clock: a.Clock, Log: log, Feed: a.Feed, Tail: a.Tail}
 	return a, nil
 }
 
@@ -199,12 +227,18 @@ func (a *App) Run(ctx context.Context) error {
 		},
 		ReconnectDelay: time.Second,
 	}
-	l.Handle(ledger.NotifyChannel, wakeHandler(ledgerWake))
+	// The feed's channels: each notification goes to the feed; the
+	// ledger's also wakes the dispatcher.
+	listened := &listenSync{feed: a.Feed, channels: 4}
+	l.Handle(ledger.NotifyChannel, feedHandler{feed: a.Feed, wake: ledgerWake, sync: listened})
+	l.Handle(session.SessionsChannel, feedHandler{feed: a.Feed, sync: listened})
+	l.Handle(session.InboxChannel, feedHandler{feed: a.Feed, sync: listened})
+	l.Handle(turns.TranscriptChannel, feedHandler{feed: a.Feed, sync: listened})
 	l.Handle(session.TurnsChannel, wakeHandler(turnsWake))
 	l.Handle(session.TimersChannel, wakeHandler(timersWake))
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 5)
+	errc := make(chan error, 8)
 	run := func(name string, f func() error) {
 		wg.Add(1)
 		go func() {
@@ -215,6 +249,12 @@ func (a *App) Run(ctx context.Context) error {
 		}()
 	}
 	run("listener", func() error { return l.Listen(ctx) })
+	run("ledger tail", func() error { return a.Tail.Run(ctx) })
+	run("feed", func() error {
+		<-ctx.Done()
+		a.Feed.Close() // subscriptions end: the process is stopping
+		return nil
+	})
 	run("dispatcher", func() error { return a.Dispatcher.Run(ctx, ledgerWake, a.cfg.Poll) })
 	run("timers", func() error { return a.Timers.Run(ctx, timersWake, a.cfg.Poll) })
 	run("executor", func() error { return a.Executor.Run(ctx, turnsWake) })
@@ -250,6 +290,56 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return err
+}
+
+// feedHandler hands a channel's notifications to the feed (issue 12) and,
+// when wake is set, wakes a loop too. Once the listener (re)connected and
+// listens on every feed channel, the feed resynchronises its subscribers:
+// notifications sent while no connection listened are gone.
+type feedHandler struct {
+	feed *ledger.Feed
+	wake chan struct{}
+	sync *listenSync
+}
+
+func (h feedHandler) HandleNotification(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+	h.feed.Publish(n.Channel, n.Payload)
+	if h.wake != nil {
+		select {
+		case h.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// HandleBacklog is called by pgxlisten right after each LISTEN.
+func (h feedHandler) HandleBacklog(_ context.Context, channel string, conn *pgx.Conn) error {
+	h.sync.listened(conn, channel)
+	return nil
+}
+
+// listenSync tells the feed to resynchronise once a connection listens on
+// all its channels.
+type listenSync struct {
+	feed     *ledger.Feed
+	channels int
+
+	mu   sync.Mutex
+	conn *pgx.Conn
+	seen map[string]bool
+}
+
+func (s *listenSync) listened(conn *pgx.Conn, channel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if conn != s.conn {
+		s.conn, s.seen = conn, map[string]bool{}
+	}
+	s.seen[channel] = true
+	if len(s.seen) == s.channels {
+		s.feed.Resync()
+	}
 }
 
 func wakeHandler(ch chan struct{}) pgxlisten.HandlerFunc {

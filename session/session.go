@@ -352,8 +352,11 @@ func (st *Store) Close(ctx context.Context, actionID uuid.UUID, id, reason strin
 			return err
 		}
 		// H5: closing ends what the session waited on instead of an answer.
-		_, err = tx.Exec(ctx, `UPDATE session_interrupts SET status = 'CLOSED' WHERE sid = $1 AND status = 'PENDING'`, s.SID)
-		return err
+		tag, err := tx.Exec(ctx, `UPDATE session_interrupts SET status = 'CLOSED' WHERE sid = $1 AND status = 'PENDING'`, s.SID)
+		if err != nil {
+			return err
+		}
+		return Notice{SIDs: []int64{s.SID}, Interrupts: tag.RowsAffected() > 0}.Send(ctx, tx)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := st.Get(ctx, actionID, id)
