@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"testing"
@@ -147,9 +148,9 @@ func TestLiveLedgerEventsResumeWithoutGap(t *testing.T) {
 func TestLiveLedgerEventsLateCommit(t *testing.T) {
 	t.Parallel()
 	e := newLiveEnv(t, server.Config{})
-	s := sse(t, e.srv.URL, "", ledgerEventsSub, nil)
-	// The first update is the first event after subscribing: make sure the
-	// subscription is in place before anything commits.
+	// A subscription without a cursor starts at the events committed once
+	// it is in place, which the client cannot observe: start from a cursor.
+	s := sse(t, e.srv.URL, "", ledgerEventsSub, map[string]any{"after": "0"})
 	e.appendEvent(t, "mark.start", 0)
 	require.Equal(t, "mark.start", nextEvent(t, s).EventType)
 
@@ -180,4 +181,50 @@ func TestLiveLedgerEventsLateCommit(t *testing.T) {
 	for _, want := range []string{"late.holder", "late.waiter", "late.early"} {
 		require.Equal(t, want, nextEvent(t, s).EventType)
 	}
+}
+
+// Issue 12 item 2: streams take their own path through the HTTP server's
+// timeouts. With read, idle and request timeouts of 300 ms, an SSE and a
+// WebSocket subscription still deliver a second later; a query still gets
+// an answer; and when the server shuts down, both streams end and Serve
+// returns.
+func TestLiveStreamsOutliveTimeoutsAndEndAtShutdown(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t, server.Config{})
+	lim := server.Limits{ReadHeaderTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond,
+		IdleTimeout: 300 * time.Millisecond, RequestTimeout: 300 * time.Millisecond}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- server.Serve(ctx, ln, e.app.Handler(), lim) }()
+	url := "http://" + ln.Addr().String()
+
+	from := map[string]any{"type": "slowly", "after": e.appendEvent(t, "mark", 0)}
+	s := sse(t, url, "", ledgerEventsSub, from)
+	ws, _, err := dialWS(t, url, nil, nil)
+	require.NoError(t, err)
+	ws.acked(t)
+	w := ws.subscribe(t, "1", ledgerEventsSub, from)
+	e.appendEvent(t, "slowly", 1)
+	require.Equal(t, "slowly", nextEvent(t, s).EventType)
+	require.Equal(t, "slowly", nextEvent(t, w).EventType)
+
+	time.Sleep(time.Second) // past every timeout of the server: what is tested is time passing
+	e.appendEvent(t, "slowly", 2)
+	jsonEq(t, `{"n":2}`, nextEvent(t, s).Data)
+	jsonEq(t, `{"n":2}`, nextEvent(t, w).Data)
+
+	stop()
+	select {
+	case err := <-served:
+		require.NoError(t, err)
+	case <-time.After(liveWait):
+		require.FailNow(t, "Serve did not return after shutdown")
+	}
+	for m := range s.msgs {
+		require.NotEqual(t, "next", m.Type, "no update after shutdown: %s", m.Payload)
+	}
+	require.Equal(t, "closed", ws.recv(t).Type)
 }

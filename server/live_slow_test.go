@@ -95,10 +95,11 @@ func TestLiveSlowSubscribers(t *testing.T) {
 	t.Cleanup(g.release) // before the server closes: a held write would hold it
 
 	t.Run("ledgerEvents catches up", func(t *testing.T) {
-		s := slowSSE(t, e.srv.URL, ledgerEventsSub, map[string]any{"type": "slow.ev"})
+		s := slowSSE(t, e.srv.URL, ledgerEventsSub, map[string]any{"type": "slow.ev", "after": e.appendEvent(t, "mark", 0)})
 		e.appendEvent(t, "slow.ev", 0)
 		first := nextEvent(t, s)
 		g.hold()
+		defer g.release()
 		before := e.app.Tail.CatchUps()
 		for i := 1; i <= 30; i++ {
 			e.appendEvent(t, "slow.ev", i)
@@ -127,11 +128,17 @@ func TestLiveSlowSubscribers(t *testing.T) {
 		s := slowSSE(t, e.srv.URL, sessionUpdatesSub, vars)
 		require.Equal(t, 0, nextSessionUpdate(t, s).PendingInputs)
 		g.hold()
+		defer g.release()
 		_, dropped := e.app.Feed.Stats()
 		// Further account records of the session's input are inputs that
-		// start no turn (turns.on names only entries): 8 changes.
-		for i := 0; i < 8; i++ {
+		// start no turn (turns.on names only entries): 8 changes, each
+		// delivered in a transaction (so a notification) of its own.
+		for i := 1; i <= 8; i++ {
 			e.put(t, "account", uuid.NewString(), map[string]any{"account_id": acct}, "")
+			poll(t, "the input delivered", func() bool {
+				return e.countRows(t, `SELECT count(*) FROM session_inputs i JOIN sessions s USING (sid)
+					WHERE s.action_id = $1 AND s.id = $2 AND i.status = 'PENDING'`, a, acct) == i
+			})
 		}
 		poll(t, "notes dropped for the stalled subscriber", func() bool { _, d := e.app.Feed.Stats(); return d > dropped })
 		g.release()
@@ -146,6 +153,7 @@ func TestLiveSlowSubscribers(t *testing.T) {
 		s := slowSSE(t, e.srv.URL, sessionUpdatesSub, vars)
 		nextSessionUpdate(t, s)
 		g.hold()
+		defer g.release()
 		_, dropped := e.app.Feed.Stats()
 		e.put(t, "entry", uuid.NewString(), map[string]any{"account_id": acct, "amount": 1}, "") // a turn of 9 inputs: 10 entries
 		poll(t, "notes dropped for the stalled subscriber", func() bool { _, d := e.app.Feed.Stats(); return d > dropped })
@@ -161,6 +169,7 @@ func TestLiveSlowSubscribers(t *testing.T) {
 		s := slowSSE(t, e.srv.URL, inboxUpdatesSub, nil)
 		require.Equal(t, "CURRENT", nextInboxUpdate(t, s).Kind)
 		g.hold()
+		defer g.release()
 		_, dropped := e.app.Feed.Stats()
 		for i := 0; i < 8; i++ {
 			acct := "s" + strconv.Itoa(i)
