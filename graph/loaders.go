@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -17,9 +18,12 @@ import (
 type loadersKey struct{}
 
 // loaders batch the lookups a deep query repeats per parent (events,
-// actions, action versions and executions by id), so a list of N items
-// costs one query per kind of lookup, not N.
+// actions, action versions, executions and turns by id), so a list of N
+// items costs one query per kind of lookup, not N. Each loader is made on
+// first use: a subscription's update that needs none costs none.
 type loaders struct {
+	r          *Resolver
+	mu         sync.Mutex
 	events     *dataloadgen.Loader[uuid.UUID, *ledger.Event]
 	actions    *dataloadgen.Loader[uuid.UUID, *action.Action]
 	versions   *dataloadgen.Loader[action.VersionKey, *action.Version]
@@ -45,22 +49,27 @@ func byKey[K comparable, V any](fetch func(context.Context, []K) (map[K]V, error
 	}
 }
 
-func (r *Resolver) newLoaders() *loaders {
-	opts := []dataloadgen.Option{dataloadgen.WithWait(time.Millisecond), dataloadgen.WithBatchCapacity(500)}
-	return &loaders{
-		events: dataloadgen.NewLoader(byKey(func(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*ledger.Event, error) {
-			found, err := r.LedgerStore.EventsByID(ctx, ids)
-			out := make(map[uuid.UUID]*ledger.Event, len(found))
-			for id, ev := range found {
-				out[id] = &ev
-			}
-			return out, err
-		}), opts...),
-		actions:    dataloadgen.NewLoader(byKey(r.ActionStore.GetMany), opts...),
-		versions:   dataloadgen.NewLoader(byKey(r.ActionStore.VersionsByKey), opts...),
-		executions: dataloadgen.NewLoader(byKey(r.TurnStore.Executions), opts...),
-		turns:      dataloadgen.NewLoader(byKey(r.TurnStore.TurnsByKey), opts...),
+// lazy returns *l, making it with fetch on first use.
+func lazy[K comparable, V any](ls *loaders, l **dataloadgen.Loader[K, V], fetch func(context.Context, []K) (map[K]V, error)) *dataloadgen.Loader[K, V] {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if *l == nil {
+		*l = dataloadgen.NewLoader(byKey(fetch), dataloadgen.WithWait(time.Millisecond), dataloadgen.WithBatchCapacity(500))
 	}
+	return *l
+}
+
+func (r *Resolver) newLoaders() *loaders { return &loaders{r: r} }
+
+func (l *loaders) eventLoader() *dataloadgen.Loader[uuid.UUID, *ledger.Event] {
+	return lazy(l, &l.events, func(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*ledger.Event, error) {
+		found, err := l.r.LedgerStore.EventsByID(ctx, ids)
+		out := make(map[uuid.UUID]*ledger.Event, len(found))
+		for id, ev := range found {
+			out[id] = &ev
+		}
+		return out, err
+	})
 }
 
 // WithLoaders returns middleware that gives each request fresh loaders.
@@ -102,7 +111,7 @@ func loadersFrom(ctx context.Context) *loaders {
 // event loads one event, batched with its siblings when loaders are installed.
 func (r *Resolver) event(ctx context.Context, id uuid.UUID) (*ledger.Event, error) {
 	if l := loadersFrom(ctx); l != nil {
-		return l.events.Load(ctx, id)
+		return l.eventLoader().Load(ctx, id)
 	}
 	m, err := r.LedgerStore.EventsByID(ctx, []uuid.UUID{id})
 	if err != nil {
@@ -117,7 +126,7 @@ func (r *Resolver) event(ctx context.Context, id uuid.UUID) (*ledger.Event, erro
 // action loads one action's summary (nil when missing), batched.
 func (r *Resolver) action(ctx context.Context, id uuid.UUID) (*action.Action, error) {
 	if l := loadersFrom(ctx); l != nil {
-		return l.actions.Load(ctx, id)
+		return lazy(l, &l.actions, r.ActionStore.GetMany).Load(ctx, id)
 	}
 	return r.ActionStore.Get(ctx, id)
 }
@@ -126,7 +135,7 @@ func (r *Resolver) action(ctx context.Context, id uuid.UUID) (*action.Action, er
 func (r *Resolver) version(ctx context.Context, id uuid.UUID, number int) (*action.Version, error) {
 	k := action.VersionKey{ActionID: id, Version: number}
 	if l := loadersFrom(ctx); l != nil {
-		return l.versions.Load(ctx, k)
+		return lazy(l, &l.versions, r.ActionStore.VersionsByKey).Load(ctx, k)
 	}
 	m, err := r.ActionStore.VersionsByKey(ctx, []action.VersionKey{k})
 	if err != nil {
@@ -138,7 +147,7 @@ func (r *Resolver) version(ctx context.Context, id uuid.UUID, number int) (*acti
 // execution loads one execution (nil when missing), batched.
 func (r *Resolver) execution(ctx context.Context, id uuid.UUID) (*turns.Execution, error) {
 	if l := loadersFrom(ctx); l != nil {
-		return l.executions.Load(ctx, id)
+		return lazy(l, &l.executions, r.TurnStore.Executions).Load(ctx, id)
 	}
 	return r.TurnStore.Execution(ctx, id)
 }
@@ -147,7 +156,7 @@ func (r *Resolver) execution(ctx context.Context, id uuid.UUID) (*turns.Executio
 func (r *Resolver) turn(ctx context.Context, sid int64, number int) (*turns.Turn, error) {
 	k := turns.TurnKey{SID: sid, Number: number}
 	if l := loadersFrom(ctx); l != nil {
-		return l.turns.Load(ctx, k)
+		return lazy(l, &l.turns, r.TurnStore.TurnsByKey).Load(ctx, k)
 	}
 	return r.TurnStore.Turn(ctx, sid, number)
 }

@@ -1,7 +1,10 @@
 // Package session owns sessions (SPEC S1-S6, I3): the dispatcher that
 // matches committed ledger events against triggers and starts or resumes
 // sessions, the inputs delivered to them, intake records for events that
-// could not be delivered, and closing by an operator.
+// could not be delivered, and closing by an operator. It also declares the
+// notifications of session and interrupt changes that drive subscriptions
+// (Notice, notify.go) and reads the inbox of pending interrupts (inbox.go;
+// issue 12).
 package session
 
 import (
