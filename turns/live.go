@@ -85,7 +85,7 @@ func LivePayload(sid int64, e LiveEntry) string {
 	e.Kind = text.Store(e.Kind, 200)
 	keep := maxLivePayload - len(prefix) - 400
 	for range 8 {
-		d, _ := json.Marshal(map[string]any{"truncated": true, "bytes": len(raw), "prefix": text.Store(raw, keep)})
+		d, _ := json.Marshal(map[string]any{"truncated": true, "bytes": len(raw), "prefix": text.Prefix(raw, keep)})
 		e.Data = d
 		if b, err = json.Marshal(e); err == nil && len(prefix)+len(b) <= maxLivePayload {
 			return prefix + string(b)
