@@ -106,15 +106,34 @@ func lagged(format string, args ...any) error {
 	return fault.New(fault.SubscriptionLagged, "", "the subscription fell behind: "+format+"; subscribe again", args...)
 }
 
+type credentialKey struct{}
+
+// WithCredential marks ctx as a stream's whose credential is watched:
+// cred ends, with the reason as its cause (context.Cause), when the
+// credential the stream was opened with is no longer good (a revoked
+// token, changed policies). Each subscription of the stream then ends with
+// that reason as its last response.
+func WithCredential(ctx, cred context.Context) context.Context {
+	return context.WithValue(ctx, credentialKey{}, cred)
+}
+
 // stream runs produce in a goroutine of its own, which ends the channel it
 // returns when produce returns: on ctx's end quietly, on an error with the
-// error as the stream's last response (Streams). send blocks until the
-// transport takes the value and reports false once ctx has ended. A panic
-// ends the stream with INTERNAL, never the process.
-func stream[T any](ctx context.Context, r *Resolver, produce func(send func(T) bool) error) <-chan T {
+// error as the stream's last response (Streams). produce's context also
+// ends when the stream's credential does (WithCredential), and the stream
+// then ends with the credential's reason. send blocks until the transport
+// takes the value and reports false once produce's context has ended. A
+// panic ends the stream with INTERNAL, never the process.
+func stream[T any](ctx context.Context, r *Resolver, produce func(ctx context.Context, send func(T) bool) error) <-chan T {
 	out := make(chan T)
+	pctx, cancel := context.WithCancelCause(ctx)
+	if cred, ok := ctx.Value(credentialKey{}).(context.Context); ok {
+		stop := context.AfterFunc(cred, func() { cancel(context.Cause(cred)) })
+		context.AfterFunc(pctx, func() { stop() })
+	}
 	go func() {
 		defer close(out)
+		defer cancel(nil)
 		defer func() {
 			if v := recover(); v != nil {
 				r.Log.Error("panic in subscription", "panic", v, "stack", string(debug.Stack()))
@@ -125,13 +144,15 @@ func stream[T any](ctx context.Context, r *Resolver, produce func(send func(T) b
 			select {
 			case out <- v:
 				return true
-			case <-ctx.Done():
+			case <-pctx.Done():
 				return false
 			}
 		}
-		err := produce(send)
+		err := produce(pctx, send)
 		switch {
 		case ctx.Err() != nil:
+		case pctx.Err() != nil:
+			endStream(ctx, context.Cause(pctx))
 		case errors.Is(err, ledger.ErrFeedClosed):
 			endStream(ctx, errShuttingDown)
 		case err != nil:
@@ -166,7 +187,7 @@ func (r *Resolver) ledgerEvents(ctx context.Context, after, typ *string) (<-chan
 		pos = head
 	}
 	t := deref(typ)
-	return stream(ctx, r, func(send func(*ledger.Event) bool) error {
+	return stream(ctx, r, func(ctx context.Context, send func(*ledger.Event) bool) error {
 		defer r.Tail.Release()
 		for {
 			evs, seen, err := r.Tail.Next(ctx, pos, t, DefaultPage)
@@ -225,7 +246,7 @@ func (r *Resolver) sessionUpdates(ctx context.Context, actionID uuid.UUID, id st
 		sub.Close()
 		return nil, err
 	}
-	return stream(ctx, r, func(send func(*model.SessionUpdate) bool) error {
+	return stream(ctx, r, func(ctx context.Context, send func(*model.SessionUpdate) bool) error {
 		defer sub.Close()
 		for _, u := range first {
 			if !send(u) {
@@ -456,7 +477,7 @@ func (r *Resolver) inboxUpdates(ctx context.Context, kind *model.InterruptKind, 
 		sub.Close()
 		return nil, err
 	}
-	return stream(ctx, r, func(send func(*model.InboxUpdate) bool) error {
+	return stream(ctx, r, func(ctx context.Context, send func(*model.InboxUpdate) bool) error {
 		defer sub.Close()
 		if !send(&model.InboxUpdate{Kind: model.InboxUpdateKindCurrent, Pending: len(known)}) {
 			return nil

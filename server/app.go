@@ -77,6 +77,17 @@ type LiveConfig struct {
 	// Tail keeps the newest ledger events in memory for ledgerEvents
 	// subscribers (see ledger.TailConfig; its Poll defaults to Config.Poll).
 	Tail ledger.TailConfig
+	// Recheck is how often, with AUTH on, a stream's bearer token is
+	// checked again (DefaultRecheck): a revoked token or changed policies
+	// end its subscriptions.
+	Recheck time.Duration
+}
+
+func (c LiveConfig) recheck() time.Duration {
+	if c.Recheck <= 0 {
+		return DefaultRecheck
+	}
+	return c.Recheck
 }
 
 // App is a running process's parts.
@@ -202,7 +213,7 @@ func (a *App) Handler() http.Handler {
 // /graphql (GraphiQL's page and /healthz stay open).
 func (a *App) AuthHandler() http.Handler {
 	front := Front{Introspection: !a.cfg.DisableIntrospection, GraphiQL: !a.cfg.DisableGraphiQL, Limits: a.cfg.Limits}
-	return Mux(Authenticate(a.Auth, a.cfg.AdminToken, a.log, GraphQL(a.Resolver, a.log, front)), front)
+	return Mux(authenticate(a.Auth, a.cfg.AdminToken, a.log, a.cfg.Live.recheck(), GraphQL(a.Resolver, a.log, front)), front)
 }
 
 // Run runs the dispatcher, the session timers, the executor and (with an

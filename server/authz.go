@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/auth"
+	"github.com/actionsledger/actionsledger/graph"
 	"github.com/actionsledger/actionsledger/graph/model"
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/session"
@@ -278,6 +280,15 @@ const MinAdminTokenLen = 32
 // WebSocket transport checks it there with the same rules (wsInit) before
 // any operation runs.
 func Authenticate(store *auth.Store, adminToken string, log *slog.Logger, h http.Handler) http.Handler {
+	return authenticate(store, adminToken, log, DefaultRecheck, h)
+}
+
+// DefaultRecheck is how often a stream's bearer token is checked again.
+const DefaultRecheck = 30 * time.Second
+
+// authenticate is Authenticate with the interval at which a stream's
+// credential is checked again (see watchCredential).
+func authenticate(store *auth.Store, adminToken string, log *slog.Logger, recheck time.Duration, h http.Handler) http.Handler {
 	var adminHash []byte
 	if adminToken != "" {
 		adminHash = auth.Hash(adminToken)
@@ -288,7 +299,8 @@ func Authenticate(store *auth.Store, adminToken string, log *slog.Logger, h http
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		header := r.Header.Get("Authorization")
 		if header == "" && isWebSocket(r) {
-			h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), deferredAuthKey{}, authn)))
+			ctx := context.WithValue(r.Context(), deferredAuthKey{}, deferred{authn, recheck})
+			h.ServeHTTP(w, r.WithContext(ctx))
 			return
 		}
 		p, fail := authn(r.Context(), header)
@@ -299,8 +311,51 @@ func Authenticate(store *auth.Store, adminToken string, log *slog.Logger, h http
 			writeError(w, fail.status, fail.code, fail.message)
 			return
 		}
-		h.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
+		ctx := auth.With(r.Context(), p)
+		if isWebSocket(r) || isEventStream(r) {
+			ctx = watchCredential(ctx, authn, header, p, recheck)
+		}
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// deferred is what a WebSocket upgrade without credentials carries to its
+// connection_init: how to check a token and how often to check it again.
+type deferred struct {
+	authn   authenticator
+	recheck time.Duration
+}
+
+// watchCredential checks a stream's credential again every interval while
+// ctx lasts (issue 12): a subscription outlives the request that opened it,
+// so a token revoked, or whose principal's policies changed, ends the
+// stream's subscriptions with UNAUTHENTICATED or FORBIDDEN (subscribing
+// again takes the new policies). A check that fails for another reason
+// (the database) is tried again at the next interval.
+func watchCredential(ctx context.Context, authn authenticator, header string, p auth.Principal, interval time.Duration) context.Context {
+	cred, end := context.WithCancelCause(context.Background())
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		defer end(nil)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			now, fail := authn(ctx, header)
+			switch {
+			case fail == errUnauthenticated:
+				end(fault.New(fault.Unauthenticated, "", "the bearer token is no longer valid"))
+				return
+			case fail == nil && !slices.Equal(now.Policies, p.Policies):
+				end(fault.New(fault.Forbidden, "", "the principal's policies changed: subscribe again"))
+				return
+			}
+		}
+	}()
+	return graph.WithCredential(ctx, cred)
 }
 
 // authenticator finds the principal of an Authorization header's value.

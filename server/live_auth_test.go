@@ -5,8 +5,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
@@ -226,4 +228,76 @@ func TestLiveHandlerCredentialCannotSubscribe(t *testing.T) {
 		requireError(t, r, "FORBIDDEN", "")
 		require.Equal(t, "complete", msgs[1].Type, at.name)
 	}
+}
+
+// Issue 12 item 2: streams are capped: past Limits.MaxStreams a new one is
+// refused with HTTP 503 and UNAVAILABLE (retryable) while ordinary requests
+// go on, and a WebSocket carries at most 100 subscriptions at once.
+func TestLiveStreamLimits(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t, server.Config{Limits: server.Limits{MaxStreams: 2}})
+	ws, _, err := dialWS(t, e.srv.URL, nil, nil)
+	require.NoError(t, err)
+	ws.acked(t)
+	first := sse(t, e.srv.URL, "", ledgerEventsSub, map[string]any{"after": "0", "type": "none"})
+	require.Equal(t, http.StatusOK, first.status)
+	over := sse(t, e.srv.URL, "", ledgerEventsSub, nil)
+	require.Equal(t, http.StatusServiceUnavailable, over.status)
+	m := over.next(t)
+	require.Equal(t, "http", m.Type)
+	var r response
+	require.NoError(t, json.Unmarshal(m.Payload, &r))
+	ge := requireError(t, r, "UNAVAILABLE", "")
+	require.Equal(t, true, ge.Extensions["retryable"])
+	e.requireAlive(t)
+	first.close()
+
+	// 101 subscriptions on one WebSocket: one is refused.
+	for i := 0; i <= server.MaxConnSubscriptions; i++ {
+		ws.subscribe(t, strconv.Itoa(i), ledgerEventsSub, map[string]any{"after": "0", "type": "none"})
+	}
+	m = ws.recv(t)
+	r = m.result(t)
+	requireError(t, r, "SUBSCRIPTION_LIMIT_EXCEEDED", "")
+	done := ws.recv(t)
+	require.Equal(t, "complete", done.Type)
+	require.Equal(t, m.ID, done.ID)
+}
+
+// Issue 12 item 2: a subscription outlives the request that opened it, so
+// its token is checked again while it runs: revoking the token ends its
+// subscriptions with UNAUTHENTICATED, changing the principal's policies
+// with FORBIDDEN (subscribing again takes the new policies), over both
+// transports.
+func TestLiveRevokedTokenEndsSubscriptions(t *testing.T) {
+	t.Parallel()
+	e := newSteppedEnv(t, server.Config{Auth: true, AdminToken: adminToken, Live: server.LiveConfig{Recheck: 50 * time.Millisecond}})
+	authed := httptest.NewServer(e.app.AuthHandler())
+	t.Cleanup(authed.Close)
+	ae := &authEnv{env: e, authed: authed}
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("Authorization", "Bearer "+adminToken)
+		authed.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(e.srv.Close)
+	e.appendEvent(t, "x.y", 1)
+	from := map[string]any{"after": "0"}
+
+	id, tok := ae.token(t, "watcher", pol("READ", "ledger"))
+	s := sse(t, authed.URL, tok, ledgerEventsSub, from)
+	require.Equal(t, "1", nextEvent(t, s).Position)
+	ws, _, err := dialWS(t, authed.URL, nil, map[string]any{"Authorization": "Bearer " + tok})
+	require.NoError(t, err)
+	ws.acked(t)
+	w := ws.subscribe(t, "1", ledgerEventsSub, from)
+	require.Equal(t, "1", nextEvent(t, w).Position)
+	ae.allowed(t, adminToken, `mutation($id: UUID!) { auth { revokeToken(id: $id) } }`, map[string]any{"id": id})
+	refused(t, s, "UNAUTHENTICATED")
+	refused(t, w, "UNAUTHENTICATED")
+
+	_, tok = ae.token(t, "changer", pol("READ", "ledger"))
+	s = sse(t, authed.URL, tok, ledgerEventsSub, from)
+	require.Equal(t, "1", nextEvent(t, s).Position)
+	ae.token(t, "changer", pol("READ", "ledger"), pol("WRITE", "ledger:x"))
+	refused(t, s, "FORBIDDEN")
 }

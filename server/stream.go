@@ -254,11 +254,12 @@ func wsInit(ctx context.Context, payload transport.InitPayload) (context.Context
 	if _, ok := auth.From(ctx); ok {
 		return ctx, nil, nil
 	}
-	authn, _ := ctx.Value(deferredAuthKey{}).(authenticator)
-	if authn == nil {
+	d, ok := ctx.Value(deferredAuthKey{}).(deferred)
+	if !ok {
 		return refuseInit(ctx, wsForbidden, fault.Unauthenticated, "no principal"), nil, errors.New("unauthenticated")
 	}
-	p, fail := authn(ctx, payload.Authorization())
+	header := payload.Authorization()
+	p, fail := d.authn(ctx, header)
 	if fail != nil {
 		code := wsForbidden
 		switch fail.code {
@@ -269,7 +270,7 @@ func wsInit(ctx context.Context, payload transport.InitPayload) (context.Context
 		}
 		return refuseInit(ctx, code, fail.code, fail.message), nil, errors.New(fail.message)
 	}
-	return auth.With(ctx, p), nil, nil
+	return watchCredential(auth.With(ctx, p), d.authn, header, p, d.recheck), nil, nil
 }
 
 func refuseInit(ctx context.Context, code int, errCode, message string) context.Context {
