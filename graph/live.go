@@ -315,12 +315,13 @@ func (w *sessionWatch) note(ctx context.Context, n ledger.Note, lost []string) (
 	switch {
 	case slices.Contains(lost, turns.TranscriptChannel):
 		// The entries a running turn wrote are in no table until it
-		// commits: a missed one cannot be read back.
-		before := w.turnNumber()
+		// commits: a missed one cannot be read back. Only when no turn ran
+		// before or since can nothing have been missed.
+		before, wasRunning := w.turnNumber(), w.turn != nil && w.turn.Status == "RUNNING"
 		if ups, err = w.read(ctx); err != nil {
 			return nil, err
 		}
-		if w.turnNumber() != before || (w.turn != nil && w.turn.Status == "RUNNING") {
+		if wasRunning || w.turnNumber() != before || (w.turn != nil && w.turn.Status == "RUNNING") {
 			return nil, lagged("transcript entries of a running turn were missed (the committed transcript of the turn's execution has them all once it ends)")
 		}
 	case n.Resync || n.Channel == session.SessionsChannel || slices.Contains(lost, session.SessionsChannel):
@@ -349,7 +350,24 @@ func (w *sessionWatch) turnNumber() int {
 // and returns the updates to send: one per changed turn, oldest first, or
 // one for a change of the session alone, or none.
 func (w *sessionWatch) read(ctx context.Context) ([]*model.SessionUpdate, error) {
-	s, pending, err := w.r.SessionStore.Watch(ctx, w.sid)
+	var s *session.Session
+	var pending int
+	var ts []turns.Turn
+	err := w.r.SessionStore.ReadConsistent(ctx, func(q ledger.Querier) error {
+		var err error
+		if s, pending, err = session.Watch(ctx, q, w.sid); err != nil || s == nil || s.TurnCount == 0 {
+			return err
+		}
+		from := s.TurnCount // the first read shows the newest turn only
+		if w.read1 {
+			from = 1
+			if w.turn != nil {
+				from = w.turn.Number
+			}
+		}
+		ts, err = turns.TurnsFrom(ctx, q, w.sid, from)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -358,25 +376,12 @@ func (w *sessionWatch) read(ctx context.Context) ([]*model.SessionUpdate, error)
 	}
 	var changed []turns.Turn
 	newest := w.turn
-	if s.TurnCount > 0 {
-		from := s.TurnCount // the first read shows the newest turn only
-		if w.read1 {
-			from = 1
-			if w.turn != nil {
-				from = w.turn.Number
-			}
+	for i := range ts {
+		t := ts[i]
+		if w.turn == nil || t.Number > w.turn.Number || (t.Number == w.turn.Number && turnPrint(t) != turnPrint(*w.turn)) {
+			changed = append(changed, t)
 		}
-		ts, err := w.r.TurnStore.TurnsFrom(ctx, w.sid, from)
-		if err != nil {
-			return nil, err
-		}
-		for i := range ts {
-			t := ts[i]
-			if w.turn == nil || t.Number > w.turn.Number || (t.Number == w.turn.Number && turnPrint(t) != turnPrint(*w.turn)) {
-				changed = append(changed, t)
-			}
-			newest = &ts[i]
-		}
+		newest = &ts[i]
 	}
 	print := sessionPrint(s, pending, w.r.Clock.Now())
 	first := !w.read1

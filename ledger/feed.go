@@ -29,6 +29,7 @@ type Feed struct {
 	routes map[string]RouteFunc
 	subs   map[string]map[string]map[*Sub]struct{} // channel -> key -> subscribers; key "" takes every note
 	closed bool
+	drops  map[string]int64 // by channel
 
 	published, dropped atomic.Int64
 }
@@ -67,7 +68,8 @@ func NewFeed(buffer int) *Feed {
 	if buffer <= 0 {
 		buffer = DefaultFeedBuffer
 	}
-	return &Feed{buffer: buffer, routes: map[string]RouteFunc{}, subs: map[string]map[string]map[*Sub]struct{}{}}
+	return &Feed{buffer: buffer, routes: map[string]RouteFunc{}, subs: map[string]map[string]map[*Sub]struct{}{},
+		drops: map[string]int64{}}
 }
 
 // Route sets how the payloads of channel name their keys. A channel without
@@ -81,6 +83,14 @@ func (f *Feed) Route(channel string, fn RouteFunc) {
 // Stats returns how many notifications were published and how many notes
 // were dropped because a subscriber's buffer was full.
 func (f *Feed) Stats() (published, dropped int64) { return f.published.Load(), f.dropped.Load() }
+
+// Dropped returns how many notes of channel were dropped because a
+// subscriber's buffer was full.
+func (f *Feed) Dropped(channel string) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.drops[channel]
+}
 
 // Publish hands a notification to the subscribers of its channel and keys.
 // It never blocks on a subscriber.
@@ -119,6 +129,7 @@ func (f *Feed) deliver(set map[*Sub]struct{}, n Note) {
 	for s := range set {
 		if !s.offer(n) {
 			f.dropped.Add(1)
+			f.drops[n.Channel]++
 		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/server"
+	"github.com/actionsledger/actionsledger/session"
+	"github.com/actionsledger/actionsledger/turns"
 )
 
 // gate holds the writes of the responses it wraps while closed: a client
@@ -129,7 +131,7 @@ func TestLiveSlowSubscribers(t *testing.T) {
 		require.Equal(t, 0, nextSessionUpdate(t, s).PendingInputs)
 		g.hold()
 		defer g.release()
-		_, dropped := e.app.Feed.Stats()
+		dropped := e.app.Feed.Dropped(session.SessionsChannel)
 		// Further account records of the session's input are inputs that
 		// start no turn (turns.on names only entries): 8 changes, each
 		// delivered in a transaction (so a notification) of its own.
@@ -140,7 +142,7 @@ func TestLiveSlowSubscribers(t *testing.T) {
 					WHERE s.action_id = $1 AND s.id = $2 AND i.status = 'PENDING'`, a, acct) == i
 			})
 		}
-		poll(t, "notes dropped for the stalled subscriber", func() bool { _, d := e.app.Feed.Stats(); return d > dropped })
+		poll(t, "notes dropped for the stalled subscriber", func() bool { return e.app.Feed.Dropped(session.SessionsChannel) > dropped })
 		g.release()
 		var u sessionUpdate
 		for u.PendingInputs != 8 {
@@ -154,9 +156,9 @@ func TestLiveSlowSubscribers(t *testing.T) {
 		nextSessionUpdate(t, s)
 		g.hold()
 		defer g.release()
-		_, dropped := e.app.Feed.Stats()
+		dropped := e.app.Feed.Dropped(turns.TranscriptChannel)
 		e.put(t, "entry", uuid.NewString(), map[string]any{"account_id": acct, "amount": 1}, "") // a turn of 9 inputs: 10 entries
-		poll(t, "notes dropped for the stalled subscriber", func() bool { _, d := e.app.Feed.Stats(); return d > dropped })
+		poll(t, "entries dropped for the stalled subscriber", func() bool { return e.app.Feed.Dropped(turns.TranscriptChannel) > dropped })
 		g.release()
 		requireLagged(t, s)
 	})
@@ -170,13 +172,13 @@ func TestLiveSlowSubscribers(t *testing.T) {
 		require.Equal(t, "CURRENT", nextInboxUpdate(t, s).Kind)
 		g.hold()
 		defer g.release()
-		_, dropped := e.app.Feed.Stats()
+		dropped := e.app.Feed.Dropped(session.InboxChannel)
 		for i := 0; i < 8; i++ {
 			acct := "s" + strconv.Itoa(i)
 			e.put(t, "account", acct, map[string]any{"account_id": acct}, "")
 			e.put(t, "entry", "e-"+acct, map[string]any{"account_id": acct, "amount": 1}, "")
 		}
-		poll(t, "notes dropped for the stalled subscriber", func() bool { _, d := e.app.Feed.Stats(); return d > dropped })
+		poll(t, "notes dropped for the stalled subscriber", func() bool { return e.app.Feed.Dropped(session.InboxChannel) > dropped })
 		g.release()
 		requireLagged(t, s)
 	})

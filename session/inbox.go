@@ -186,11 +186,19 @@ func (st *Store) InboxChanges(ctx context.Context, f InboxFilter, note Note, kno
 	return items, nil
 }
 
-// Watch reads a session for a subscriber: the session (nil when there is
-// none) and how many of its inputs are pending, in one statement.
-func (st *Store) Watch(ctx context.Context, sid int64) (*Session, int, error) {
+// ReadConsistent runs fn in a read-only transaction whose statements all
+// see one snapshot (REPEATABLE READ): a subscriber reading a session and
+// its turns sees them as one commit left them.
+func (st *Store) ReadConsistent(ctx context.Context, fn func(q ledger.Querier) error) error {
+	return pgx.BeginTxFunc(ctx, st.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error { return fn(tx) })
+}
+
+// Watch reads a session for a subscriber through q: the session (nil when
+// there is none) and how many of its inputs are pending, in one statement.
+func Watch(ctx context.Context, q ledger.Querier, sid int64) (*Session, int, error) {
 	var pending int
-	row := st.pool.QueryRow(ctx, `SELECT `+sessionColumns+`,
+	row := q.QueryRow(ctx, `SELECT `+sessionColumns+`,
 		(SELECT count(*) FROM session_inputs WHERE sid = $1 AND status = 'PENDING') FROM sessions WHERE sid = $1`, sid)
 	s, err := scanSession(pendingRow{row, &pending})
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -72,6 +72,23 @@ func (n Notice) Send(ctx context.Context, tx Execer) error {
 	return nil
 }
 
+// Returning gives the notice's session and inbox notifications as SQL
+// select-list expressions (two columns) over parameters numbered from
+// first, with their arguments, to ride on a statement the transaction runs
+// anyway (a RETURNING list): no round trip of its own. Turns and Timers are
+// the caller's.
+func (n Notice) Returning(first int) (string, []any) {
+	p := func(i int) string { return "$" + strconv.Itoa(first+i) }
+	// Subselects: a function call in a RETURNING list of an UPDATE would
+	// see the row, not the statement, and PostgreSQL evaluates a volatile
+	// scalar subquery once per row; the statements here update one row.
+	payload := `pg_current_xact_id()::text || ':' || ` + p(0) + `::text`
+	return fmt.Sprintf(`(SELECT CASE WHEN %[1]s::text <> '' THEN pg_notify(%[2]s::text, %[4]s) END), `+
+			`(SELECT CASE WHEN %[1]s::text <> '' AND %[3]s::bool THEN pg_notify(%[5]s::text, %[4]s) END)`,
+			p(0), p(1), p(2), payload, p(3)),
+		[]any{n.payload(), SessionsChannel, n.Interrupts, InboxChannel}
+}
+
 func (n Notice) payload() string {
 	if len(n.SIDs) == 0 {
 		return ""

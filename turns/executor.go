@@ -330,13 +330,12 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 		if _, err := tx.Exec(ctx, `INSERT INTO turn_inputs (sid, turn, seq) SELECT $1, $2, unnest($3::bigint[])`, sid, c.turn, seqs); err != nil {
 			return fmt.Errorf("claim: turn inputs: %w", err)
 		}
-		if _, err = tx.Exec(ctx, `UPDATE sessions SET turn_count = $2 WHERE sid = $1`, sid, c.turn); err != nil {
+		notice, args := session.Notice{SIDs: []int64{sid}}.Returning(3)
+		if _, err = tx.Exec(ctx, `UPDATE sessions SET turn_count = $2 WHERE sid = $1 RETURNING `+notice,
+			append([]any{sid, c.turn}, args...)...); err != nil {
 			return err
 		}
 		c.sess.TurnCount = c.turn
-		if err := (session.Notice{SIDs: []int64{sid}}).Send(ctx, tx); err != nil {
-			return err
-		}
 		// Last: appending holds the ledger head until this transaction ends.
 		_, err = ledger.Append(ctx, tx, now, fired...)
 		return err
@@ -723,13 +722,16 @@ func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript [
 			return err
 		}
 		// The row is locked, so every input delivered before this statement is seen.
+		// It also sends the commit's notifications (issue 12).
+		notice, args := session.Notice{SIDs: []int64{c.sess.SID}, Interrupts: raised}.Returning(5)
 		var next *time.Time
 		if err := tx.QueryRow(ctx, `UPDATE sessions SET next_turn_at = CASE WHEN status = 'OPEN' AND ($3 OR EXISTS (
 				SELECT 1 FROM session_inputs WHERE sid = $1 AND status = 'PENDING' AND starts_turn)) THEN $2::timestamptz END
-			WHERE sid = $1 RETURNING next_turn_at`, c.sess.SID, now, due).Scan(&next); err != nil {
+			WHERE sid = $1 RETURNING next_turn_at, CASE WHEN next_turn_at IS NOT NULL THEN pg_notify($4::text, '') END, `+notice,
+			append([]any{c.sess.SID, now, due, session.TurnsChannel}, args...)...).Scan(&next, nil, nil, nil); err != nil {
 			return err
 		}
-		return session.Notice{SIDs: []int64{c.sess.SID}, Interrupts: raised, Turns: next != nil}.Send(ctx, tx)
+		return nil
 	}()
 }
 

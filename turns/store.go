@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/ledger"
 )
 
 // Turn is one recorded turn of a session (T9).
@@ -167,10 +168,10 @@ func (s *Store) TurnsByKey(ctx context.Context, keys []TurnKey) (map[TurnKey]*Tu
 	return out, nil
 }
 
-// TurnsFrom returns a session's turns numbered from on, oldest first (a
-// subscriber catching up with the turns that changed, issue 12).
-func (s *Store) TurnsFrom(ctx context.Context, sid int64, from int) ([]Turn, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+turnColumns+` FROM session_turns WHERE sid = $1 AND number >= $2 ORDER BY number`, sid, from)
+// TurnsFrom reads through q a session's turns numbered from on, oldest
+// first (a subscriber catching up with the turns that changed, issue 12).
+func TurnsFrom(ctx context.Context, q ledger.Querier, sid int64, from int) ([]Turn, error) {
+	rows, err := q.Query(ctx, `SELECT `+turnColumns+` FROM session_turns WHERE sid = $1 AND number >= $2 ORDER BY number`, sid, from)
 	if err != nil {
 		return nil, fmt.Errorf("turns: list: %w", err)
 	}
