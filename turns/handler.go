@@ -1,6 +1,7 @@
 // Package turns runs sessions in turns (SPEC T1-T9): the executor that
 // claims runnable sessions, the contract handlers implement, and the record
-// of turns, executions and transcripts.
+// of turns, executions and transcripts. A running turn's transcript entries
+// are published as they are added, for subscribers (live.go, issue 12).
 package turns
 
 import (
