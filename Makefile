@@ -14,6 +14,9 @@
 #                   failure; prints each target's run time and corpus size
 #   make demo       run the demo against a fresh database actionsledger_demo
 #   make bench      run the benchmark against a fresh database actionsledger_bench
+#   make bench-live memory per idle subscriber (SSE, WebSocket) and the cost of
+#                   one notification with 1,000 subscribers, on a fresh
+#                   database actionsledger_bench_live (docs/subscriptions.md)
 #   make chaos      replicas, worker and a private PostgreSQL under kill -9 and
 #                   crash restarts, then invariants (docs/chaos.md; CHAOS_SEED=N replays)
 #   make generate   regenerate gqlgen code and the typed client (client/)
@@ -28,7 +31,7 @@ GO ?= go
 BIN := bin/actionsledger
 FUZZTIME ?= 30s
 
-.PHONY: build run migrate test fuzz demo bench chaos generate lint pg-stop web
+.PHONY: build run migrate test fuzz demo bench bench-live chaos generate lint pg-stop web
 
 # The web front ends (console/: GraphiQL today) are an npm project built by
 # Vite into console/dist, which the binary embeds (console/embed.go). npm ci
@@ -90,6 +93,11 @@ demo: build
 bench: build
 	$(call fresh_db,actionsledger_bench); \
 	DATABASE_URL="$$url" exec $(BIN) bench
+
+bench-live:
+	$(GO) build -o bin/bench-live ./bench/live
+	$(call fresh_db,actionsledger_bench_live); \
+	DATABASE_URL="$$url" exec bin/bench-live $(BENCH_LIVE_FLAGS)
 
 # chaos starts its own private cluster (it restarts PostgreSQL), so it does
 # not use pg.sh. Options: CHAOS_* variables, or `bin/chaos --help`.

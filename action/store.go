@@ -341,6 +341,54 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (*Action, error) {
 	return &a, nil
 }
 
+// GetMany returns the summaries of the actions with the given ids, keyed
+// by id; missing ids are absent (a dataloader's batch, issue 12).
+func (s *Store) GetMany(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*Action, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, current_version, status, created_at, updated_at FROM actions WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("action: get: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Action, error) {
+		var a Action
+		err := r.Scan(&a.ID, &a.CurrentVersion, &a.Status, &a.CreatedAt, &a.UpdatedAt)
+		a.CreatedAt, a.UpdatedAt = a.CreatedAt.UTC(), a.UpdatedAt.UTC()
+		return &a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("action: get: %w", err)
+	}
+	out := make(map[uuid.UUID]*Action, len(list))
+	for _, a := range list {
+		out[a.ID] = a
+	}
+	return out, nil
+}
+
+// VersionKey names one version of an action.
+type VersionKey struct {
+	ActionID uuid.UUID
+	Version  int
+}
+
+// VersionsByKey returns the versions named by keys, keyed the same way;
+// missing ones are absent (a dataloader's batch, issue 12).
+func (s *Store) VersionsByKey(ctx context.Context, keys []VersionKey) (map[VersionKey]*Version, error) {
+	ids := make([]uuid.UUID, len(keys))
+	nums := make([]int32, len(keys))
+	for i, k := range keys {
+		ids[i], nums[i] = k.ActionID, int32(k.Version)
+	}
+	vs, err := s.versions(ctx, `JOIN unnest($1::uuid[], $2::int[]) AS k (action_id, version) USING (action_id, version)`, ids, nums)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[VersionKey]*Version, len(vs))
+	for i := range vs {
+		out[VersionKey{vs[i].ActionID, vs[i].Version}] = &vs[i]
+	}
+	return out, nil
+}
+
 // List pages actions by id after the given one (uuid.Nil for the start).
 func (s *Store) List(ctx context.Context, after uuid.UUID, first int) ([]Action, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, current_version, status, created_at, updated_at FROM actions

@@ -131,6 +131,29 @@ func (p Principal) Allows(action, resource string) bool {
 	return false
 }
 
+// ReadableActions reports which actions p may READ (issue 12: the inbox
+// filters by it): every action (all), or the ones listed. A handler
+// credential's principal reads none this way.
+func (p Principal) ReadableActions() (all bool, ids []uuid.UUID) {
+	if p.Dev {
+		return true, nil
+	}
+	for _, pol := range p.Policies {
+		if !implies(pol.Action, Read) {
+			continue
+		}
+		switch r := pol.Resource; {
+		case r == All, r == ActionsDoc:
+			return true, nil
+		case strings.HasPrefix(r, ActionsDoc+":"):
+			if id, err := uuid.Parse(strings.TrimPrefix(r, ActionsDoc+":")); err == nil {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return false, ids
+}
+
 // implies reports whether a policy for action have grants action want:
 // ADMIN grants everything, WRITE grants CALL.
 func implies(have, want string) bool {

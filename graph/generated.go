@@ -51,6 +51,7 @@ type ResolverRoot interface {
 	Event() EventResolver
 	Execution() ExecutionResolver
 	Hold() HoldResolver
+	InboxItem() InboxItemResolver
 	IntakeRecord() IntakeRecordResolver
 	Invocation() InvocationResolver
 	KVValue() KVValueResolver
@@ -410,6 +411,7 @@ type ComplexityRoot struct {
 	}
 
 	SessionUpdate struct {
+		Attempt         func(childComplexity int) int
 		Kind            func(childComplexity int) int
 		PendingInputs   func(childComplexity int) int
 		Session         func(childComplexity int) int
@@ -592,6 +594,16 @@ type HoldResolver interface {
 
 	Status(ctx context.Context, obj *session.Interrupt) (model.InterruptStatus, error)
 	Response(ctx context.Context, obj *session.Interrupt) (*model.InterruptResponse, error)
+}
+type InboxItemResolver interface {
+	InterruptID(ctx context.Context, obj *session.InboxItem) (string, error)
+	Kind(ctx context.Context, obj *session.InboxItem) (model.InterruptKind, error)
+	Action(ctx context.Context, obj *session.InboxItem) (*action.Action, error)
+
+	Approval(ctx context.Context, obj *session.InboxItem) (*session.Interrupt, error)
+	Hold(ctx context.Context, obj *session.InboxItem) (*session.Interrupt, error)
+	RaisedAt(ctx context.Context, obj *session.InboxItem) (*time.Time, error)
+	Execution(ctx context.Context, obj *session.InboxItem) (*turns.Execution, error)
 }
 type IntakeRecordResolver interface {
 	ID(ctx context.Context, obj *session.IntakeRecord) (string, error)
@@ -2115,6 +2127,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SessionDefinition.Turns(childComplexity), true
 
+	case "SessionUpdate.attempt":
+		if e.ComplexityRoot.SessionUpdate.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionUpdate.Attempt(childComplexity), true
 	case "SessionUpdate.kind":
 		if e.ComplexityRoot.SessionUpdate.Kind == nil {
 			break
@@ -2549,7 +2567,8 @@ type Subscription {
   """
   The session as it is when subscribing, then after every change (status,
   state, newest turn, pending inputs), and each transcript entry a running
-  turn writes, as it writes it. Needs READ on the action.
+  turn writes, as it writes it. Needs READ on the action. Completes once the
+  session is closed and its last turn has settled.
   """
   sessionUpdates(actionId: UUID!, id: String!): SessionUpdate!
   """
@@ -2574,12 +2593,17 @@ type SessionUpdate {
   session: ActionSession!
   "Inputs delivered and waiting for a turn."
   pendingInputs: Int!
-  "The session's newest turn, if it has one."
+  """
+  SESSION: the session's newest turn, if it has one. When several turns
+  changed between two reads, each gets an update of its own, oldest first.
+  """
   turn: ActionSessionTurn
   "TRANSCRIPT: the entry the running turn wrote. A turn that does not commit keeps no entries, unless it is held."
   transcriptEntry: TranscriptEntry
   "TRANSCRIPT: the number of the turn that wrote the entry."
   turnNumber: Int
+  "TRANSCRIPT: the attempt of the turn's execution that wrote the entry; a retried attempt numbers its entries from 1 again."
+  attempt: Int
 }
 
 enum SessionUpdateKind {
@@ -4130,6 +4154,8 @@ func (ec *executionContext) childFields_SessionUpdate(ctx context.Context, field
 		return ec.fieldContext_SessionUpdate_transcriptEntry(ctx, field)
 	case "turnNumber":
 		return ec.fieldContext_SessionUpdate_turnNumber(ctx, field)
+	case "attempt":
+		return ec.fieldContext_SessionUpdate_attempt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SessionUpdate", field.Name)
 }
@@ -8982,8 +9008,8 @@ func (ec *executionContext) _InboxConnection_nodes(ctx context.Context, field gr
 			return obj.Nodes, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []model.InboxItem) graphql.Marshaler {
-			return ec.marshalNInboxItem2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxItemᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []session.InboxItem) graphql.Marshaler {
+			return ec.marshalNInboxItem2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInboxItemᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -9057,7 +9083,7 @@ func (ec *executionContext) fieldContext_InboxConnection_totalCount(_ context.Co
 	return graphql.NewScalarFieldContext("InboxConnection", field, false, false, "Int")
 }
 
-func (ec *executionContext) _InboxItem_interruptId(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+func (ec *executionContext) _InboxItem_interruptId(ctx context.Context, field graphql.CollectedField, obj *session.InboxItem) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -9066,7 +9092,7 @@ func (ec *executionContext) _InboxItem_interruptId(ctx context.Context, field gr
 			return ec.fieldContext_InboxItem_interruptId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.InterruptID, nil
+			return ec.Resolvers.InboxItem().InterruptID(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -9077,10 +9103,10 @@ func (ec *executionContext) _InboxItem_interruptId(ctx context.Context, field gr
 	)
 }
 func (ec *executionContext) fieldContext_InboxItem_interruptId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("InboxItem", field, false, false, "String")
+	return graphql.NewScalarFieldContext("InboxItem", field, true, true, "String")
 }
 
-func (ec *executionContext) _InboxItem_kind(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+func (ec *executionContext) _InboxItem_kind(ctx context.Context, field graphql.CollectedField, obj *session.InboxItem) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -9089,7 +9115,7 @@ func (ec *executionContext) _InboxItem_kind(ctx context.Context, field graphql.C
 			return ec.fieldContext_InboxItem_kind(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Kind, nil
+			return ec.Resolvers.InboxItem().Kind(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v model.InterruptKind) graphql.Marshaler {
@@ -9100,10 +9126,10 @@ func (ec *executionContext) _InboxItem_kind(ctx context.Context, field graphql.C
 	)
 }
 func (ec *executionContext) fieldContext_InboxItem_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("InboxItem", field, false, false, "InterruptKind")
+	return graphql.NewScalarFieldContext("InboxItem", field, true, true, "InterruptKind")
 }
 
-func (ec *executionContext) _InboxItem_action(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+func (ec *executionContext) _InboxItem_action(ctx context.Context, field graphql.CollectedField, obj *session.InboxItem) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -9112,7 +9138,7 @@ func (ec *executionContext) _InboxItem_action(ctx context.Context, field graphql
 			return ec.fieldContext_InboxItem_action(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Action, nil
+			return ec.Resolvers.InboxItem().Action(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *action.Action) graphql.Marshaler {
@@ -9126,8 +9152,8 @@ func (ec *executionContext) fieldContext_InboxItem_action(_ context.Context, fie
 	fc = &graphql.FieldContext{
 		Object:     "InboxItem",
 		Field:      field,
-		IsMethod:   false,
-		IsResolver: false,
+		IsMethod:   true,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Action(ctx, field)
 		},
@@ -9135,7 +9161,7 @@ func (ec *executionContext) fieldContext_InboxItem_action(_ context.Context, fie
 	return fc, nil
 }
 
-func (ec *executionContext) _InboxItem_actionName(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+func (ec *executionContext) _InboxItem_actionName(ctx context.Context, field graphql.CollectedField, obj *session.InboxItem) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -9158,7 +9184,7 @@ func (ec *executionContext) fieldContext_InboxItem_actionName(_ context.Context,
 	return graphql.NewScalarFieldContext("InboxItem", field, false, false, "String")
 }
 
-func (ec *executionContext) _InboxItem_session(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+func (ec *executionContext) _InboxItem_session(ctx context.Context, field graphql.CollectedField, obj *session.InboxItem) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -9190,7 +9216,7 @@ func (ec *executionContext) fieldContext_InboxItem_session(_ context.Context, fi
 	return fc, nil
 }
 
-func (ec *executionContext) _InboxItem_approval(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+func (ec *executionContext) _InboxItem_approval(ctx context.Context, field graphql.CollectedField, obj *session.InboxItem) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -9199,7 +9225,7 @@ func (ec *executionContext) _InboxItem_approval(ctx context.Context, field graph
 			return ec.fieldContext_InboxItem_approval(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Approval, nil
+			return ec.Resolvers.InboxItem().Approval(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *session.Interrupt) graphql.Marshaler {
@@ -9213,8 +9239,8 @@ func (ec *executionContext) fieldContext_InboxItem_approval(_ context.Context, f
 	fc = &graphql.FieldContext{
 		Object:     "InboxItem",
 		Field:      field,
-		IsMethod:   false,
-		IsResolver: false,
+		IsMethod:   true,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_ApprovalRequest(ctx, field)
 		},
@@ -9222,7 +9248,7 @@ func (ec *executionContext) fieldContext_InboxItem_approval(_ context.Context, f
 	return fc, nil
 }
 
-func (ec *executionContext) _InboxItem_hold(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+func (ec *executionContext) _InboxItem_hold(ctx context.Context, field graphql.CollectedField, obj *session.InboxItem) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -9231,7 +9257,7 @@ func (ec *executionContext) _InboxItem_hold(ctx context.Context, field graphql.C
 			return ec.fieldContext_InboxItem_hold(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Hold, nil
+			return ec.Resolvers.InboxItem().Hold(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *session.Interrupt) graphql.Marshaler {
@@ -9245,8 +9271,8 @@ func (ec *executionContext) fieldContext_InboxItem_hold(_ context.Context, field
 	fc = &graphql.FieldContext{
 		Object:     "InboxItem",
 		Field:      field,
-		IsMethod:   false,
-		IsResolver: false,
+		IsMethod:   true,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Hold(ctx, field)
 		},
@@ -9254,7 +9280,7 @@ func (ec *executionContext) fieldContext_InboxItem_hold(_ context.Context, field
 	return fc, nil
 }
 
-func (ec *executionContext) _InboxItem_raisedAt(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+func (ec *executionContext) _InboxItem_raisedAt(ctx context.Context, field graphql.CollectedField, obj *session.InboxItem) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -9263,21 +9289,21 @@ func (ec *executionContext) _InboxItem_raisedAt(ctx context.Context, field graph
 			return ec.fieldContext_InboxItem_raisedAt(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.RaisedAt, nil
+			return ec.Resolvers.InboxItem().RaisedAt(ctx, obj)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
-			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalNTime2ᚖtimeᚐTime(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_InboxItem_raisedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("InboxItem", field, false, false, "Time")
+	return graphql.NewScalarFieldContext("InboxItem", field, true, true, "Time")
 }
 
-func (ec *executionContext) _InboxItem_execution(ctx context.Context, field graphql.CollectedField, obj *model.InboxItem) (ret graphql.Marshaler) {
+func (ec *executionContext) _InboxItem_execution(ctx context.Context, field graphql.CollectedField, obj *session.InboxItem) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -9286,7 +9312,7 @@ func (ec *executionContext) _InboxItem_execution(ctx context.Context, field grap
 			return ec.fieldContext_InboxItem_execution(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Execution, nil
+			return ec.Resolvers.InboxItem().Execution(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *turns.Execution) graphql.Marshaler {
@@ -9300,8 +9326,8 @@ func (ec *executionContext) fieldContext_InboxItem_execution(_ context.Context, 
 	fc = &graphql.FieldContext{
 		Object:     "InboxItem",
 		Field:      field,
-		IsMethod:   false,
-		IsResolver: false,
+		IsMethod:   true,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Execution(ctx, field)
 		},
@@ -9344,8 +9370,8 @@ func (ec *executionContext) _InboxUpdate_item(ctx context.Context, field graphql
 			return obj.Item, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *model.InboxItem) graphql.Marshaler {
-			return ec.marshalOInboxItem2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxItem(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *session.InboxItem) graphql.Marshaler {
+			return ec.marshalOInboxItem2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInboxItem(ctx, selections, v)
 		},
 		true,
 		false,
@@ -11438,6 +11464,29 @@ func (ec *executionContext) _SessionUpdate_turnNumber(ctx context.Context, field
 	)
 }
 func (ec *executionContext) fieldContext_SessionUpdate_turnNumber(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionUpdate", field, false, false, "Int")
+}
+
+func (ec *executionContext) _SessionUpdate_attempt(ctx context.Context, field graphql.CollectedField, obj *model.SessionUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionUpdate_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionUpdate_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("SessionUpdate", field, false, false, "Int")
 }
 
@@ -15704,7 +15753,7 @@ func (ec *executionContext) _InboxConnection(ctx context.Context, sel ast.Select
 
 var inboxItemImplementors = []string{"InboxItem"}
 
-func (ec *executionContext) _InboxItem(ctx context.Context, sel ast.SelectionSet, obj *model.InboxItem) graphql.Marshaler {
+func (ec *executionContext) _InboxItem(ctx context.Context, sel ast.SelectionSet, obj *session.InboxItem) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, inboxItemImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -15714,50 +15763,57 @@ func (ec *executionContext) _InboxItem(ctx context.Context, sel ast.SelectionSet
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("InboxItem")
 		case "interruptId":
-			out.Values[i] = ec._InboxItem_interruptId(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._InboxItem_interruptId(ctx, field, obj)
+				})
 		case "kind":
-			out.Values[i] = ec._InboxItem_kind(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._InboxItem_kind(ctx, field, obj)
+				})
 		case "action":
-			out.Values[i] = ec._InboxItem_action(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._InboxItem_action(ctx, field, obj)
+				})
 		case "actionName":
 			out.Values[i] = ec._InboxItem_actionName(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "session":
 			out.Values[i] = ec._InboxItem_session(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "approval":
-			out.Values[i] = ec._InboxItem_approval(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._InboxItem_approval(ctx, field, obj)
+				})
 		case "hold":
-			out.Values[i] = ec._InboxItem_hold(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._InboxItem_hold(ctx, field, obj)
+				})
 		case "raisedAt":
-			out.Values[i] = ec._InboxItem_raisedAt(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._InboxItem_raisedAt(ctx, field, obj)
+				})
 		case "execution":
-			out.Values[i] = ec._InboxItem_execution(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._InboxItem_execution(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -16734,6 +16790,11 @@ func (ec *executionContext) _SessionUpdate(ctx context.Context, sel ast.Selectio
 			}
 		case "turnNumber":
 			out.Values[i] = ec._SessionUpdate_turnNumber(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "attempt":
+			out.Values[i] = ec._SessionUpdate_attempt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -17990,15 +18051,15 @@ func (ec *executionContext) marshalNInboxConnection2ᚖgithubᚗcomᚋactionsled
 	return ec._InboxConnection(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNInboxItem2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxItem(ctx context.Context, sel ast.SelectionSet, v model.InboxItem) graphql.Marshaler {
+func (ec *executionContext) marshalNInboxItem2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInboxItem(ctx context.Context, sel ast.SelectionSet, v session.InboxItem) graphql.Marshaler {
 	return ec._InboxItem(ctx, sel, &v)
 }
 
-func (ec *executionContext) marshalNInboxItem2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxItemᚄ(ctx context.Context, sel ast.SelectionSet, v []model.InboxItem) graphql.Marshaler {
+func (ec *executionContext) marshalNInboxItem2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInboxItemᚄ(ctx context.Context, sel ast.SelectionSet, v []session.InboxItem) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNInboxItem2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxItem(ctx, sel, v[i])
+		return ec.marshalNInboxItem2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInboxItem(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -18385,6 +18446,24 @@ func (ec *executionContext) unmarshalNTime2timeᚐTime(ctx context.Context, v an
 func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel ast.SelectionSet, v time.Time) graphql.Marshaler {
 	_ = sel
 	res := model.MarshalTime(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Time!")
+	}
+	return res
+}
+
+func (ec *executionContext) unmarshalNTime2ᚖtimeᚐTime(ctx context.Context, v any) (*time.Time, error) {
+	res, err := model.UnmarshalTime(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTime2ᚖtimeᚐTime(ctx context.Context, sel ast.SelectionSet, v *time.Time) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Time!")
+		return graphql.Null
+	}
+	_ = sel
+	res := model.MarshalTime(*v)
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "Time!")
 	}
@@ -18785,7 +18864,7 @@ func (ec *executionContext) unmarshalOHoldResponseInput2ᚖgithubᚗcomᚋaction
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOInboxItem2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxItem(ctx context.Context, sel ast.SelectionSet, v *model.InboxItem) graphql.Marshaler {
+func (ec *executionContext) marshalOInboxItem2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInboxItem(ctx context.Context, sel ast.SelectionSet, v *session.InboxItem) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}

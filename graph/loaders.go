@@ -3,47 +3,115 @@ package graph
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/google/uuid"
 	"github.com/vikstrous/dataloadgen"
 
+	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/ledger"
+	"github.com/actionsledger/actionsledger/turns"
 )
 
 type loadersKey struct{}
 
-// loaders batch the lookups a deep query repeats (events by id) per request.
+// loaders batch the lookups a deep query repeats per parent (events,
+// actions, action versions, executions and turns by id), so a list of N
+// items costs one query per kind of lookup, not N. Each loader is made on
+// first use: a subscription's update that needs none costs none.
 type loaders struct {
-	events *dataloadgen.Loader[uuid.UUID, *ledger.Event]
+	r          *Resolver
+	mu         sync.Mutex
+	events     *dataloadgen.Loader[uuid.UUID, *ledger.Event]
+	actions    *dataloadgen.Loader[uuid.UUID, *action.Action]
+	versions   *dataloadgen.Loader[action.VersionKey, *action.Version]
+	executions *dataloadgen.Loader[uuid.UUID, *turns.Execution]
+	turns      *dataloadgen.Loader[turns.TurnKey, *turns.Turn]
+}
+
+// byKey adapts a store's batch lookup (a map of what it found) to a
+// dataloader's batch function; missing keys load as nil.
+func byKey[K comparable, V any](fetch func(context.Context, []K) (map[K]V, error)) func(context.Context, []K) ([]V, []error) {
+	return func(ctx context.Context, keys []K) ([]V, []error) {
+		found, err := fetch(ctx, keys)
+		out := make([]V, len(keys))
+		errs := make([]error, len(keys))
+		for i, k := range keys {
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			out[i] = found[k]
+		}
+		return out, errs
+	}
+}
+
+// lazy returns *l, making it with fetch on first use.
+func lazy[K comparable, V any](ls *loaders, l **dataloadgen.Loader[K, V], fetch func(context.Context, []K) (map[K]V, error)) *dataloadgen.Loader[K, V] {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if *l == nil {
+		*l = dataloadgen.NewLoader(byKey(fetch), dataloadgen.WithWait(time.Millisecond), dataloadgen.WithBatchCapacity(500))
+	}
+	return *l
+}
+
+func (r *Resolver) newLoaders() *loaders { return &loaders{r: r} }
+
+func (l *loaders) eventLoader() *dataloadgen.Loader[uuid.UUID, *ledger.Event] {
+	return lazy(l, &l.events, func(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*ledger.Event, error) {
+		found, err := l.r.LedgerStore.EventsByID(ctx, ids)
+		out := make(map[uuid.UUID]*ledger.Event, len(found))
+		for id, ev := range found {
+			out[id] = &ev
+		}
+		return out, err
+	})
 }
 
 // WithLoaders returns middleware that gives each request fresh loaders.
-func WithLoaders(store *ledger.Store, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		l := &loaders{events: dataloadgen.NewLoader(func(ctx context.Context, ids []uuid.UUID) ([]*ledger.Event, []error) {
-			found, err := store.EventsByID(ctx, ids)
-			out := make([]*ledger.Event, len(ids))
-			errs := make([]error, len(ids))
-			for i, id := range ids {
-				if err != nil {
-					errs[i] = err
-					continue
-				}
-				if ev, ok := found[id]; ok {
-					out[i] = &ev
-				}
-			}
-			return out, errs
-		}, dataloadgen.WithWait(time.Millisecond), dataloadgen.WithBatchCapacity(500))}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), loadersKey{}, l)))
+func (r *Resolver) WithLoaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		next.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), loadersKey{}, r.newLoaders())))
 	})
+}
+
+// Loaders is a gqlgen extension that gives every response without loaders
+// fresh ones: each update of a subscription (issue 12), whose connection
+// outlives any one response, so no update reads another's cached rows.
+type Loaders struct{ Resolver *Resolver }
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.ResponseInterceptor
+} = Loaders{}
+
+// ExtensionName names the extension.
+func (Loaders) ExtensionName() string { return "Loaders" }
+
+// Validate accepts any schema.
+func (Loaders) Validate(graphql.ExecutableSchema) error { return nil }
+
+// InterceptResponse installs fresh loaders when ctx has none.
+func (l Loaders) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	if _, ok := ctx.Value(loadersKey{}).(*loaders); !ok {
+		ctx = context.WithValue(ctx, loadersKey{}, l.Resolver.newLoaders())
+	}
+	return next(ctx)
+}
+
+func loadersFrom(ctx context.Context) *loaders {
+	l, _ := ctx.Value(loadersKey{}).(*loaders)
+	return l
 }
 
 // event loads one event, batched with its siblings when loaders are installed.
 func (r *Resolver) event(ctx context.Context, id uuid.UUID) (*ledger.Event, error) {
-	if l, ok := ctx.Value(loadersKey{}).(*loaders); ok {
-		return l.events.Load(ctx, id)
+	if l := loadersFrom(ctx); l != nil {
+		return l.eventLoader().Load(ctx, id)
 	}
 	m, err := r.LedgerStore.EventsByID(ctx, []uuid.UUID{id})
 	if err != nil {
@@ -53,4 +121,42 @@ func (r *Resolver) event(ctx context.Context, id uuid.UUID) (*ledger.Event, erro
 		return &ev, nil
 	}
 	return nil, nil
+}
+
+// action loads one action's summary (nil when missing), batched.
+func (r *Resolver) action(ctx context.Context, id uuid.UUID) (*action.Action, error) {
+	if l := loadersFrom(ctx); l != nil {
+		return lazy(l, &l.actions, r.ActionStore.GetMany).Load(ctx, id)
+	}
+	return r.ActionStore.Get(ctx, id)
+}
+
+// version loads one action version (nil when missing), batched.
+func (r *Resolver) version(ctx context.Context, id uuid.UUID, number int) (*action.Version, error) {
+	k := action.VersionKey{ActionID: id, Version: number}
+	if l := loadersFrom(ctx); l != nil {
+		return lazy(l, &l.versions, r.ActionStore.VersionsByKey).Load(ctx, k)
+	}
+	m, err := r.ActionStore.VersionsByKey(ctx, []action.VersionKey{k})
+	if err != nil {
+		return nil, err
+	}
+	return m[k], nil
+}
+
+// execution loads one execution (nil when missing), batched.
+func (r *Resolver) execution(ctx context.Context, id uuid.UUID) (*turns.Execution, error) {
+	if l := loadersFrom(ctx); l != nil {
+		return lazy(l, &l.executions, r.TurnStore.Executions).Load(ctx, id)
+	}
+	return r.TurnStore.Execution(ctx, id)
+}
+
+// turn loads one turn of a session (nil when missing), batched.
+func (r *Resolver) turn(ctx context.Context, sid int64, number int) (*turns.Turn, error) {
+	k := turns.TurnKey{SID: sid, Number: number}
+	if l := loadersFrom(ctx); l != nil {
+		return lazy(l, &l.turns, r.TurnStore.TurnsByKey).Load(ctx, k)
+	}
+	return r.TurnStore.Turn(ctx, sid, number)
 }

@@ -26,4 +26,8 @@ type Resolver struct {
 	AuthStore    *auth.Store
 	Clock        clock.Clock
 	Log          *slog.Logger
+	// Feed and Tail serve subscriptions (issue 12); without them a
+	// subscription is refused with NOT_IMPLEMENTED.
+	Feed *ledger.Feed
+	Tail *ledger.Tail
 }

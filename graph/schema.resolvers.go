@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/auth"
@@ -25,7 +26,10 @@ import (
 
 // Definition is the resolver for the definition field.
 func (r *actionResolver) Definition(ctx context.Context, obj *action.Action) (*action.Definition, error) {
-	v, err := r.ActionStore.Version(ctx, obj.ID, obj.CurrentVersion)
+	v, err := r.version(ctx, obj.ID, obj.CurrentVersion)
+	if err == nil && v == nil {
+		err = fmt.Errorf("version %d of action %s is missing", obj.CurrentVersion, obj.ID)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +120,7 @@ func (r *actionDefinitionResolver) Config(ctx context.Context, obj *action.Defin
 
 // Action is the resolver for the action field.
 func (r *actionSessionResolver) Action(ctx context.Context, obj *session.Session) (*action.Action, error) {
-	return r.ActionStore.Get(ctx, obj.ActionID)
+	return r.action(ctx, obj.ActionID)
 }
 
 // Status is the resolver for the status field.
@@ -240,7 +244,7 @@ func (r *actionSessionTurnResolver) Checkpoint(ctx context.Context, obj *turns.T
 
 // Execution is the resolver for the execution field.
 func (r *actionSessionTurnResolver) Execution(ctx context.Context, obj *turns.Turn) (*turns.Execution, error) {
-	x, err := r.TurnStore.Execution(ctx, obj.ExecutionID)
+	x, err := r.execution(ctx, obj.ExecutionID)
 	if err == nil && x == nil {
 		err = fmt.Errorf("execution %s of turn %d is missing", obj.ExecutionID, obj.Number)
 	}
@@ -334,7 +338,7 @@ func (r *actionsQueryResolver) Actions(ctx context.Context, obj *model.ActionsQu
 
 // Inbox is the resolver for the inbox field.
 func (r *actionsQueryResolver) Inbox(ctx context.Context, obj *model.ActionsQuery, first *int, after *string, kind *model.InterruptKind, actionID *uuid.UUID) (*model.InboxConnection, error) {
-	return nil, fault.New(fault.NotImplemented, "", "the inbox is not available yet")
+	return r.inbox(ctx, first, after, kind, actionID)
 }
 
 // InterruptID is the resolver for the interruptId field.
@@ -355,11 +359,11 @@ func (r *approvalRequestResolver) ToolAction(ctx context.Context, obj *session.I
 	if obj.ToolActionID == nil || obj.ToolVersion == nil {
 		return nil, nil
 	}
-	v, err := r.ActionStore.Version(ctx, *obj.ToolActionID, *obj.ToolVersion)
+	v, err := r.version(ctx, *obj.ToolActionID, *obj.ToolVersion)
 	if err != nil {
-		return nil, nil // the tool action's version is gone or unreadable: null
+		return nil, err
 	}
-	return &v, nil
+	return v, nil // nil: the tool action's version is gone
 }
 
 // ToolVersion is the resolver for the toolVersion field.
@@ -380,7 +384,7 @@ func (r *approvalRequestResolver) Input(ctx context.Context, obj *session.Interr
 
 // Execution is the resolver for the execution field.
 func (r *approvalRequestResolver) Execution(ctx context.Context, obj *session.Interrupt) (*turns.Execution, error) {
-	return r.TurnStore.Execution(ctx, obj.ExecutionID)
+	return r.execution(ctx, obj.ExecutionID)
 }
 
 // Status is the resolver for the status field.
@@ -449,7 +453,7 @@ func (r *executionResolver) Status(ctx context.Context, obj *turns.Execution) (m
 
 // Action is the resolver for the action field.
 func (r *executionResolver) Action(ctx context.Context, obj *turns.Execution) (*action.Action, error) {
-	a, err := r.ActionStore.Get(ctx, obj.ActionID)
+	a, err := r.action(ctx, obj.ActionID)
 	if err == nil && a == nil {
 		err = fmt.Errorf("action %s of execution %s is missing", obj.ActionID, obj.ID)
 	}
@@ -461,7 +465,7 @@ func (r *executionResolver) Turn(ctx context.Context, obj *turns.Execution) (*tu
 	if obj.SID == nil || obj.Turn == nil {
 		return nil, nil
 	}
-	return r.TurnStore.Turn(ctx, *obj.SID, *obj.Turn)
+	return r.turn(ctx, *obj.SID, *obj.Turn)
 }
 
 // Session is the resolver for the session field.
@@ -518,6 +522,51 @@ func (r *holdResolver) Status(ctx context.Context, obj *session.Interrupt) (mode
 // Response is the resolver for the response field.
 func (r *holdResolver) Response(ctx context.Context, obj *session.Interrupt) (*model.InterruptResponse, error) {
 	return r.Resolver.interruptResponse(ctx, obj)
+}
+
+// InterruptID is the resolver for the interruptId field.
+func (r *inboxItemResolver) InterruptID(ctx context.Context, obj *session.InboxItem) (string, error) {
+	return obj.ID.String(), nil
+}
+
+// Kind is the resolver for the kind field.
+func (r *inboxItemResolver) Kind(ctx context.Context, obj *session.InboxItem) (model.InterruptKind, error) {
+	return model.InterruptKind(obj.Kind), nil
+}
+
+// Action is the resolver for the action field.
+func (r *inboxItemResolver) Action(ctx context.Context, obj *session.InboxItem) (*action.Action, error) {
+	a, err := r.action(ctx, obj.Session.ActionID)
+	if err == nil && a == nil {
+		err = fmt.Errorf("action %s of interrupt %s is missing", obj.Session.ActionID, obj.ID)
+	}
+	return a, err
+}
+
+// Approval is the resolver for the approval field.
+func (r *inboxItemResolver) Approval(ctx context.Context, obj *session.InboxItem) (*session.Interrupt, error) {
+	if obj.Kind != session.InterruptApproval {
+		return nil, nil
+	}
+	return &obj.Interrupt, nil
+}
+
+// Hold is the resolver for the hold field.
+func (r *inboxItemResolver) Hold(ctx context.Context, obj *session.InboxItem) (*session.Interrupt, error) {
+	if obj.Kind != session.InterruptHold {
+		return nil, nil
+	}
+	return &obj.Interrupt, nil
+}
+
+// RaisedAt is the resolver for the raisedAt field.
+func (r *inboxItemResolver) RaisedAt(ctx context.Context, obj *session.InboxItem) (*time.Time, error) {
+	return &obj.CreatedAt, nil
+}
+
+// Execution is the resolver for the execution field.
+func (r *inboxItemResolver) Execution(ctx context.Context, obj *session.InboxItem) (*turns.Execution, error) {
+	return r.execution(ctx, obj.ExecutionID)
 }
 
 // ID is the resolver for the id field.
@@ -661,17 +710,17 @@ func (r *queryResolver) Auth(ctx context.Context) (*model.AuthQuery, error) {
 
 // LedgerEvents is the resolver for the ledgerEvents field.
 func (r *subscriptionResolver) LedgerEvents(ctx context.Context, after *string, typeArg *string) (<-chan *ledger.Event, error) {
-	return nil, fault.New(fault.NotImplemented, "", "subscriptions are not available yet")
+	return r.ledgerEvents(ctx, after, typeArg)
 }
 
 // SessionUpdates is the resolver for the sessionUpdates field.
 func (r *subscriptionResolver) SessionUpdates(ctx context.Context, actionID uuid.UUID, id string) (<-chan *model.SessionUpdate, error) {
-	return nil, fault.New(fault.NotImplemented, "", "subscriptions are not available yet")
+	return r.sessionUpdates(ctx, actionID, id)
 }
 
 // InboxUpdates is the resolver for the inboxUpdates field.
 func (r *subscriptionResolver) InboxUpdates(ctx context.Context, kind *model.InterruptKind, actionID *uuid.UUID) (<-chan *model.InboxUpdate, error) {
-	return nil, fault.New(fault.NotImplemented, "", "subscriptions are not available yet")
+	return r.inboxUpdates(ctx, kind, actionID)
 }
 
 // Execution is the resolver for the execution field.
@@ -759,6 +808,9 @@ func (r *Resolver) Execution() ExecutionResolver { return &executionResolver{r} 
 // Hold returns HoldResolver implementation.
 func (r *Resolver) Hold() HoldResolver { return &holdResolver{r} }
 
+// InboxItem returns InboxItemResolver implementation.
+func (r *Resolver) InboxItem() InboxItemResolver { return &inboxItemResolver{r} }
+
 // IntakeRecord returns IntakeRecordResolver implementation.
 func (r *Resolver) IntakeRecord() IntakeRecordResolver { return &intakeRecordResolver{r} }
 
@@ -812,6 +864,7 @@ type (
 	eventResolver              struct{ *Resolver }
 	executionResolver          struct{ *Resolver }
 	holdResolver               struct{ *Resolver }
+	inboxItemResolver          struct{ *Resolver }
 	intakeRecordResolver       struct{ *Resolver }
 	invocationResolver         struct{ *Resolver }
 	kVValueResolver            struct{ *Resolver }

@@ -24,4 +24,15 @@
 // The commit time is read from the injected clock when the head is taken,
 // which is within the committing transaction's last statements; it is UTC
 // with microsecond precision.
+//
+// # The change feed (issue 12)
+//
+// Subscriptions are driven by LISTEN/NOTIFY through one connection per
+// process: Feed fans its notifications out in memory, by channel and key,
+// without ever waiting on a subscriber (a note that does not fit a
+// subscriber's buffer is dropped and reported to it as lost). Notifications
+// are wake-ups only; subscribers read what changed from the tables. Tail
+// follows the ledger for ledgerEvents: one reader per process, the newest
+// events kept in memory, followers further behind reading by position from
+// the database, which the commit-ordered positions above make exact.
 package ledger

@@ -85,6 +85,32 @@ type Config struct {
 	// its own; a non-loopback address is refused unless DebugPublic.
 	DebugAddr   string
 	DebugPublic bool
+	// Live tunes the change feed behind subscriptions (issue 12).
+	Live LiveConfig
+}
+
+// LiveConfig tunes the change feed behind subscriptions (issue 12); zero
+// fields take the defaults.
+type LiveConfig struct {
+	// Buffer is how many notifications each subscriber holds while it is
+	// busy (ledger.DefaultFeedBuffer); past it, notes are dropped and the
+	// subscriber catches up from the database or ends with
+	// SUBSCRIPTION_LAGGED.
+	Buffer int
+	// Tail keeps the newest ledger events in memory for ledgerEvents
+	// subscribers (see ledger.TailConfig; its Poll defaults to Config.Poll).
+	Tail ledger.TailConfig
+	// Recheck is how often, with AUTH on, a stream's bearer token is
+	// checked again (DefaultRecheck): a revoked token or changed policies
+	// end its subscriptions.
+	Recheck time.Duration
+}
+
+func (c LiveConfig) recheck() time.Duration {
+	if c.Recheck <= 0 {
+		return DefaultRecheck
+	}
+	return c.Recheck
 }
 
 // App is a running process's parts.
@@ -103,7 +129,11 @@ type App struct {
 	Auth       *auth.Store
 	// Authorities resolves what running action versions may reach (issue 11).
 	Authorities *auth.Authorities
-	Resolver    *graph.Resolver
+	// Feed fans out the listener's notifications to subscriptions; Tail
+	// follows the ledger for ledgerEvents (issue 12).
+	Feed     *ledger.Feed
+	Tail     *ledger.Tail
+	Resolver *graph.Resolver
 	// Metrics are served at /metrics (issue 12).
 	Metrics *observe.Metrics
 	cfg     Config
@@ -201,8 +231,17 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Tools.Authorities = a.Authorities
 	a.Executor.EnvFunc = a.Tools.Env
 	a.Auth = auth.NewStore(pool, a.Clock)
+	a.Feed = ledger.NewFeed(cfg.Live.Buffer)
+	a.Feed.Route(session.SessionsChannel, session.NoteKeys)
+	a.Feed.Route(session.InboxChannel, session.NoteKeys)
+	a.Feed.Route(turns.TranscriptChannel, turns.LiveKeys)
+	tail := cfg.Live.Tail
+	if tail.Poll <= 0 {
+		tail.Poll = cfg.Poll
+	}
+	a.Tail = ledger.NewTail(pool, a.Feed, tail)
 	a.Resolver = &graph.Resolver{LedgerStore: a.Ledger, ActionStore: a.Actions, SessionStore: a.Sessions,
-		TurnStore: a.Turns, Tools: a.Tools, AuthStore: a.Auth, Clock: a.Clock, Log: log}
+		TurnStore: a.Turns, Tools: a.Tools, AuthStore: a.Auth, Clock: a.Clock, Log: log, Feed: a.Feed, Tail: a.Tail}
 	a.Metrics.WatchDatabase(session.NewGauges(pool, a.Clock).Read, cfg.MetricsCacheTTL)
 	a.Metrics.WatchPools(map[string]*pgxpool.Pool{"main": pool, "tools": a.Tools.SessionPool()})
 	return a, nil
@@ -227,7 +266,7 @@ func (a *App) Handler() http.Handler {
 // /graphql (GraphiQL's page, /healthz, /readyz and /metrics stay open).
 func (a *App) AuthHandler() http.Handler {
 	front := Front{Introspection: !a.cfg.DisableIntrospection, GraphiQL: !a.cfg.DisableGraphiQL, Limits: a.cfg.Limits}
-	mux := Mux(ObserveGraphQL(a.tracer, a.Metrics, Authenticate(a.Auth, a.cfg.AdminToken, a.log, GraphQL(a.Resolver, a.log, front))), front)
+	mux := Mux(ObserveGraphQL(a.tracer, a.Metrics, authenticate(a.Auth, a.cfg.AdminToken, a.log, a.cfg.Live.recheck(), GraphQL(a.Resolver, a.log, front))), front)
 	a.observeRoutes(mux)
 	return AccessLog(a.log, mux)
 }
@@ -271,7 +310,13 @@ func (a *App) Run(ctx context.Context) error {
 		},
 		ReconnectDelay: time.Second,
 	}
-	l.Handle(ledger.NotifyChannel, wakeHandler(ledgerWake))
+	// The feed's channels: each notification goes to the feed; the
+	// ledger's also wakes the dispatcher.
+	listened := &listenSync{feed: a.Feed, channels: 4}
+	l.Handle(ledger.NotifyChannel, feedHandler{feed: a.Feed, wake: ledgerWake, sync: listened})
+	l.Handle(session.SessionsChannel, feedHandler{feed: a.Feed, sync: listened})
+	l.Handle(session.InboxChannel, feedHandler{feed: a.Feed, sync: listened})
+	l.Handle(turns.TranscriptChannel, feedHandler{feed: a.Feed, sync: listened})
 	l.Handle(session.TurnsChannel, wakeHandler(turnsWake))
 	l.Handle(session.TimersChannel, wakeHandler(timersWake))
 
@@ -287,6 +332,12 @@ func (a *App) Run(ctx context.Context) error {
 		}()
 	}
 	run("listener", func() error { return l.Listen(ctx) })
+	run("ledger tail", func() error { return a.Tail.Run(ctx) })
+	run("feed", func() error {
+		<-ctx.Done()
+		a.Feed.Close() // subscriptions end: the process is stopping
+		return nil
+	})
 	run("dispatcher", func() error { return a.Dispatcher.Run(ctx, ledgerWake, a.cfg.Poll) })
 	run("timers", func() error { return a.Timers.Run(ctx, timersWake, a.cfg.Poll) })
 	run("executor", func() error { return a.Executor.Run(ctx, turnsWake) })
@@ -335,6 +386,56 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return err
+}
+
+// feedHandler hands a channel's notifications to the feed (issue 12) and,
+// when wake is set, wakes a loop too. Once the listener (re)connected and
+// listens on every feed channel, the feed resynchronises its subscribers:
+// notifications sent while no connection listened are gone.
+type feedHandler struct {
+	feed *ledger.Feed
+	wake chan struct{}
+	sync *listenSync
+}
+
+func (h feedHandler) HandleNotification(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+	h.feed.Publish(n.Channel, n.Payload)
+	if h.wake != nil {
+		select {
+		case h.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// HandleBacklog is called by pgxlisten right after each LISTEN.
+func (h feedHandler) HandleBacklog(_ context.Context, channel string, conn *pgx.Conn) error {
+	h.sync.listened(conn, channel)
+	return nil
+}
+
+// listenSync tells the feed to resynchronise once a connection listens on
+// all its channels.
+type listenSync struct {
+	feed     *ledger.Feed
+	channels int
+
+	mu   sync.Mutex
+	conn *pgx.Conn
+	seen map[string]bool
+}
+
+func (s *listenSync) listened(conn *pgx.Conn, channel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if conn != s.conn {
+		s.conn, s.seen = conn, map[string]bool{}
+	}
+	s.seen[channel] = true
+	if len(s.seen) == s.channels {
+		s.feed.Resync()
+	}
 }
 
 func wakeHandler(ch chan struct{}) pgxlisten.HandlerFunc {

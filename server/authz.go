@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/auth"
+	"github.com/actionsledger/actionsledger/graph"
 	"github.com/actionsledger/actionsledger/graph/model"
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/session"
@@ -200,6 +202,7 @@ var sessionFields = map[string]bool{
 var sessionDenied = map[string]bool{
 	"Query.ledger": true, "Query.auth": true,
 	"ActionsQuery.actions":         true,
+	"ActionsQuery.inbox":           true,
 	"ActionSession.action":         true,
 	"ActionSessionTurn.execution":  true,
 	"ActionSessionInput.execution": true,
@@ -270,72 +273,156 @@ const MinAdminTokenLen = 32
 // principal on the context; anything else is refused with HTTP 401 and
 // UNAUTHENTICATED. adminToken, when not empty, is one more valid token
 // whose principal "admin" has ADMIN on `*`; it is compared by hash.
+//
+// A WebSocket upgrade without an Authorization header goes on without a
+// principal: browsers cannot set headers on one, so graphql-transport-ws
+// clients send the token in connection_init's payload instead, and the
+// WebSocket transport checks it there with the same rules (wsInit) before
+// any operation runs.
 func Authenticate(store *auth.Store, adminToken string, log *slog.Logger, h http.Handler) http.Handler {
+	return authenticate(store, adminToken, log, DefaultRecheck, h)
+}
+
+// DefaultRecheck is how often a stream's bearer token is checked again.
+const DefaultRecheck = 30 * time.Second
+
+// authenticate is Authenticate with the interval at which a stream's
+// credential is checked again (see watchCredential).
+func authenticate(store *auth.Store, adminToken string, log *slog.Logger, recheck time.Duration, h http.Handler) http.Handler {
 	var adminHash []byte
 	if adminToken != "" {
 		adminHash = auth.Hash(adminToken)
 	}
+	authn := authenticator(func(ctx context.Context, header string) (auth.Principal, *authFailure) {
+		return principalFor(ctx, store, adminHash, log, header)
+	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		token = strings.TrimSpace(token)
-		if !strings.EqualFold(scheme, "Bearer") || token == "" {
-			unauthenticated(w)
+		header := r.Header.Get("Authorization")
+		if header == "" && isWebSocket(r) {
+			ctx := context.WithValue(r.Context(), deferredAuthKey{}, deferred{authn, recheck})
+			h.ServeHTTP(w, r.WithContext(ctx))
 			return
 		}
-		if auth.IsCredential(token) {
-			ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
-			p, err := store.AuthenticateCredential(ctx, token)
-			cancel()
-			switch {
-			case errors.Is(err, auth.ErrUnknownCredential):
-				unauthenticated(w)
-			case err != nil:
-				authFailed(w, log, "authenticate handler credential", err)
-			default:
-				h.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
+		p, fail := authn(r.Context(), header)
+		if fail != nil {
+			if fail.status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="actionsledger"`)
 			}
+			writeError(w, fail.status, fail.code, fail.message)
 			return
 		}
-		hash := auth.Hash(token)
-		if adminHash != nil && subtle.ConstantTimeCompare(hash, adminHash) == 1 {
-			p := auth.Principal{ID: "admin", Policies: []auth.Policy{{Action: auth.Admin, Resource: auth.All}}}
-			h.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
-			return
+		ctx := auth.With(r.Context(), p)
+		if isWebSocket(r) || isEventStream(r) {
+			ctx = watchCredential(ctx, authn, header, p, recheck)
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
-		p, err := store.Authenticate(ctx, token)
-		cancel()
-		switch {
-		case errors.Is(err, auth.ErrUnknownToken):
-			unauthenticated(w)
-			return
-		case err != nil:
-			authFailed(w, log, "authenticate", err)
-			return
-		}
-		h.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
-// authFailed answers a token lookup that failed: HTTP 503 TIMEOUT or
+// deferred is what a WebSocket upgrade without credentials carries to its
+// connection_init: how to check a token and how often to check it again.
+type deferred struct {
+	authn   authenticator
+	recheck time.Duration
+}
+
+// watchCredential checks a stream's credential again every interval while
+// ctx lasts (issue 12): a subscription outlives the request that opened it,
+// so a token revoked, or whose principal's policies changed, ends the
+// stream's subscriptions with UNAUTHENTICATED or FORBIDDEN (subscribing
+// again takes the new policies). A check that fails for another reason
+// (the database) is tried again at the next interval.
+func watchCredential(ctx context.Context, authn authenticator, header string, p auth.Principal, interval time.Duration) context.Context {
+	cred, end := context.WithCancelCause(context.Background())
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		defer end(nil)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			now, fail := authn(ctx, header)
+			switch {
+			case fail == errUnauthenticated:
+				end(fault.New(fault.Unauthenticated, "", "the bearer token is no longer valid"))
+				return
+			case fail == nil && !slices.Equal(now.Policies, p.Policies):
+				end(fault.New(fault.Forbidden, "", "the principal's policies changed: subscribe again"))
+				return
+			}
+		}
+	}()
+	return graph.WithCredential(ctx, cred)
+}
+
+// authenticator finds the principal of an Authorization header's value.
+type authenticator func(ctx context.Context, header string) (auth.Principal, *authFailure)
+
+// deferredAuthKey holds, for a WebSocket upgrade without credentials, the
+// authenticator its connection_init is checked with.
+type deferredAuthKey struct{}
+
+// authFailure is why a request could not be authenticated: the HTTP status
+// and code to answer with, and a message.
+type authFailure struct {
+	status        int
+	code, message string
+}
+
+var errUnauthenticated = &authFailure{http.StatusUnauthorized, fault.Unauthenticated,
+	"a valid bearer token is required (Authorization: Bearer <token>)"}
+
+// principalFor checks a bearer token: a handler credential, the admin
+// token (by hash), or a stored token.
+func principalFor(ctx context.Context, store *auth.Store, adminHash []byte, log *slog.Logger, header string) (auth.Principal, *authFailure) {
+	scheme, token, _ := strings.Cut(header, " ")
+	token = strings.TrimSpace(token)
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return auth.Principal{}, errUnauthenticated
+	}
+	if auth.IsCredential(token) {
+		ctx, cancel := context.WithTimeout(ctx, authTimeout)
+		p, err := store.AuthenticateCredential(ctx, token)
+		cancel()
+		switch {
+		case errors.Is(err, auth.ErrUnknownCredential):
+			return auth.Principal{}, errUnauthenticated
+		case err != nil:
+			return auth.Principal{}, authFailed(log, "authenticate handler credential", err)
+		}
+		return p, nil
+	}
+	hash := auth.Hash(token)
+	if adminHash != nil && subtle.ConstantTimeCompare(hash, adminHash) == 1 {
+		return auth.Principal{ID: "admin", Policies: []auth.Policy{{Action: auth.Admin, Resource: auth.All}}}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, authTimeout)
+	p, err := store.Authenticate(ctx, token)
+	cancel()
+	switch {
+	case errors.Is(err, auth.ErrUnknownToken):
+		return auth.Principal{}, errUnauthenticated
+	case err != nil:
+		return auth.Principal{}, authFailed(log, "authenticate", err)
+	}
+	return p, nil
+}
+
+// authFailed explains a token lookup that failed: HTTP 503 TIMEOUT or
 // UNAVAILABLE (both retryable) when it ran out of time or the database
 // cannot be reached (issue 10 item 7), HTTP 500 INTERNAL otherwise.
-func authFailed(w http.ResponseWriter, log *slog.Logger, what string, err error) {
+func authFailed(log *slog.Logger, what string, err error) *authFailure {
 	if errors.Is(err, context.DeadlineExceeded) {
 		log.Warn(what+": timed out", "err", err)
-		writeError(w, http.StatusServiceUnavailable, fault.Timeout, "the token could not be checked in time; retry later")
-		return
+		return &authFailure{http.StatusServiceUnavailable, fault.Timeout, "the token could not be checked in time; retry later"}
 	}
 	if unavailable(err) {
 		log.Warn(what+": database unavailable", "err", err)
-		writeError(w, http.StatusServiceUnavailable, fault.Unavailable, "the database is unavailable; retry later")
-		return
+		return &authFailure{http.StatusServiceUnavailable, fault.Unavailable, "the database is unavailable; retry later"}
 	}
 	log.Error(what, "err", err)
-	writeError(w, http.StatusInternalServerError, fault.Internal, "internal error")
-}
-
-func unauthenticated(w http.ResponseWriter) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="actionsledger"`)
-	writeError(w, http.StatusUnauthorized, fault.Unauthenticated, "a valid bearer token is required (Authorization: Bearer <token>)")
+	return &authFailure{http.StatusInternalServerError, fault.Internal, "internal error"}
 }

@@ -557,7 +557,12 @@ func TestIssue10TransportErrorsCarryCodes(t *testing.T) {
 		{"PUT", http.MethodPut, "/graphql", []byte(`{}`), nil, 405, "METHOD_NOT_ALLOWED"},
 		{"DELETE", http.MethodDelete, "/graphql", nil, nil, 405, "METHOD_NOT_ALLOWED"},
 		{"PATCH", http.MethodPatch, "/graphql", []byte(`{"query": "{ __typename }"}`), nil, 405, "METHOD_NOT_ALLOWED"},
-		{"upgrade", http.MethodGet, "/graphql", nil, map[string]string{"Upgrade": "websocket", "Connection": "Upgrade"}, 405, "METHOD_NOT_ALLOWED"},
+		// Issue 12: a WebSocket upgrade is served (subscriptions); an
+		// incomplete handshake, another origin or another protocol is not.
+		{"incomplete WebSocket handshake", http.MethodGet, "/graphql", nil, map[string]string{"Upgrade": "websocket", "Connection": "Upgrade"}, 400, "BAD_USER_INPUT"},
+		{"WebSocket from another origin", http.MethodGet, "/graphql", nil, map[string]string{"Upgrade": "websocket", "Connection": "Upgrade",
+			"Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version": "13", "Origin": "https://elsewhere.example"}, 403, "FORBIDDEN"},
+		{"upgrade to h2c", http.MethodGet, "/graphql", nil, map[string]string{"Upgrade": "h2c", "Connection": "Upgrade"}, 405, "METHOD_NOT_ALLOWED"},
 		{"POST text/plain", http.MethodPost, "/graphql", []byte(`{"query": "{ __typename }"}`), map[string]string{"Content-Type": "text/plain"}, 415, "BAD_USER_INPUT"},
 		{"POST not JSON", http.MethodPost, "/graphql", []byte(`query { __typename }`), nil, 400, "BAD_USER_INPUT"},
 		{"POST unknown persisted query", http.MethodPost, "/graphql", []byte(`{"extensions": {"persistedQuery": {"version": 1, "sha256Hash": "` + sha256Hex("x") + `"}}}`), nil, 200, "PERSISTED_QUERY_NOT_FOUND"},

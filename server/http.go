@@ -73,7 +73,11 @@ func GraphQL(r *graph.Resolver, log *slog.Logger, front Front) http.Handler {
 	cfg := graph.Config{Resolvers: r}
 	cfg.Complexity = complexity()
 	srv := handler.New(graph.NewExecutableSchema(cfg))
+	// gqlgen picks the first transport that takes a request: the streams
+	// (a WebSocket upgrade is a GET, an SSE request a JSON POST) first.
 	srv.AddTransport(transport.Options{})
+	srv.AddTransport(wsTransport(log))
+	srv.AddTransport(transport.SSE{KeepAlivePingInterval: ssePingInterval})
 	srv.AddTransport(overHTTP{getQueries{}})
 	srv.AddTransport(overHTTP{transport.POST{}})
 	cache := lru.New[*ast.QueryDocument](1000)
@@ -94,6 +98,9 @@ func GraphQL(r *graph.Resolver, log *slog.Logger, front Front) http.Handler {
 	srv.Use(depthLimit{max: MaxDepth})
 	srv.Use(&mutationLimit{max: lim.MaxMutationFields})
 	srv.Use(operationNames{})
+	srv.Use(streamGuard{})
+	srv.Use(graph.Streams{})
+	srv.Use(graph.Loaders{Resolver: r})
 	srv.AroundFields(authorize)
 	srv.AroundFields(checkText)
 	srv.SetErrorPresenter(presenter(log))
@@ -113,27 +120,41 @@ func GraphQL(r *graph.Resolver, log *slog.Logger, front Front) http.Handler {
 // with HTTP 400 and BAD_USER_INPUT, and one not received within the
 // server's ReadTimeout with HTTP 408 and TIMEOUT. A GET's variables and
 // extensions must be JSON (HTTP 400, BAD_USER_INPUT); methods other than
-// GET, POST, OPTIONS and HEAD, and connection upgrades, are refused with
-// HTTP 405 and METHOD_NOT_ALLOWED.
+// GET, POST, OPTIONS and HEAD, and upgrades to anything but a WebSocket,
+// are refused with HTTP 405 and METHOD_NOT_ALLOWED.
 //
 // The request timeout starts once the body is read: a body read that
 // fails cancels the request's context, and http.TimeoutHandler would then
 // answer an empty 503 in place of the 408. Past the timeout the client gets
 // HTTP 503 with TIMEOUT (retryable) and the context of the handler's work
 // is cancelled, which stops its database calls.
+//
+// Streams (a WebSocket upgrade, a POST accepting text/event-stream) take a
+// path of their own around the request timeout (see stream.go); loaders
+// are then installed per response by graph.Loaders.
 func WithLoadersAndLimits(r *graph.Resolver, h http.Handler, lim Limits) http.Handler {
 	lim = lim.withDefaults()
-	h = http.TimeoutHandler(graph.WithLoaders(r.LedgerStore, h), lim.RequestTimeout, timeoutBody)
+	live := &streams{max: int64(lim.MaxStreams)}
+	timed := http.TimeoutHandler(r.WithLoaders(h), lim.RequestTimeout, timeoutBody)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		req.Body = http.MaxBytesReader(w, req.Body, MaxBodyBytes)
 		switch {
+		case isWebSocket(req) && req.Method == http.MethodGet:
+			if checkHandshake(w, req) {
+				live.serve(w, req, h, lim)
+			}
+			return
 		case req.Header.Get("Upgrade") != "":
 			w.Header().Set("Allow", allowed)
 			writeError(w, http.StatusMethodNotAllowed, fault.MethodNotAllowed,
-				"this server does not upgrade connections (no subscriptions): send queries with GET or POST, mutations with POST")
+				"this server upgrades connections only to a WebSocket (graphql-transport-ws); send queries with GET or POST, mutations with POST")
 			return
 		case req.Method == http.MethodPost:
 			if !readPost(w, req) {
+				return
+			}
+			if isEventStream(req) {
+				live.serve(w, req, h, lim)
 				return
 			}
 		case req.Method == http.MethodGet:
@@ -141,7 +162,7 @@ func WithLoadersAndLimits(r *graph.Resolver, h http.Handler, lim Limits) http.Ha
 				return
 			}
 		case req.Method == http.MethodOptions, req.Method == http.MethodHead:
-			h.ServeHTTP(w, req) // no body either way
+			timed.ServeHTTP(w, req) // no body either way
 			return
 		default:
 			w.Header().Set("Allow", allowed)
@@ -152,7 +173,7 @@ func WithLoadersAndLimits(r *graph.Resolver, h http.Handler, lim Limits) http.Ha
 		// TimeoutHandler writes its answer without a Content-Type; gqlgen
 		// replaces this one with its own.
 		w.Header().Set("Content-Type", "application/json")
-		h.ServeHTTP(timeoutCode{w}, req)
+		timed.ServeHTTP(timeoutCode{w}, req)
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/google/uuid"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
@@ -522,6 +523,7 @@ func complexity() graph.ComplexityRoot {
 	c.LedgerQuery.Events = func(cc int, first *int, _ *string, _ *string) int { return page(cc, first) }
 	c.LedgerQuery.Values = func(cc int, _ string, first *int, _ *string) int { return page(cc, first) }
 	c.ActionsQuery.Actions = func(cc int, first *int, _ *string) int { return page(cc, first) }
+	c.ActionsQuery.Inbox = func(cc int, first *int, _ *string, _ *model.InterruptKind, _ *uuid.UUID) int { return page(cc, first) }
 	c.Action.Sessions = func(cc int, first *int, _ *string, _ *model.SessionStatus) int { return page(cc, first) }
 	c.Action.IntakeRecords = func(cc int, first *int, _ *string) int { return page(cc, first) }
 	c.ActionSession.Turns = func(cc int, first *int, _ *string) int { return page(cc, first) }

@@ -34,6 +34,11 @@ type Limits struct {
 	// MaxMutationFields caps the mutation fields (writes) one request may
 	// select (MUTATION_LIMIT_EXCEEDED).
 	MaxMutationFields int
+	// MaxStreams caps the subscription streams (WebSockets and SSE
+	// requests) served at once; each holds a connection, so it stays below
+	// MaxConns and ordinary requests keep connections to run on. More are
+	// refused with HTTP 503 and UNAVAILABLE (issue 12).
+	MaxStreams int
 }
 
 // DefaultLimits are the limits a zero Limits field takes.
@@ -44,6 +49,7 @@ var DefaultLimits = Limits{
 	RequestTimeout:    60 * time.Second,
 	MaxConns:          512,
 	MaxMutationFields: 50,
+	MaxStreams:        256,
 }
 
 // writeGrace is how long past reading and handling a request its response
@@ -69,8 +75,16 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxMutationFields <= 0 {
 		l.MaxMutationFields = d.MaxMutationFields
 	}
+	if l.MaxStreams <= 0 {
+		l.MaxStreams = d.MaxStreams
+	}
 	return l
 }
+
+// shutdownKey holds, in every request's context, a context that ends when
+// the server begins to shut down: streams end with it (Shutdown waits for
+// ordinary requests but neither ends nor tracks long-lived ones).
+type shutdownKey struct{}
 
 // Serve serves h on ln with the limits of lim until ctx ends, then shuts
 // down, giving requests in flight up to 10 s. It is the one place the
@@ -79,13 +93,19 @@ func (l Limits) withDefaults() Limits {
 // (RequestTimeout and MaxMutationFields apply in GraphQL, through Front.)
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, lim Limits) error {
 	lim = lim.withDefaults()
+	closing, closeStreams := context.WithCancel(context.Background())
+	defer closeStreams()
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
 		ReadTimeout:       lim.ReadTimeout,
 		IdleTimeout:       lim.IdleTimeout,
 		WriteTimeout:      lim.ReadTimeout + lim.RequestTimeout + writeGrace,
+		BaseContext: func(net.Listener) context.Context {
+			return context.WithValue(context.Background(), shutdownKey{}, closing)
+		},
 	}
+	srv.RegisterOnShutdown(closeStreams)
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {

@@ -30,6 +30,8 @@ type batch struct {
 	notify bool
 	// timers: a session timer was set; the timer loop may sleep past it.
 	timers bool
+	// changed are the sessions the batch created or delivered to (issue 12).
+	changed Notice
 }
 
 type diagKey struct {
@@ -278,6 +280,7 @@ func (b *batch) start(ctx context.Context, a scope, t *action.CompiledTrigger, e
 		VALUES ($1, $2, $3, $4, 'OPEN', $5, $6, $7, $8, $8) ON CONFLICT (action_id, id) DO NOTHING RETURNING sid`,
 		a.ActionID, id, a.Version, []byte(raw), ev.ID, ev.CommitTime, endsAt, b.now).Scan(&sid)
 	if err == nil {
+		b.changed.Session(sid)
 		return id, true, true, b.startTimer(ctx, a.Session, sid, Clock{StartedAt: ev.CommitTime, EndsAt: endsAt})
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
@@ -331,6 +334,7 @@ func (b *batch) startExisting(ctx context.Context, a scope, t *action.CompiledTr
 			s.SID, ev.CommitTime, ev.ID, ends, b.now); err != nil {
 			return "", false, false, fmt.Errorf("move session start: %w", err)
 		}
+		b.changed.Session(s.SID)
 		if a.Session.Timed() {
 			// Firings between the new and the old start may be due: let the
 			// timer loop look at the session now.
@@ -418,6 +422,7 @@ func (b *batch) deliver(ctx context.Context, a scope, tg *target, ev ledger.Even
 		return fmt.Errorf("deliver: %w", err)
 	}
 	if delivered {
+		b.changed.Session(sid)
 		b.notify = b.notify || starts
 		if starts && next != nil && next.After(b.now) {
 			// The window's end wakes the executor through the timer.
@@ -470,17 +475,9 @@ func (b *batch) flush(ctx context.Context) error {
 			return fmt.Errorf("diagnostics: %w", err)
 		}
 	}
-	if b.notify {
-		if _, err := b.tx.Exec(ctx, `SELECT pg_notify($1, '')`, TurnsChannel); err != nil {
-			return err
-		}
-	}
-	if b.timers {
-		if _, err := b.tx.Exec(ctx, `SELECT pg_notify($1, '')`, TimersChannel); err != nil {
-			return err
-		}
-	}
-	return nil
+	n := b.changed
+	n.Turns, n.Timers = b.notify, b.timers
+	return n.Send(ctx, b.tx)
 }
 
 // evalID evaluates a session id expression and checks the id is storable.

@@ -213,7 +213,7 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 			answered_at = $5, command_seq = $6 WHERE id = $1`, in.ID, data.Decision, raw, responder, now, seq); err != nil {
 			return fmt.Errorf("session: respond: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, TurnsChannel); err != nil {
+		if err := (Notice{SIDs: []int64{s.SID}, Interrupts: true, Turns: true}).Send(ctx, tx); err != nil {
 			return err
 		}
 		_, err = ledger.Append(ctx, tx, now, ledger.NewEvent{ID: eventID, Type: RespondedType, Data: raw})

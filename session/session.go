@@ -1,7 +1,10 @@
 // Package session owns sessions (SPEC S1-S6, I3): the dispatcher that
 // matches committed ledger events against triggers and starts or resumes
 // sessions, the inputs delivered to them, intake records for events that
-// could not be delivered, and closing by an operator.
+// could not be delivered, and closing by an operator. It also declares the
+// notifications of session and interrupt changes that drive subscriptions
+// (Notice, notify.go) and reads the inbox of pending interrupts (inbox.go;
+// issue 12).
 package session
 
 import (
@@ -359,8 +362,11 @@ func (st *Store) Close(ctx context.Context, actionID uuid.UUID, id, reason strin
 			return err
 		}
 		// H5: closing ends what the session waited on instead of an answer.
-		_, err = tx.Exec(ctx, `UPDATE session_interrupts SET status = 'CLOSED' WHERE sid = $1 AND status = 'PENDING'`, s.SID)
-		return err
+		tag, err := tx.Exec(ctx, `UPDATE session_interrupts SET status = 'CLOSED' WHERE sid = $1 AND status = 'PENDING'`, s.SID)
+		if err != nil {
+			return err
+		}
+		return Notice{SIDs: []int64{s.SID}, Interrupts: tag.RowsAffected() > 0}.Send(ctx, tx)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := st.Get(ctx, actionID, id)

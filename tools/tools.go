@@ -291,6 +291,9 @@ func (s *Service) run1(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 		if err != nil {
 			return nil, fmt.Errorf("tools: record call: %w", err)
 		}
+		if err := (session.Notice{SIDs: []int64{sess.SID}}).Send(ctx, tx); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }

@@ -83,12 +83,15 @@ type Executor struct {
 
 	// sleep waits between retries; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
+	// live publishes running turns' transcript entries (issue 12).
+	live *publisher
 }
 
 // NewExecutor returns an Executor.
 func NewExecutor(pool *pgxpool.Pool, actions *action.Store, kinds *Registry, c clock.Clock, log *slog.Logger, cfg Config) *Executor {
 	cfg.defaults()
-	return &Executor{pool: pool, actions: actions, kinds: kinds, clock: c, log: log, cfg: cfg, sleep: sleepCtx}
+	return &Executor{pool: pool, actions: actions, kinds: kinds, clock: c, log: log, cfg: cfg, sleep: sleepCtx,
+		live: newPublisher(pool, log)}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -240,12 +243,17 @@ func (e *Executor) Sweep(ctx context.Context) (int, error) {
 			   AND (s.lease_expires_at IS NULL OR s.lease_expires_at <= $1)
 			RETURNING t.execution_id)
 		UPDATE executions x SET status = 'CANCELLED', finished_at = $1, error = 'the session was closed while the turn ran'
-		  FROM t WHERE x.id = t.execution_id RETURNING x.id`, now)
+		  FROM t WHERE x.id = t.execution_id
+		RETURNING x.sid, (SELECT pg_notify($2, pg_current_xact_id()::text || ':' || x.sid::text))`, now, session.SessionsChannel)
 	if err != nil {
 		return 0, fmt.Errorf("sweep: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	return len(ids), err
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	rows.Close()
+	return n, rows.Err()
 }
 
 // claim leases the runnable session waiting longest and fixes its turn: the
@@ -304,8 +312,10 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 				c.execID, c.attempt, traceID(ctx)); err != nil {
 				return err
 			}
-			c.inputs, err = session.TurnInputs(ctx, tx, sid, c.turn)
-			return err
+			if c.inputs, err = session.TurnInputs(ctx, tx, sid, c.turn); err != nil {
+				return err
+			}
+			return session.Notice{SIDs: []int64{sid}}.Send(ctx, tx)
 		}
 		comp, err := e.actions.Compiled(ctx, sess.ActionID, sess.Version)
 		if err != nil {
@@ -352,7 +362,9 @@ func (e *Executor) claim(ctx context.Context) (*claim, error) {
 		if _, err := tx.Exec(ctx, `INSERT INTO turn_inputs (sid, turn, seq) SELECT $1, $2, unnest($3::bigint[])`, sid, c.turn, seqs); err != nil {
 			return fmt.Errorf("claim: turn inputs: %w", err)
 		}
-		if _, err = tx.Exec(ctx, `UPDATE sessions SET turn_count = $2 WHERE sid = $1`, sid, c.turn); err != nil {
+		notice, args := session.Notice{SIDs: []int64{sid}}.Returning(3)
+		if _, err = tx.Exec(ctx, `UPDATE sessions SET turn_count = $2 WHERE sid = $1 RETURNING `+notice,
+			append([]any{sid, c.turn}, args...)...); err != nil {
 			return err
 		}
 		c.sess.TurnCount = c.turn
@@ -398,7 +410,10 @@ func complete(ctx context.Context, tx pgx.Tx, sid int64, now time.Time) error {
 		next_turn_at = NULL, lease_owner = NULL, lease_expires_at = NULL WHERE sid = $1`, sid, session.ReasonEnded, now); err != nil {
 		return fmt.Errorf("complete at the end: %w", err)
 	}
-	return session.DropTimer(ctx, tx, sid)
+	if err := session.DropTimer(ctx, tx, sid); err != nil {
+		return err
+	}
+	return session.Notice{SIDs: []int64{sid}}.Send(ctx, tx)
 }
 
 // run executes the claimed turn with retries (T7) while keeping the lease
@@ -484,6 +499,8 @@ func (e *Executor) runTurn(ctx context.Context, c *claim) error {
 	if ctx.Err() != nil {
 		return ctx.Err() // shutting down: the lease expires and another worker runs the turn
 	}
+	// Live entries reach subscribers before the commit's notification.
+	e.live.flush(liveFlushWait)
 	if err := e.commit(ctx, c, w, req.Transcript.Entries(), out, runErr); err != nil {
 		if ctx.Err() == nil {
 			e.uncommitted(ctx, c, err)
@@ -534,7 +551,7 @@ func (e *Executor) attempts(ctx, runCtx context.Context, c *claim, h Handler, re
 			}
 		}
 		req.Attempt = c.attempt
-		req.Transcript.reset()
+		req.Transcript.reset(c.attempt)
 		w = ledger.NewWriter(e.pool, e.clock.Now)
 		if e.EnvFunc != nil {
 			req.Env = e.EnvFunc(w, Run{ExecutionID: c.execID, Action: c.comp, SID: c.sess.SID, SessionID: c.sess.ID})
@@ -612,9 +629,15 @@ func (e *Executor) request(ctx context.Context, c *claim, comp *action.Compiled)
 		ActionID: c.sess.ActionID, Version: c.sess.Version, SessionID: c.sess.ID,
 		Input: c.sess.Input, State: c.sess.State, Inputs: views, Turn: c.turn, Resume: c.resume, Replayed: replayed,
 		Final: c.final, EndsAt: c.endsAt, ExecutionID: c.execID, Spec: Spec{Config: comp.Def.Config, Source: comp.Def.Source},
-		Transcript: &Transcript{now: e.clock.Now},
+		Transcript: &Transcript{now: e.clock.Now, attempt: c.attempt, publish: func(attempt int, en Entry) {
+			e.live.add(LivePayload(c.sess.SID, LiveEntry{Turn: c.turn, Attempt: attempt, ExecutionID: c.execID, Entry: en}))
+		}},
 	}, nil
 }
+
+// liveFlushWait bounds how long a commit waits for the turn's live
+// transcript entries to be published.
+const liveFlushWait = 2 * time.Second
 
 // commit records the turn in one transaction (T6), fenced by the lease
 // token: state, status, output, transcript and the consumption of inputs all
@@ -670,7 +693,10 @@ func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript [
 			if err := session.DropTimer(ctx, tx, c.sess.SID); err != nil {
 				return err
 			}
-			return e.finish(ctx, tx, c, now, "CANCELLED", "CANCELLED", nil, "the session was closed while the turn ran")
+			if err := e.finish(ctx, tx, c, now, "CANCELLED", "CANCELLED", nil, "the session was closed while the turn ran"); err != nil {
+				return err
+			}
+			return session.Notice{SIDs: []int64{c.sess.SID}}.Send(ctx, tx)
 		}
 		if h := AsHold(runErr); h != nil {
 			return e.hold(ctx, tx, c, h, now)
@@ -680,7 +706,8 @@ func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript [
 				return err
 			}
 			// A failed session waits on nothing any more.
-			if _, err := tx.Exec(ctx, `UPDATE session_interrupts SET status = 'CLOSED' WHERE sid = $1 AND status = 'PENDING'`, c.sess.SID); err != nil {
+			closed, err := tx.Exec(ctx, `UPDATE session_interrupts SET status = 'CLOSED' WHERE sid = $1 AND status = 'PENDING'`, c.sess.SID)
+			if err != nil {
 				return err
 			}
 			reason := fmt.Sprintf("execution %s failed: %v", c.execID, runErr)
@@ -692,7 +719,10 @@ func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript [
 				WHERE sid = $1 AND number = $2`, c.sess.SID, c.turn, nullable(c.sess.State), storable(reason)); err != nil {
 				return err
 			}
-			return e.finish(ctx, tx, c, now, "FAILED", "FAILED", nil, storable(runErr.Error()))
+			if err := e.finish(ctx, tx, c, now, "FAILED", "FAILED", nil, storable(runErr.Error())); err != nil {
+				return err
+			}
+			return session.Notice{SIDs: []int64{c.sess.SID}, Interrupts: closed.RowsAffected() > 0}.Send(ctx, tx)
 		}
 		var reason *string
 		if out.Reason != "" {
@@ -703,7 +733,7 @@ func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript [
 		}
 		// P1, P2: the requests the session now waits on; any other it
 		// waited on is no longer awaited.
-		approvals, pending, err := recordApprovals(ctx, tx, c, out.Approvals, now)
+		approvals, pending, raised, err := recordApprovals(ctx, tx, c, out.Approvals, now)
 		if err != nil {
 			return err
 		}
@@ -759,14 +789,13 @@ func (e *Executor) record(ctx context.Context, tx pgx.Tx, c *claim, transcript [
 			return err
 		}
 		// The row is locked, so every input delivered before this statement is seen.
+		// It also sends the commit's notifications (issue 12).
+		notice, args := session.Notice{SIDs: []int64{c.sess.SID}, Interrupts: raised}.Returning(5)
 		var next *time.Time
 		if err := tx.QueryRow(ctx, `UPDATE sessions SET next_turn_at = CASE WHEN status = 'OPEN' AND ($3 OR EXISTS (
 				SELECT 1 FROM session_inputs WHERE sid = $1 AND status = 'PENDING' AND starts_turn)) THEN $2::timestamptz END
-			WHERE sid = $1 RETURNING next_turn_at`, c.sess.SID, now, due).Scan(&next); err != nil {
-			return err
-		}
-		if next != nil {
-			_, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, session.TurnsChannel)
+			WHERE sid = $1 RETURNING next_turn_at, CASE WHEN next_turn_at IS NOT NULL THEN pg_notify($4::text, '') END, `+notice,
+			append([]any{c.sess.SID, now, due, session.TurnsChannel}, args...)...).Scan(&next, nil, nil, nil); err != nil {
 			return err
 		}
 		return nil

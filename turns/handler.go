@@ -1,6 +1,7 @@
 // Package turns runs sessions in turns (SPEC T1-T9): the executor that
 // claims runnable sessions, the contract handlers implement, and the record
-// of turns, executions and transcripts.
+// of turns, executions and transcripts. A running turn's transcript entries
+// are published as they are added, for subscribers (live.go, issue 12).
 package turns
 
 import (
@@ -198,6 +199,10 @@ type Transcript struct {
 	mu      sync.Mutex
 	entries []Entry
 	now     func() time.Time
+	// publish, when set, is handed each entry as it is added, in order,
+	// with the attempt that added it (issue 12: live transcripts).
+	publish func(attempt int, e Entry)
+	attempt int
 }
 
 // NewTranscript returns an empty transcript whose entries are stamped by
@@ -224,7 +229,11 @@ func (t *Transcript) Add(kind string, data any) {
 	raw = jsonvalue.Clean(raw)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.entries = append(t.entries, Entry{Seq: len(t.entries) + 1, Kind: kind, Data: raw, At: t.now()})
+	e := Entry{Seq: len(t.entries) + 1, Kind: kind, Data: raw, At: t.now()}
+	t.entries = append(t.entries, e)
+	if t.publish != nil {
+		t.publish(t.attempt, e)
+	}
 }
 
 // Entries returns a copy of the entries so far.
@@ -234,9 +243,10 @@ func (t *Transcript) Entries() []Entry {
 	return append([]Entry(nil), t.entries...)
 }
 
-func (t *Transcript) reset() {
+// reset empties the transcript for attempt (its entries start again at 1).
+func (t *Transcript) reset(attempt int) {
 	t.mu.Lock()
-	t.entries = nil
+	t.entries, t.attempt = nil, attempt
 	t.mu.Unlock()
 }
 

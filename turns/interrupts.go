@@ -133,8 +133,9 @@ func waitingReason(n int) string {
 // recordApprovals keeps the approval requests a turn listed (P1, P2): new
 // ones become PENDING interrupts, ones listed again keep their row; every
 // other approval the session still waited on is no longer awaited (CLOSED,
-// answering it fails as stale). It returns the listed ids in order.
-func recordApprovals(ctx context.Context, tx pgx.Tx, c *claim, approvals []Approval, now time.Time) (ids []uuid.UUID, pending int, err error) {
+// answering it fails as stale). It returns the listed ids in order, how
+// many of them wait, and whether any interrupt was raised or closed.
+func recordApprovals(ctx context.Context, tx pgx.Tx, c *claim, approvals []Approval, now time.Time) (ids []uuid.UUID, pending int, changed bool, err error) {
 	ids = make([]uuid.UUID, len(approvals))
 	for i, a := range approvals {
 		ids[i] = a.InterruptID
@@ -148,14 +149,15 @@ func recordApprovals(ctx context.Context, tx pgx.Tx, c *claim, approvals []Appro
 				VALUES ($1, $2, 'APPROVAL', $3, $4, $5, $6, $7, $8, $9, 'PENDING', $10)`,
 				a.InterruptID, c.sess.SID, c.turn, a.ExecutionID, a.ToolActionID, a.ToolVersion, a.ToolName, a.CallID,
 				[]byte(a.Input), now); err != nil {
-				return nil, 0, fmt.Errorf("turns: approval: %w", err)
+				return nil, 0, false, fmt.Errorf("turns: approval: %w", err)
 			}
 			c.raised = append(c.raised, raised{id: a.InterruptID, kind: session.InterruptApproval, what: a.ToolName})
 			pending++
+			changed = true
 		case err != nil:
-			return nil, 0, err
+			return nil, 0, false, err
 		case sid != c.sess.SID:
-			return nil, 0, fmt.Errorf("approval %s is not a request of this session", a.InterruptID)
+			return nil, 0, false, fmt.Errorf("approval %s is not a request of this session", a.InterruptID)
 		case status == session.InterruptPending:
 			pending++
 		}
@@ -163,11 +165,12 @@ func recordApprovals(ctx context.Context, tx pgx.Tx, c *claim, approvals []Appro
 		// while this turn ran (its answer is a pending COMMAND input that
 		// the next turn takes).
 	}
-	if _, err := tx.Exec(ctx, `UPDATE session_interrupts SET status = 'CLOSED'
-		WHERE sid = $1 AND kind = 'APPROVAL' AND status = 'PENDING' AND NOT id = ANY($2)`, c.sess.SID, ids); err != nil {
-		return nil, 0, err
+	tag, err := tx.Exec(ctx, `UPDATE session_interrupts SET status = 'CLOSED'
+		WHERE sid = $1 AND kind = 'APPROVAL' AND status = 'PENDING' AND NOT id = ANY($2)`, c.sess.SID, ids)
+	if err != nil {
+		return nil, 0, false, err
 	}
-	return ids, pending, nil
+	return ids, pending, changed || tag.RowsAffected() > 0, nil
 }
 
 // hold records a held turn (H1, H2): nothing its run did commits; the turn
@@ -204,7 +207,9 @@ func (e *Executor) hold(ctx context.Context, tx pgx.Tx, c *claim, h *HoldError, 
 		c.sess.SID, c.turn, now, nullable(c.sess.State), reason); err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `UPDATE executions SET status = 'HELD', error = $2, finished_at = $3, hold_id = $4 WHERE id = $1`,
-		c.execID, storable(code+": "+h.Message), now, id)
-	return err
+	if _, err := tx.Exec(ctx, `UPDATE executions SET status = 'HELD', error = $2, finished_at = $3, hold_id = $4 WHERE id = $1`,
+		c.execID, storable(code+": "+h.Message), now, id); err != nil {
+		return err
+	}
+	return session.Notice{SIDs: []int64{c.sess.SID}, Interrupts: true}.Send(ctx, tx)
 }

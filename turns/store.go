@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/ledger"
 )
 
 // Turn is one recorded turn of a session (T9).
@@ -120,6 +121,64 @@ func (s *Store) Execution(ctx context.Context, id uuid.UUID) (*Execution, error)
 		return nil, nil
 	}
 	return &x, err
+}
+
+// Executions returns the executions with the given ids, keyed by id;
+// missing ids are absent (a dataloader's batch, issue 12).
+func (s *Store) Executions(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*Execution, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+executionColumns+` FROM executions WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("turns: executions: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, scanExecution)
+	if err != nil {
+		return nil, fmt.Errorf("turns: executions: %w", err)
+	}
+	out := make(map[uuid.UUID]*Execution, len(list))
+	for i := range list {
+		out[list[i].ID] = &list[i]
+	}
+	return out, nil
+}
+
+// TurnKey names one turn of a session.
+type TurnKey struct {
+	SID    int64
+	Number int
+}
+
+// TurnsByKey returns the turns named by keys, keyed the same way; missing
+// ones are absent (a dataloader's batch, issue 12).
+func (s *Store) TurnsByKey(ctx context.Context, keys []TurnKey) (map[TurnKey]*Turn, error) {
+	sids := make([]int64, len(keys))
+	nums := make([]int32, len(keys))
+	for i, k := range keys {
+		sids[i], nums[i] = k.SID, int32(k.Number)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+turnColumns+` FROM session_turns
+		JOIN unnest($1::bigint[], $2::int[]) AS k (sid, number) USING (sid, number)`, sids, nums)
+	if err != nil {
+		return nil, fmt.Errorf("turns: get: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, scanTurn)
+	if err != nil {
+		return nil, fmt.Errorf("turns: get: %w", err)
+	}
+	out := make(map[TurnKey]*Turn, len(list))
+	for i := range list {
+		out[TurnKey{list[i].SID, list[i].Number}] = &list[i]
+	}
+	return out, nil
+}
+
+// TurnsFrom reads through q a session's turns numbered from on, oldest
+// first (a subscriber catching up with the turns that changed, issue 12).
+func TurnsFrom(ctx context.Context, q ledger.Querier, sid int64, from int) ([]Turn, error) {
+	rows, err := q.Query(ctx, `SELECT `+turnColumns+` FROM session_turns WHERE sid = $1 AND number >= $2 ORDER BY number`, sid, from)
+	if err != nil {
+		return nil, fmt.Errorf("turns: list: %w", err)
+	}
+	return pgx.CollectRows(rows, scanTurn)
 }
 
 // Children pages the executions started by parent, oldest first, after the given start time/id cursor.

@@ -54,35 +54,17 @@ type ExecutionConnection struct {
 }
 
 type InboxConnection struct {
-	Nodes    []InboxItem `json:"nodes"`
-	PageInfo *PageInfo   `json:"pageInfo"`
+	Nodes    []session.InboxItem `json:"nodes"`
+	PageInfo *PageInfo           `json:"pageInfo"`
 	// How many items the whole inbox (with the same filters) holds.
 	TotalCount int `json:"totalCount"`
-}
-
-// An unanswered approval request or held turn.
-type InboxItem struct {
-	// Answer it with respondToSession(actionId, id: session.id, interruptId).
-	InterruptID string         `json:"interruptId"`
-	Kind        InterruptKind  `json:"kind"`
-	Action      *action.Action `json:"action"`
-	// The action's name (of the session's version).
-	ActionName string           `json:"actionName"`
-	Session    *session.Session `json:"session"`
-	// APPROVAL: the call waiting (tool, tool version, effective input).
-	Approval *session.Interrupt `json:"approval,omitempty"`
-	// HOLD: the held turn (cause, category, explanation).
-	Hold     *session.Interrupt `json:"hold,omitempty"`
-	RaisedAt time.Time          `json:"raisedAt"`
-	// The execution that raised it.
-	Execution *turns.Execution `json:"execution,omitempty"`
 }
 
 // One update of inboxUpdates.
 type InboxUpdate struct {
 	Kind InboxUpdateKind `json:"kind"`
 	// The interrupt raised or answered; null for CURRENT.
-	Item *InboxItem `json:"item,omitempty"`
+	Item *session.InboxItem `json:"item,omitempty"`
 	// How many interrupts the subscription covers are waiting now.
 	Pending int `json:"pending"`
 }
@@ -152,12 +134,15 @@ type SessionUpdate struct {
 	Session *session.Session  `json:"session"`
 	// Inputs delivered and waiting for a turn.
 	PendingInputs int `json:"pendingInputs"`
-	// The session's newest turn, if it has one.
+	// SESSION: the session's newest turn, if it has one. When several turns
+	// changed between two reads, each gets an update of its own, oldest first.
 	Turn *turns.Turn `json:"turn,omitempty"`
 	// TRANSCRIPT: the entry the running turn wrote. A turn that does not commit keeps no entries, unless it is held.
 	TranscriptEntry *turns.Entry `json:"transcriptEntry,omitempty"`
 	// TRANSCRIPT: the number of the turn that wrote the entry.
 	TurnNumber *int `json:"turnNumber,omitempty"`
+	// TRANSCRIPT: the attempt of the turn's execution that wrote the entry; a retried attempt numbers its entries from 1 again.
+	Attempt *int `json:"attempt,omitempty"`
 }
 
 // Live updates, over graphql-transport-ws (WebSocket) or server-sent events

@@ -93,15 +93,23 @@ const (
 	// mutation sent with GET, or a method other than GET, POST, OPTIONS and
 	// HEAD (HTTP 405, issue 10 item 10).
 	MethodNotAllowed = "METHOD_NOT_ALLOWED"
+	// SubscriptionLagged: a subscription fell behind and what it missed
+	// cannot be read back from the database (transcript entries of a
+	// running turn, inbox changes), so it ended; subscribing again works
+	// (issue 12). Retryable.
+	SubscriptionLagged = "SUBSCRIPTION_LAGGED"
+	// SubscriptionLimit: a connection or the server holds as many
+	// subscriptions (streams) as it may (issue 12).
+	SubscriptionLimit = "SUBSCRIPTION_LIMIT_EXCEEDED"
 	// Internal: anything unexpected; details are logged, never shown.
 	Internal = "INTERNAL"
 )
 
 // Retryable reports whether code names a condition that may pass if the
-// same request is sent again later (Unavailable, Timeout); clients see it as
-// extensions.retryable.
+// same request is sent again later (Unavailable, Timeout, SubscriptionLagged);
+// clients see it as extensions.retryable.
 func Retryable(code string) bool {
-	return code == Unavailable || code == Timeout
+	return code == Unavailable || code == Timeout || code == SubscriptionLagged
 }
 
 // Error is a client-facing error: a stable Code, the offending Field as a
