@@ -104,6 +104,7 @@ type ComplexityRoot struct {
 	ActionSession struct {
 		Action    func(childComplexity int) int
 		Approvals func(childComplexity int, status *model.InterruptStatus) int
+		Clock     func(childComplexity int) int
 		CreatedAt func(childComplexity int) int
 		EndsAt    func(childComplexity int) int
 		Holds     func(childComplexity int, status *model.InterruptStatus) int
@@ -214,6 +215,17 @@ type ComplexityRoot struct {
 		Status func(childComplexity int) int
 	}
 
+	ClockEntry struct {
+		Cron       func(childComplexity int) int
+		Due        func(childComplexity int) int
+		Every      func(childComplexity int) int
+		LastTaken  func(childComplexity int) int
+		Name       func(childComplexity int) int
+		Next       func(childComplexity int) int
+		StartsTurn func(childComplexity int) int
+		Timezone   func(childComplexity int) int
+	}
+
 	Event struct {
 		CommitTime func(childComplexity int) int
 		Data       func(childComplexity int) int
@@ -263,6 +275,7 @@ type ComplexityRoot struct {
 		Explanation func(childComplexity int) int
 		InterruptID func(childComplexity int) int
 		Response    func(childComplexity int) int
+		SkipRefusal func(childComplexity int) int
 		Status      func(childComplexity int) int
 		Turn        func(childComplexity int) int
 	}
@@ -389,6 +402,7 @@ type ComplexityRoot struct {
 		Actions func(childComplexity int) int
 		Auth    func(childComplexity int) int
 		Ledger  func(childComplexity int) int
+		Viewer  func(childComplexity int) int
 	}
 
 	ResumeRole struct {
@@ -486,6 +500,12 @@ type ComplexityRoot struct {
 		On        func(childComplexity int) int
 		Window    func(childComplexity int) int
 	}
+
+	Viewer struct {
+		Dev      func(childComplexity int) int
+		ID       func(childComplexity int) int
+		Policies func(childComplexity int) int
+	}
 }
 
 // endregion ***************************** api!.gotpl *****************************
@@ -520,6 +540,7 @@ type ActionSessionResolver interface {
 	Inputs(ctx context.Context, obj *session.Session, first *int, after *string, status *model.InputStatus) (*model.ActionSessionInputConnection, error)
 	Approvals(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error)
 	Holds(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error)
+	Clock(ctx context.Context, obj *session.Session) ([]model.ClockEntry, error)
 }
 type ActionSessionInputResolver interface {
 	Kind(ctx context.Context, obj *session.Input) (model.InputKind, error)
@@ -594,6 +615,7 @@ type HoldResolver interface {
 
 	Status(ctx context.Context, obj *session.Interrupt) (model.InterruptStatus, error)
 	Response(ctx context.Context, obj *session.Interrupt) (*model.InterruptResponse, error)
+	SkipRefusal(ctx context.Context, obj *session.Interrupt) (*string, error)
 }
 type InboxItemResolver interface {
 	InterruptID(ctx context.Context, obj *session.InboxItem) (string, error)
@@ -637,6 +659,7 @@ type QueryResolver interface {
 	Actions(ctx context.Context) (*model.ActionsQuery, error)
 	Ledger(ctx context.Context) (*model.LedgerQuery, error)
 	Auth(ctx context.Context) (*model.AuthQuery, error)
+	Viewer(ctx context.Context) (*model.Viewer, error)
 }
 type SubscriptionResolver interface {
 	LedgerEvents(ctx context.Context, after *string, typeArg *string) (<-chan *ledger.Event, error)
@@ -849,6 +872,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSession.Approvals(childComplexity, args["status"].(*model.InterruptStatus)), true
+	case "ActionSession.clock":
+		if e.ComplexityRoot.ActionSession.Clock == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSession.Clock(childComplexity), true
 	case "ActionSession.createdAt":
 		if e.ComplexityRoot.ActionSession.CreatedAt == nil {
 			break
@@ -1369,6 +1398,55 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Checkpoint.Status(childComplexity), true
 
+	case "ClockEntry.cron":
+		if e.ComplexityRoot.ClockEntry.Cron == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClockEntry.Cron(childComplexity), true
+	case "ClockEntry.due":
+		if e.ComplexityRoot.ClockEntry.Due == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClockEntry.Due(childComplexity), true
+	case "ClockEntry.every":
+		if e.ComplexityRoot.ClockEntry.Every == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClockEntry.Every(childComplexity), true
+	case "ClockEntry.lastTaken":
+		if e.ComplexityRoot.ClockEntry.LastTaken == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClockEntry.LastTaken(childComplexity), true
+	case "ClockEntry.name":
+		if e.ComplexityRoot.ClockEntry.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClockEntry.Name(childComplexity), true
+	case "ClockEntry.next":
+		if e.ComplexityRoot.ClockEntry.Next == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClockEntry.Next(childComplexity), true
+	case "ClockEntry.startsTurn":
+		if e.ComplexityRoot.ClockEntry.StartsTurn == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClockEntry.StartsTurn(childComplexity), true
+	case "ClockEntry.timezone":
+		if e.ComplexityRoot.ClockEntry.Timezone == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClockEntry.Timezone(childComplexity), true
+
 	case "Event.commitTime":
 		if e.ComplexityRoot.Event.CommitTime == nil {
 			break
@@ -1577,6 +1655,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Hold.Response(childComplexity), true
+	case "Hold.skipRefusal":
+		if e.ComplexityRoot.Hold.SkipRefusal == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Hold.SkipRefusal(childComplexity), true
 	case "Hold.status":
 		if e.ComplexityRoot.Hold.Status == nil {
 			break
@@ -2063,6 +2147,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Ledger(childComplexity), true
+	case "Query.viewer":
+		if e.ComplexityRoot.Query.Viewer == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Viewer(childComplexity), true
 
 	case "ResumeRole.id":
 		if e.ComplexityRoot.ResumeRole.ID == nil {
@@ -2400,6 +2490,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.TurnsDefinition.Window(childComplexity), true
 
+	case "Viewer.dev":
+		if e.ComplexityRoot.Viewer.Dev == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Dev(childComplexity), true
+	case "Viewer.id":
+		if e.ComplexityRoot.Viewer.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.ID(childComplexity), true
+	case "Viewer.policies":
+		if e.ComplexityRoot.Viewer.Policies == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Policies(childComplexity), true
+
 	}
 	return 0, false
 }
@@ -2539,6 +2648,22 @@ type Query {
   ledger: LedgerQuery!
   "Principals and their policies (needs ADMIN on ` + "`" + `*` + "`" + `)."
   auth: AuthQuery!
+  "The caller as the server authenticated it; any authenticated caller may read it."
+  viewer: Viewer!
+}
+
+"""
+The authenticated caller: its principal and policies, so that a client can
+show only what the caller may read and offer only what it may do (the
+server still decides each request).
+"""
+type Viewer {
+  "The principal's id (` + "`" + `dev` + "`" + ` in loopback dev mode)."
+  id: String!
+  "True in loopback dev mode (AUTH off): the caller may do everything, with no policies."
+  dev: Boolean!
+  "The principal's policies; empty in dev mode."
+  policies: [Policy!]!
 }
 
 type Mutation {
@@ -2870,6 +2995,12 @@ type Hold {
   turn: Int!
   status: InterruptStatus!
   response: InterruptResponse
+  """
+  Why SKIP cannot answer this hold (the held turn resumed from approval
+  responses, which cannot be given again, H4); null when SKIP is allowed.
+  respondToSession refuses such a SKIP with SKIP_NOT_ALLOWED.
+  """
+  skipRefusal: String
 }
 
 enum HoldCause {
@@ -3245,6 +3376,30 @@ type ActionSession {
   approvals(status: InterruptStatus): [ApprovalRequest!]!
   "Holds of the session, oldest first, optionally of one status."
   holds(status: InterruptStatus): [Hold!]!
+  "The session clock's entries (its version's session.schedule) in definition order, each with its next firing; empty when it has none (C1)."
+  clock: [ClockEntry!]!
+}
+
+"An entry of a session's clock as it stands for that session (C1-C5)."
+type ClockEntry {
+  name: String!
+  "Five cron fields or a descriptor; null for an every entry."
+  cron: String
+  "IANA timezone of cron; null: UTC."
+  timezone: String
+  "The period of an every entry (Go duration syntax); null for a cron entry."
+  every: String
+  "Whether its firings start a turn (turns.on names it, or turns.on is unset; C4)."
+  startsTurn: Boolean!
+  "Scheduled time of the last firing a turn took; null when none has."
+  lastTaken: Time
+  """
+  Scheduled time of the latest firing that is due and that no turn has taken
+  yet (the next turn takes it, C5); null when none is.
+  """
+  due: Time
+  "The first firing after now, before the session's end; null when none comes (closed, or past its end)."
+  next: Time
 }
 
 type ActionSessionConnection {
@@ -3584,6 +3739,8 @@ func (ec *executionContext) childFields_ActionSession(ctx context.Context, field
 		return ec.fieldContext_ActionSession_approvals(ctx, field)
 	case "holds":
 		return ec.fieldContext_ActionSession_holds(ctx, field)
+	case "clock":
+		return ec.fieldContext_ActionSession_clock(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionSession", field.Name)
 }
@@ -3772,6 +3929,28 @@ func (ec *executionContext) childFields_Checkpoint(ctx context.Context, field gr
 	return nil, fmt.Errorf("no field named %q was found under type Checkpoint", field.Name)
 }
 
+func (ec *executionContext) childFields_ClockEntry(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_ClockEntry_name(ctx, field)
+	case "cron":
+		return ec.fieldContext_ClockEntry_cron(ctx, field)
+	case "timezone":
+		return ec.fieldContext_ClockEntry_timezone(ctx, field)
+	case "every":
+		return ec.fieldContext_ClockEntry_every(ctx, field)
+	case "startsTurn":
+		return ec.fieldContext_ClockEntry_startsTurn(ctx, field)
+	case "lastTaken":
+		return ec.fieldContext_ClockEntry_lastTaken(ctx, field)
+	case "due":
+		return ec.fieldContext_ClockEntry_due(ctx, field)
+	case "next":
+		return ec.fieldContext_ClockEntry_next(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ClockEntry", field.Name)
+}
+
 func (ec *executionContext) childFields_Event(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -3874,6 +4053,8 @@ func (ec *executionContext) childFields_Hold(ctx context.Context, field graphql.
 		return ec.fieldContext_Hold_status(ctx, field)
 	case "response":
 		return ec.fieldContext_Hold_response(ctx, field)
+	case "skipRefusal":
+		return ec.fieldContext_Hold_skipRefusal(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Hold", field.Name)
 }
@@ -4280,6 +4461,18 @@ func (ec *executionContext) childFields_TurnsDefinition(ctx context.Context, fie
 		return ec.fieldContext_TurnsDefinition_window(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TurnsDefinition", field.Name)
+}
+
+func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Viewer_id(ctx, field)
+	case "dev":
+		return ec.fieldContext_Viewer_dev(ctx, field)
+	case "policies":
+		return ec.fieldContext_Viewer_policies(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Viewer", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6408,6 +6601,38 @@ func (ec *executionContext) fieldContext_ActionSession_holds(ctx context.Context
 	return fc, nil
 }
 
+func (ec *executionContext) _ActionSession_clock(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSession_clock(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionSession().Clock(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.ClockEntry) graphql.Marshaler {
+			return ec.marshalNClockEntry2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐClockEntryᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSession_clock(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionSession",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ClockEntry(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ActionSessionConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.ActionSessionConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8089,6 +8314,190 @@ func (ec *executionContext) fieldContext_Checkpoint_reason(_ context.Context, fi
 	return graphql.NewScalarFieldContext("Checkpoint", field, false, false, "String")
 }
 
+func (ec *executionContext) _ClockEntry_name(ctx context.Context, field graphql.CollectedField, obj *model.ClockEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClockEntry_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ClockEntry_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "String")
+}
+
+func (ec *executionContext) _ClockEntry_cron(ctx context.Context, field graphql.CollectedField, obj *model.ClockEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClockEntry_cron(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cron, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ClockEntry_cron(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "String")
+}
+
+func (ec *executionContext) _ClockEntry_timezone(ctx context.Context, field graphql.CollectedField, obj *model.ClockEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClockEntry_timezone(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Timezone, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ClockEntry_timezone(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "String")
+}
+
+func (ec *executionContext) _ClockEntry_every(ctx context.Context, field graphql.CollectedField, obj *model.ClockEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClockEntry_every(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Every, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ClockEntry_every(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "String")
+}
+
+func (ec *executionContext) _ClockEntry_startsTurn(ctx context.Context, field graphql.CollectedField, obj *model.ClockEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClockEntry_startsTurn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StartsTurn, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ClockEntry_startsTurn(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ClockEntry_lastTaken(ctx context.Context, field graphql.CollectedField, obj *model.ClockEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClockEntry_lastTaken(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastTaken, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ClockEntry_lastTaken(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ClockEntry_due(ctx context.Context, field graphql.CollectedField, obj *model.ClockEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClockEntry_due(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Due, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ClockEntry_due(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ClockEntry_next(ctx context.Context, field graphql.CollectedField, obj *model.ClockEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClockEntry_next(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Next, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ClockEntry_next(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "Time")
+}
+
 func (ec *executionContext) _Event_id(ctx context.Context, field graphql.CollectedField, obj *ledger.Event) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8994,6 +9403,29 @@ func (ec *executionContext) fieldContext_Hold_response(_ context.Context, field 
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Hold_skipRefusal(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Hold_skipRefusal(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Hold().SkipRefusal(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Hold_skipRefusal(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Hold", field, true, true, "String")
 }
 
 func (ec *executionContext) _InboxConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.InboxConnection) (ret graphql.Marshaler) {
@@ -10978,6 +11410,38 @@ func (ec *executionContext) fieldContext_Query_auth(_ context.Context, field gra
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_viewer(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_viewer(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Viewer(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Viewer) graphql.Marshaler {
+			return ec.marshalNViewer2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐViewer(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_viewer(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Viewer(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12423,6 +12887,84 @@ func (ec *executionContext) _TurnsDefinition_window(ctx context.Context, field g
 }
 func (ec *executionContext) fieldContext_TurnsDefinition_window(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TurnsDefinition", field, false, false, "String")
+}
+
+func (ec *executionContext) _Viewer_id(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Viewer", field, false, false, "String")
+}
+
+func (ec *executionContext) _Viewer_dev(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_dev(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Dev, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_dev(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Viewer", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Viewer_policies(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_policies(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Policies, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.Policy) graphql.Marshaler {
+			return ec.marshalNPolicy2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPolicyᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_policies(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Policy(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -14695,6 +15237,12 @@ func (ec *executionContext) _ActionSession(ctx context.Context, sel ast.Selectio
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._ActionSession_holds(ctx, field, obj)
 				})
+		case "clock":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionSession_clock(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -15352,6 +15900,74 @@ func (ec *executionContext) _Checkpoint(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
+var clockEntryImplementors = []string{"ClockEntry"}
+
+func (ec *executionContext) _ClockEntry(ctx context.Context, sel ast.SelectionSet, obj *model.ClockEntry) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, clockEntryImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ClockEntry")
+		case "name":
+			out.Values[i] = ec._ClockEntry_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cron":
+			out.Values[i] = ec._ClockEntry_cron(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "timezone":
+			out.Values[i] = ec._ClockEntry_timezone(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "every":
+			out.Values[i] = ec._ClockEntry_every(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "startsTurn":
+			out.Values[i] = ec._ClockEntry_startsTurn(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lastTaken":
+			out.Values[i] = ec._ClockEntry_lastTaken(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "due":
+			out.Values[i] = ec._ClockEntry_due(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "next":
+			out.Values[i] = ec._ClockEntry_next(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var eventImplementors = []string{"Event"}
 
 func (ec *executionContext) _Event(ctx context.Context, sel ast.SelectionSet, obj *ledger.Event) graphql.Marshaler {
@@ -15690,6 +16306,12 @@ func (ec *executionContext) _Hold(ctx context.Context, sel ast.SelectionSet, obj
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Hold_response(ctx, field, obj)
+				})
+		case "skipRefusal":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Hold_skipRefusal(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -16587,6 +17209,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_auth(ctx, field)
 				})
+		case "viewer":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_viewer(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -17278,6 +17906,49 @@ func (ec *executionContext) _TurnsDefinition(ctx context.Context, sel ast.Select
 	return out
 }
 
+var viewerImplementors = []string{"Viewer"}
+
+func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, obj *model.Viewer) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, viewerImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Viewer")
+		case "id":
+			out.Values[i] = ec._Viewer_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "dev":
+			out.Values[i] = ec._Viewer_dev(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "policies":
+			out.Values[i] = ec._Viewer_policies(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var __DirectiveImplementors = []string{"__Directive"}
 
 func (ec *executionContext) ___Directive(ctx context.Context, sel ast.SelectionSet, obj *introspection.Directive) graphql.Marshaler {
@@ -17893,6 +18564,26 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 		graphql.AddInvalidNullFromMarshaler(ctx, "Boolean!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNClockEntry2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐClockEntry(ctx context.Context, sel ast.SelectionSet, v model.ClockEntry) graphql.Marshaler {
+	return ec._ClockEntry(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNClockEntry2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐClockEntryᚄ(ctx context.Context, sel ast.SelectionSet, v []model.ClockEntry) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNClockEntry2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐClockEntry(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalNEvent2githubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEvent(ctx context.Context, sel ast.SelectionSet, v ledger.Event) graphql.Marshaler {
@@ -18604,6 +19295,14 @@ func (ec *executionContext) marshalNUUID2ᚕgithubᚗcomᚋgoogleᚋuuidᚐUUID�
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalNViewer2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐViewer(ctx context.Context, sel ast.SelectionSet, v *model.Viewer) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Viewer!")
+		return graphql.Null
+	}
+	return ec._Viewer(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {

@@ -138,7 +138,7 @@ func (r *actionSessionResolver) Origin(ctx context.Context, obj *session.Session
 
 // Running is the resolver for the running field.
 func (r *actionSessionResolver) Running(ctx context.Context, obj *session.Session) (bool, error) {
-	return obj.Running(r.Clock.Now()), nil
+	return obj.Running(r.Resolver.Clock.Now()), nil
 }
 
 // Turns is the resolver for the turns field.
@@ -188,6 +188,11 @@ func (r *actionSessionResolver) Approvals(ctx context.Context, obj *session.Sess
 // Holds is the resolver for the holds field.
 func (r *actionSessionResolver) Holds(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error) {
 	return r.interrupts(ctx, obj, session.InterruptHold, status)
+}
+
+// Clock is the resolver for the clock field.
+func (r *actionSessionResolver) Clock(ctx context.Context, obj *session.Session) ([]model.ClockEntry, error) {
+	return r.Resolver.sessionClock(ctx, obj)
 }
 
 // Kind is the resolver for the kind field.
@@ -524,6 +529,19 @@ func (r *holdResolver) Response(ctx context.Context, obj *session.Interrupt) (*m
 	return r.Resolver.interruptResponse(ctx, obj)
 }
 
+// SkipRefusal is the resolver for the skipRefusal field.
+func (r *holdResolver) SkipRefusal(ctx context.Context, obj *session.Interrupt) (*string, error) {
+	if obj.Kind != session.InterruptHold {
+		return nil, nil
+	}
+	t, err := r.turn(ctx, obj.SID, obj.Turn)
+	if err != nil || t == nil || !t.Resumed {
+		return nil, err
+	}
+	why := session.SkipRefusal(obj.Turn)
+	return &why, nil
+}
+
 // InterruptID is the resolver for the interruptId field.
 func (r *inboxItemResolver) InterruptID(ctx context.Context, obj *session.InboxItem) (string, error) {
 	return obj.ID.String(), nil
@@ -706,6 +724,16 @@ func (r *queryResolver) Ledger(ctx context.Context) (*model.LedgerQuery, error) 
 // Auth is the resolver for the auth field.
 func (r *queryResolver) Auth(ctx context.Context) (*model.AuthQuery, error) {
 	return &model.AuthQuery{}, nil
+}
+
+// Viewer is the resolver for the viewer field.
+func (r *queryResolver) Viewer(ctx context.Context) (*model.Viewer, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v := principalModel(p)
+	return &model.Viewer{ID: p.ID, Dev: p.Dev, Policies: v.Policies}, nil
 }
 
 // LedgerEvents is the resolver for the ledgerEvents field.

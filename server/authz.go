@@ -78,6 +78,7 @@ var fieldRules = map[string]rule{
 	"ActionsQuery.inbox":          {},
 	"Query.ledger":                {},
 	"Query.auth":                  {},
+	"Query.viewer":                {},
 	"Mutation.actions":            {},
 	"Mutation.ledger":             {},
 	"Mutation.auth":               {},
@@ -200,7 +201,7 @@ var sessionFields = map[string]bool{
 }
 
 var sessionDenied = map[string]bool{
-	"Query.ledger": true, "Query.auth": true,
+	"Query.ledger": true, "Query.auth": true, "Query.viewer": true,
 	"ActionsQuery.actions":         true,
 	"ActionsQuery.inbox":           true,
 	"ActionSession.action":         true,

@@ -83,7 +83,8 @@ type serveCmd struct {
 	Workers       int           `env:"WORKERS" default:"4" help:"Concurrent turns in this process."`
 	Lease         time.Duration `env:"TURN_LEASE" default:"30s" help:"How long a claimed turn stays leased without a heartbeat."`
 	Introspection bool          `env:"INTROSPECTION" default:"true" negatable:"" help:"Answer GraphQL introspection queries."`
-	GraphiQL      bool          `env:"GRAPHIQL" name:"graphiql" default:"true" negatable:"" help:"Serve the GraphiQL page at /graphiql and /."`
+	GraphiQL      bool          `env:"GRAPHIQL" name:"graphiql" default:"true" negatable:"" help:"Serve the GraphiQL page at /graphiql."`
+	Console       bool          `env:"CONSOLE" name:"console" default:"true" negatable:"" help:"Serve the web console at /console/ (/ redirects there)."`
 	HTTPAllow     []string      `env:"HTTP_ALLOW" name:"http-allow" sep:"," help:"Addresses or CIDR prefixes the http kind may send turns to besides public addresses (loopback, link-local and private ones are refused otherwise)."`
 	HTTP          httpLimits    `embed:"" prefix:"http-"`
 	MaxMutations  int           `env:"MAX_MUTATION_FIELDS" name:"max-mutation-fields" default:"${max_mutation_fields}" help:"Mutation fields (writes) one GraphQL request may select."`
@@ -136,7 +137,7 @@ func run(args []string, stdio cli.IO) int {
 
 func (c *serveCmd) Run(ctx context.Context, log *slog.Logger) error {
 	return runApp(ctx, server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease,
-		DisableIntrospection: !c.Introspection, DisableGraphiQL: !c.GraphiQL, Auth: c.Auth == "on", AdminToken: c.AdminToken,
+		DisableIntrospection: !c.Introspection, DisableGraphiQL: !c.GraphiQL, DisableConsole: !c.Console, Auth: c.Auth == "on", AdminToken: c.AdminToken,
 		Providers: provider.FromEnv(os.Getenv), HTTPAllow: c.HTTPAllow,
 		Limits: server.Limits{ReadHeaderTimeout: c.HTTP.ReadHeaderTimeout, ReadTimeout: c.HTTP.ReadTimeout,
 			IdleTimeout: c.HTTP.IdleTimeout, RequestTimeout: c.HTTP.RequestTimeout, MaxConns: c.HTTP.MaxConns,
