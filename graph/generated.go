@@ -232,6 +232,7 @@ type ComplexityRoot struct {
 		ID         func(childComplexity int) int
 		Position   func(childComplexity int) int
 		Record     func(childComplexity int) int
+		Sessions   func(childComplexity int) int
 		Type       func(childComplexity int) int
 	}
 
@@ -357,10 +358,11 @@ type ComplexityRoot struct {
 	}
 
 	LedgerQuery struct {
-		Event  func(childComplexity int, id uuid.UUID) int
-		Events func(childComplexity int, first *int, after *string, typeArg *string) int
-		Value  func(childComplexity int, namespace string, key string) int
-		Values func(childComplexity int, namespace string, first *int, after *string) int
+		Event        func(childComplexity int, id uuid.UUID) int
+		Events       func(childComplexity int, first *int, after *string, typeArg *string) int
+		RecentEvents func(childComplexity int, last *int, before *string, typeArg *string) int
+		Value        func(childComplexity int, namespace string, key string) int
+		Values       func(childComplexity int, namespace string, first *int, after *string) int
 	}
 
 	Mutation struct {
@@ -597,6 +599,7 @@ type AuthQueryResolver interface {
 type EventResolver interface {
 	Position(ctx context.Context, obj *ledger.Event) (string, error)
 	Record(ctx context.Context, obj *ledger.Event) (ledger.Record, error)
+	Sessions(ctx context.Context, obj *ledger.Event) ([]session.Session, error)
 }
 type ExecutionResolver interface {
 	Status(ctx context.Context, obj *turns.Execution) (model.ExecutionStatus, error)
@@ -646,6 +649,7 @@ type LedgerMutationResolver interface {
 }
 type LedgerQueryResolver interface {
 	Events(ctx context.Context, obj *model.LedgerQuery, first *int, after *string, typeArg *string) (*model.EventConnection, error)
+	RecentEvents(ctx context.Context, obj *model.LedgerQuery, last *int, before *string, typeArg *string) (*model.EventConnection, error)
 	Event(ctx context.Context, obj *model.LedgerQuery, id uuid.UUID) (*ledger.Event, error)
 	Value(ctx context.Context, obj *model.LedgerQuery, namespace string, key string) (*ledger.KVValue, error)
 	Values(ctx context.Context, obj *model.LedgerQuery, namespace string, first *int, after *string) (*model.KVValueConnection, error)
@@ -1477,6 +1481,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Event.Record(childComplexity), true
+	case "Event.sessions":
+		if e.ComplexityRoot.Event.Sessions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Event.Sessions(childComplexity), true
 	case "Event.eventType":
 		if e.ComplexityRoot.Event.Type == nil {
 			break
@@ -1997,6 +2007,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.LedgerQuery.Events(childComplexity, args["first"].(*int), args["after"].(*string), args["type"].(*string)), true
+	case "LedgerQuery.recentEvents":
+		if e.ComplexityRoot.LedgerQuery.RecentEvents == nil {
+			break
+		}
+
+		args, err := ec.field_LedgerQuery_recentEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.LedgerQuery.RecentEvents(childComplexity, args["last"].(*int), args["before"].(*string), args["type"].(*string)), true
 	case "LedgerQuery.value":
 		if e.ComplexityRoot.LedgerQuery.Value == nil {
 			break
@@ -2794,6 +2815,13 @@ type PageInfo {
 type LedgerQuery {
   "Events in commit order (ascending position), optionally of one type. first: 1-500, default 100."
   events(first: Int, after: String, type: String): EventConnection!
+  """
+  The newest events, newest first (descending position): the ` + "`" + `last` + "`" + ` ones
+  (1-500, default 100) before position ` + "`" + `before` + "`" + ` (from the newest when
+  omitted), optionally of one type. pageInfo.endCursor is the oldest
+  position listed: pass it as ` + "`" + `before` + "`" + ` for older events.
+  """
+  recentEvents(last: Int, before: String, type: String): EventConnection!
   event(id: UUID!): Event
   "The current record under namespace and key, or null."
   value(namespace: String!, key: String!): KVValue
@@ -2827,6 +2855,11 @@ type Event {
   position: String!
   "The record the event wrote, as that write left it; null for plain events."
   record: Record
+  """
+  The sessions the event reached: those it was delivered to as an input and
+  those it started (their origin), of the actions the caller may READ.
+  """
+  sessions: [ActionSession!]!
 }
 
 union Record = KVValue
@@ -3965,6 +3998,8 @@ func (ec *executionContext) childFields_Event(ctx context.Context, field graphql
 		return ec.fieldContext_Event_position(ctx, field)
 	case "record":
 		return ec.fieldContext_Event_record(ctx, field)
+	case "sessions":
+		return ec.fieldContext_Event_sessions(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Event", field.Name)
 }
@@ -4215,6 +4250,8 @@ func (ec *executionContext) childFields_LedgerQuery(ctx context.Context, field g
 	switch field.Name {
 	case "events":
 		return ec.fieldContext_LedgerQuery_events(ctx, field)
+	case "recentEvents":
+		return ec.fieldContext_LedgerQuery_recentEvents(ctx, field)
 	case "event":
 		return ec.fieldContext_LedgerQuery_event(ctx, field)
 	case "value":
@@ -5176,6 +5213,36 @@ func (ec *executionContext) field_LedgerQuery_events_args(ctx context.Context, r
 		return nil, err
 	}
 	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "type",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["type"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_LedgerQuery_recentEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg1
 	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "type",
 		func(ctx context.Context, v any) (*string, error) {
 			return ec.unmarshalOString2ᚖstring(ctx, v)
@@ -8636,6 +8703,38 @@ func (ec *executionContext) fieldContext_Event_record(_ context.Context, field g
 	return graphql.NewScalarFieldContext("Event", field, true, true, "Record")
 }
 
+func (ec *executionContext) _Event_sessions(ctx context.Context, field graphql.CollectedField, obj *ledger.Event) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Event_sessions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Event().Sessions(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []session.Session) graphql.Marshaler {
+			return ec.marshalNActionSession2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSessionᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Event_sessions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Event",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSession(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _EventConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.EventConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10740,6 +10839,50 @@ func (ec *executionContext) fieldContext_LedgerQuery_events(ctx context.Context,
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_LedgerQuery_events_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _LedgerQuery_recentEvents(ctx context.Context, field graphql.CollectedField, obj *model.LedgerQuery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LedgerQuery_recentEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.LedgerQuery().RecentEvents(ctx, obj, fc.Args["last"].(*int), fc.Args["before"].(*string), fc.Args["type"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.EventConnection) graphql.Marshaler {
+			return ec.marshalNEventConnection2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐEventConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LedgerQuery_recentEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "LedgerQuery",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_EventConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_LedgerQuery_recentEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -16011,6 +16154,12 @@ func (ec *executionContext) _Event(ctx context.Context, sel ast.SelectionSet, ob
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Event_record(ctx, field, obj)
 				})
+		case "sessions":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Event_sessions(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -16869,6 +17018,12 @@ func (ec *executionContext) _LedgerQuery(ctx context.Context, sel ast.SelectionS
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._LedgerQuery_events(ctx, field, obj)
+				})
+		case "recentEvents":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._LedgerQuery_recentEvents(ctx, field, obj)
 				})
 		case "event":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,

@@ -451,6 +451,22 @@ func (r *eventResolver) Record(ctx context.Context, obj *ledger.Event) (ledger.R
 	return nil, nil
 }
 
+// Sessions is the resolver for the sessions field.
+func (r *eventResolver) Sessions(ctx context.Context, obj *ledger.Event) ([]session.Session, error) {
+	all, err := r.reached(ctx, obj.ID)
+	if err != nil {
+		return nil, err
+	}
+	p, _ := auth.From(ctx)
+	out := make([]session.Session, 0, len(all))
+	for _, s := range all {
+		if p.Allows(auth.Read, auth.ActionResource(s.ActionID)) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
 // Status is the resolver for the status field.
 func (r *executionResolver) Status(ctx context.Context, obj *turns.Execution) (model.ExecutionStatus, error) {
 	return model.ExecutionStatus(obj.Status), nil
@@ -673,6 +689,31 @@ func (r *ledgerQueryResolver) Events(ctx context.Context, obj *model.LedgerQuery
 		info.EndCursor = cursorInt("position", pos) // an empty page keeps the place to poll from
 	}
 	return &model.EventConnection{Nodes: list, PageInfo: info}, nil
+}
+
+// RecentEvents is the resolver for the recentEvents field.
+func (r *ledgerQueryResolver) RecentEvents(ctx context.Context, obj *model.LedgerQuery, last *int, before *string, typeArg *string) (*model.EventConnection, error) {
+	n := DefaultPage
+	if last != nil {
+		if *last < 1 || *last > MaxPage {
+			return nil, fault.New(fault.BadInput, "last", "last is 1-%d", MaxPage)
+		}
+		n = *last
+	}
+	pos, err := positionArg(before)
+	if err != nil {
+		return nil, err
+	}
+	list, err := r.LedgerStore.Recent(ctx, pos, n+1, deref(typeArg))
+	if err != nil {
+		return nil, err
+	}
+	list, more := trim(list, n)
+	var end *string
+	if len(list) > 0 {
+		end = cursor("position", strconv.FormatInt(list[len(list)-1].Position, 10))
+	}
+	return &model.EventConnection{Nodes: list, PageInfo: pageInfo(more, end)}, nil
 }
 
 // Event is the resolver for the event field.

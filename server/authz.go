@@ -84,6 +84,7 @@ var fieldRules = map[string]rule{
 	"Mutation.auth":               {},
 
 	"LedgerQuery.events":         fixed(auth.Read, auth.LedgerPrefix),
+	"LedgerQuery.recentEvents":   fixed(auth.Read, auth.LedgerPrefix),
 	"LedgerQuery.event":          fixed(auth.Read, auth.LedgerPrefix),
 	"LedgerQuery.value":          namespaceArg(auth.Read),
 	"LedgerQuery.values":         namespaceArg(auth.Read),
@@ -205,6 +206,7 @@ var sessionDenied = map[string]bool{
 	"ActionsQuery.actions":         true,
 	"ActionsQuery.inbox":           true,
 	"ActionSession.action":         true,
+	"Event.sessions":               true,
 	"ActionSessionTurn.execution":  true,
 	"ActionSessionInput.execution": true,
 	"ActionSessionInput.caller":    true,
