@@ -1,13 +1,19 @@
 package server_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/actionsledger/actionsledger/console"
 	"github.com/actionsledger/actionsledger/server"
 )
 
@@ -119,4 +125,46 @@ func TestConsoleRoutes(t *testing.T) {
 		status, _, _ = noFollow(t, none.URL+"/")
 		require.Equal(t, http.StatusNotFound, status, "/ with neither front end")
 	})
+}
+
+// consoleAdmin is the ADMIN_TOKEN of the browser test's server.
+const consoleAdmin = "console-admin-token-0123456789abcdef-0123"
+
+// Issue 13: the console in headless Chromium against the real server with
+// AUTH=on: sign-in, the live inbox and badge, approving from the inbox
+// while the session page follows live, a replacement input checked against
+// the tool's inputSchema, retrying a held turn, closing a session, a second
+// browser's decision removing the row, a responder shown only what its
+// token allows, keyboard-only answering, deep links, and no request to any
+// other origin (console/tests/console.page.mjs, which sets up a scripted
+// agent with a gated tool through the API). With CONSOLE_SCREENSHOTS set
+// to a folder (make screenshots), it leaves PNGs of every screen there.
+func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
+	chromium := os.Getenv("CHROMIUM")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+	_, err := os.Stat(chromium)
+	requireWeb(t, err == nil, chromium+" is missing: apt-get install chromium (.ci/run does)")
+	node, err := exec.LookPath("node")
+	requireWeb(t, err == nil, "node is missing: install Node.js and npm (see README)")
+	requireWeb(t, console.Built(console.Console()), "the console's assets are not built into this test binary: run make build (or make test)")
+	web := filepath.Join("..", "console")
+	_, err = os.Stat(filepath.Join(web, "node_modules", "playwright-core"))
+	requireWeb(t, err == nil, "console/node_modules has no playwright-core: run make build (npm ci)")
+
+	e := newLiveEnv(t, server.Config{Auth: true, AdminToken: consoleAdmin})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	args := []string{filepath.Join("tests", "console.page.mjs"), e.srv.URL}
+	if dir := os.Getenv("CONSOLE_SCREENSHOTS"); dir != "" {
+		args = append(args, dir)
+	}
+	cmd := exec.CommandContext(ctx, node, args...)
+	cmd.Dir = web
+	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium, "ADMIN_TOKEN="+consoleAdmin)
+	out, err := cmd.CombinedOutput()
+	t.Logf("console/tests/console.page.mjs:\n%s", out)
+	require.NoError(t, err, "the page test failed (its output is above)")
 }
