@@ -131,6 +131,9 @@ async function raise(acct, suspicious = false) {
   await until(`session ${acct} to wait`, () => session(acct), (s) => s?.status === 'WAITING' && !s.running);
 }
 
+/** A session that went on: OPEN again once its newest turn (after the first) committed. */
+const wentOn = (s) => s.status === 'OPEN' && !s.running && s.turns.nodes[0]?.number > 1 && s.turns.nodes[0].status === 'COMPLETED' && s;
+
 const session = async (acct) =>
   (await gql(`query($a: UUID!, $s: String!) { actions { action(id: $a) { session(id: $s) {
       status running state turns(first: 1) { nodes { number status } } } } } }`, { a: agentId, s: acct })).actions.action.session;
@@ -244,10 +247,11 @@ try {
 
   // Approve from the inbox; the session page, open in a second tab, goes on live.
   phase = 'approve';
-  const follow = watch(await one.newPage(), 'admin tab 2');
-  await follow.goto(`${base}/console/sessions/${agentId}/acct-a1`);
+  // A tab the console opens gets a copy of its sessionStorage, so the token.
+  const [opened] = await Promise.all([one.waitForEvent('page'), page.evaluate((u) => window.open(u), `${base}/console/sessions/${agentId}/acct-a1`)]);
+  const follow = watch(opened, 'admin tab 2');
   await follow.getByRole('heading', { name: /Session acct-a1/ }).waitFor();
-  await follow.locator('.screen-head .status', { hasText: 'WAITING' }).waitFor();
+  await follow.locator('.title-line .status', { hasText: 'WAITING' }).waitFor();
   await follow.evaluate(() => (window.__noReload = true));
   check(true, 'the session page shows acct-a1 WAITING');
   await shot(follow, 'session-waiting');
@@ -257,7 +261,7 @@ try {
   await a1.waitFor({ state: 'detached' });
   await page.getByText(/Approved the call of freeze_account in session acct-a1/).waitFor();
   check(true, 'approving removes the row with a notice');
-  await follow.locator('.screen-head .status', { hasText: 'OPEN' }).waitFor();
+  await follow.locator('.title-line .status', { hasText: 'OPEN' }).waitFor();
   await follow.locator('[data-turn="2"] .msg-answer', { hasText: 'APPROVE by admin' }).waitFor();
   await follow.locator('[data-turn="2"] .msg-tool', { hasText: 'frozen' }).waitFor();
   check(await follow.evaluate(() => window.__noReload === true), 'the session page went on live: OPEN, turn 2 shows the approval and the tool result');
@@ -283,7 +287,7 @@ try {
   await a3.getByText("Matches the tool's input schema.").waitFor();
   await a3.getByRole('button', { name: 'Approve with this input' }).click();
   await a3.waitFor({ state: 'detached' });
-  const s3 = await until('acct-a3 to go on', () => session('acct-a3'), (s) => s.status === 'OPEN' && s);
+  const s3 = await until('acct-a3 to go on', () => session('acct-a3'), wentOn);
   check(s3.state?.frozen === true, 'the replacement input was approved and the session went on');
 
   // Retry a held turn with a note.
@@ -292,7 +296,7 @@ try {
   await a2.getByLabel(/Note/).fill('The transfer was reviewed by the fraud desk.');
   await a2.getByRole('button', { name: 'Retry the turn' }).click();
   await a2.waitFor({ state: 'detached' });
-  const s2 = await until('acct-a2 to go on', () => session('acct-a2'), (s) => s.status === 'OPEN' && s);
+  const s2 = await until('acct-a2 to go on', () => session('acct-a2'), wentOn);
   check(s2.state?.reviewed === true, 'retrying the held turn with a note let the session go on');
 
   // A second browser (the responder carol) answers; the row leaves the first with a notice.
@@ -340,7 +344,7 @@ try {
   await row(page, 'acct-a6').waitFor({ state: 'detached' });
   const after = await page.evaluate(() => document.activeElement?.tagName ?? 'none');
   check(after !== 'BODY', 'the answer was sent with Enter, and focus stays on the page, not lost to <body>', after);
-  await until('acct-a6 to go on', () => session('acct-a6'), (s) => s.status === 'OPEN');
+  await until('acct-a6 to go on', () => session('acct-a6'), wentOn);
 
   // Close a session with a reason.
   phase = 'close';
@@ -351,7 +355,7 @@ try {
   check(true, 'closing without a reason is refused in the page');
   await page.getByLabel(/Reason for closing/).fill('Account closed by the owner.');
   await page.getByRole('button', { name: 'Close session', exact: true }).click();
-  await page.locator('.screen-head .status', { hasText: 'CANCELLED' }).waitFor();
+  await page.locator('.title-line .status', { hasText: 'CANCELLED' }).waitFor();
   check((await session('acct-a4')).status === 'CANCELLED', 'the session is closed (CANCELLED), and the page shows it');
   await page.goto(`${base}/console/`);
   await page.waitForFunction(() => document.querySelector('[data-testid="inbox-badge"]')?.textContent === '0');
@@ -386,8 +390,8 @@ try {
   check(await page.getByRole('link', { name: 'acct-a4' }).isVisible(), 'filtering by status keeps the closed one');
   await shot(page, 'sessions');
   await page.goto(`${base}/console/actions`);
-  await page.getByRole('link', { name: 'agent-monitor' }).waitFor();
-  check(await page.getByRole('link', { name: 'freeze-account' }).isVisible(), 'the actions are listed');
+  await page.getByRole('link', { name: 'agent-monitor', exact: true }).waitFor();
+  check(await page.getByRole('link', { name: 'freeze-account', exact: true }).isVisible(), 'the actions are listed');
   await shot(page, 'actions');
   await gql(`mutation($id: UUID!, $in: ActionInput!) { actions { updateAction(id: $id, input: $in) { version } } }`, {
     id: toolId,
@@ -430,12 +434,16 @@ try {
 } catch (err) {
   console.error(`FAIL (${phase}) ${err.message}`);
   process.exitCode = 1;
-  if (page && shots) {
+  if (shots) {
     mkdirSync(shots, { recursive: true });
-    await page.screenshot({ path: join(shots, 'failed.png'), fullPage: true }).then(
-      () => console.error(`screenshot of the failure: ${join(shots, 'failed.png')}`),
-      () => {},
-    );
+    const open = [...(one?.pages() ?? []), ...(two?.pages() ?? [])];
+    for (const [i, p] of open.entries()) {
+      const file = join(shots, `failed-${i}.png`);
+      await p.screenshot({ path: file, fullPage: true }).then(
+        () => console.error(`screenshot of the failure: ${file} (${p.url()})`),
+        () => {},
+      );
+    }
   }
   if (problems.length) console.error(problems.join('\n'));
 } finally {

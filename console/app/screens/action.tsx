@@ -96,7 +96,7 @@ export function ActionScreen() {
 
   return (
     <>
-      <div className="screen-head">
+      <div className="title-line">
         <h1>{current?.definition.name ?? a.id}</h1>
         <Status value={a.status} />
       </div>

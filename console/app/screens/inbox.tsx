@@ -76,9 +76,11 @@ export function InboxScreen() {
   }, [load]);
 
   // Moves focus out of a row that is about to go, so keyboard users keep their place.
+  // (A button disabled while its answer is sent drops focus to <body>.)
   const leave = useCallback((interruptId: string) => {
     const row = document.getElementById(`row-${interruptId}`);
-    if (row && row.contains(document.activeElement)) {
+    const active = document.activeElement;
+    if (row && (row.contains(active) || active === document.body || active === null)) {
       const next = (row.nextElementSibling ?? row.previousElementSibling) as HTMLElement | null;
       const target = next?.querySelector<HTMLElement>('h2 a') ?? heading.current;
       target?.focus();

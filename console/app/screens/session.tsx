@@ -210,7 +210,7 @@ export function SessionScreen() {
 
   return (
     <>
-      <div className="screen-head">
+      <div className="title-line">
         <h1>
           Session <span className="mono">{s.id}</span>
         </h1>
@@ -459,7 +459,7 @@ function CloseSession({ actionId, sessionId, onClosed }: { actionId: string; ses
   return (
     <form className="close" onSubmit={submit} aria-label="Close the session">
       <label htmlFor="close-reason">Reason for closing (recorded; the session takes no more inputs)</label>
-      <textarea id="close-reason" ref={field} rows={2} value={reason} onChange={(e) => setReason(e.target.value)} disabled={busy} required />
+      <textarea id="close-reason" ref={field} rows={2} value={reason} onChange={(e) => setReason(e.target.value)} disabled={busy} aria-required="true" />
       <div className="buttons">
         <button type="submit" className="danger" disabled={busy}>
           Close session
