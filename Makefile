@@ -33,7 +33,7 @@ GO ?= go
 BIN := bin/actionsledger
 FUZZTIME ?= 30s
 
-.PHONY: build run migrate test fuzz demo bench bench-live chaos generate lint pg-stop web
+.PHONY: build run migrate test fuzz demo bench bench-live chaos generate lint pg-stop web screenshots
 
 # The web front ends (console/: GraphiQL and the console) are an npm project
 # built by Vite into console/dist/graphiql and console/dist/console, which
@@ -80,6 +80,15 @@ test: $(WEB_BUILT)
 	scripts/npm.sh run check
 	url=$${TEST_DATABASE_URL:-$$(scripts/pg.sh postgres)}; \
 	TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 -timeout 30m ./...
+
+# The console's browser test, leaving PNGs of each screen (1280 px and a
+# phone width) in console/test-results/screenshots/ (docs/console.md).
+SHOTS := $(CURDIR)/$(WEB)/test-results/screenshots
+screenshots: $(WEB_BUILT)
+	rm -rf $(SHOTS)
+	url=$${TEST_DATABASE_URL:-$$(scripts/pg.sh postgres)}; \
+	CI=1 CONSOLE_SCREENSHOTS="$(SHOTS)" TEST_DATABASE_URL="$$url" $(GO) test -count=1 -run '^TestConsoleInBrowser$$' ./server
+	@echo "screenshots in $(SHOTS)"
 
 # Some targets (server's) need PostgreSQL, so the URL comes as for test.
 fuzz:

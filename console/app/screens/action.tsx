@@ -81,8 +81,12 @@ export function ActionScreen() {
   const byNumber = (n: number) => a?.versions.find((v) => v.version === n);
   const l = byNumber(left);
   const r = byNumber(right);
-  const rows = useMemo(() => (l && r ? sideBySide(shown(l.definition), shown(r.definition)) : []), [l, r]);
-  const changed = rows.some((x) => x.left?.change !== 'same' || x.right?.change !== 'same');
+  const rows = useMemo(() => (l && r ? sideBySide(shown({ ...l.definition, source: null }), shown({ ...r.definition, source: null })) : []), [l, r]);
+  const sourceRows = useMemo(
+    () => (l && r && (l.definition.source || r.definition.source) ? sideBySide(String(l.definition.source ?? ''), String(r.definition.source ?? '')) : []),
+    [l, r],
+  );
+  const changed = [...rows, ...sourceRows].some((x) => x.left?.change !== 'same' || x.right?.change !== 'same');
 
   if (q.error && !q.data) return <Problem error={q.error} what="The action could not be read" />;
   if (!q.data) return <Loading what="the action" />;
@@ -146,6 +150,23 @@ export function ActionScreen() {
                 </div>
               ))}
             </div>
+            {sourceRows.length ? (
+              <>
+                <h3 className="diff-title">Source</h3>
+                <div className="diff" role="table" aria-label={`The source of version ${l.version} and version ${r.version} side by side`}>
+                  <div role="row" className="diff-head">
+                    <span role="columnheader">Version {l.version}</span>
+                    <span role="columnheader">Version {r.version}</span>
+                  </div>
+                  {sourceRows.map((row, i) => (
+                    <div role="row" key={i} className="diff-row">
+                      <DiffCell side={row.left} />
+                      <DiffCell side={row.right} />
+                    </div>
+                  ))}
+                </div>
+              </>
+            ) : null}
           </>
         ) : (
           <p className="problem">No such version.</p>
