@@ -148,7 +148,9 @@ func TestViewerAndReachedUnderAuth(t *testing.T) {
 	reached := `{ ledger { recentEvents(type: "account.inserted") { nodes { sessions { id } } } } }`
 	var out struct {
 		Ledger struct {
-			RecentEvents struct{ Nodes []struct{ Sessions []struct{ ID string } } }
+			RecentEvents struct {
+				Nodes []struct{ Sessions []struct{ ID string } }
+			}
 		}
 	}
 	require.NoError(t, json.Unmarshal(e.allowed(t, both, reached, nil).Data, &out))
