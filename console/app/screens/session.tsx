@@ -572,6 +572,16 @@ function TurnView({ t, actionId, sessionId, now, live, focus }: { t: Turn; actio
   );
 }
 
+/** A tool result's text as the JSON it holds, when it holds JSON. */
+function parsed(v: unknown): unknown {
+  if (typeof v !== 'string') return v;
+  try {
+    return JSON.parse(v);
+  } catch {
+    return v;
+  }
+}
+
 function MessageView({ m, actionId, sessionId }: { m: Message; actionId: string; sessionId: string }) {
   switch (m.type) {
     case 'user':
@@ -609,7 +619,7 @@ function MessageView({ m, actionId, sessionId }: { m: Message; actionId: string;
           {m.result ? (
             <>
               <span className="who-label">{m.result.error ? 'Error' : 'Result'}</span>
-              <Json value={m.result.content} label="Tool result" />
+              <Json value={parsed(m.result.content)} label="Tool result" />
             </>
           ) : null}
         </div>
