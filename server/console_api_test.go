@@ -159,3 +159,82 @@ func TestViewerAndReachedUnderAuth(t *testing.T) {
 	require.NoError(t, json.Unmarshal(e.allowed(t, reader, reached, nil).Data, &out))
 	require.Empty(t, out.Ledger.RecentEvents.Nodes[0].Sessions, "a session of an action the caller may not read is left out")
 }
+
+// Issue 13, H4: Hold.skipRefusal is null for a held turn that may be
+// skipped and says why for one that resumed from approval responses, which
+// respondToSession refuses to skip with SKIP_NOT_ALLOWED, so the console
+// can disable Skip with the reason before anyone tries.
+func TestHoldSkipRefusal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tool, agent := uuid.NewString(), uuid.NewString()
+	e.ok(t, createActionOp, map[string]any{"id": tool, "input": freezeTool()}, nil)
+	e.ok(t, createActionOp, map[string]any{"id": agent, "input": map[string]any{
+		"name": "resumes-then-refuses", "kind": "agent",
+		"config": map[string]any{"provider": "scripted", "system": "s",
+			"tools": []any{map[string]any{"action": tool, "approval": "REQUIRED"}},
+			"script": []any{
+				map[string]any{"step": 0, "when": "plain-refusal", "refusal": map[string]any{"category": "c", "explanation": "not now"}},
+				map[string]any{"step": 0, "toolCalls": []any{map[string]any{"name": "freeze_account", "input": map[string]any{"account_id": "a"}}}},
+				map[string]any{"step": 1, "refusal": map[string]any{"category": "c", "explanation": "changed my mind"}},
+			}},
+		"triggers": []any{
+			map[string]any{"name": "opened", "event": `event.type == "account.inserted"`,
+				"session": map[string]any{"start": map[string]any{"input": map[string]any{"account_id": "string(event.data.account_id)"}}}},
+			map[string]any{"name": "entry", "event": `event.type == "entry.inserted"`,
+				"session": map[string]any{"resume": map[string]any{"id": "string(event.data.account_id)"}}},
+		},
+		"session": map[string]any{"id": "string(session.input.account_id)", "turns": map[string]any{"on": []any{"entry"}}},
+	}}, nil)
+
+	type item struct {
+		InterruptID string
+		Kind        string
+		Session     struct{ ID string }
+		Hold        *struct {
+			Turn        int
+			SkipRefusal *string
+		}
+	}
+	inbox := func() []item {
+		var out struct{ Actions struct{ Inbox struct{ Nodes []item } } }
+		e.ok(t, `{ actions { inbox { nodes { interruptId kind session { id } hold { turn skipRefusal } } } } }`, nil, &out)
+		return out.Actions.Inbox.Nodes
+	}
+	find := func(kind, sid string) *item {
+		for _, it := range inbox() {
+			if it.Kind == kind && it.Session.ID == sid {
+				return &it
+			}
+		}
+		return nil
+	}
+	for _, acct := range []string{"plain", "resumed"} {
+		e.put(t, "account", acct, map[string]any{"account_id": acct}, "")
+		note := "ordinary"
+		if acct == "plain" {
+			note = "plain-refusal"
+		}
+		e.put(t, "entry", acct, map[string]any{"account_id": acct, "note": note}, "")
+	}
+	var plain, approval *item
+	poll(t, "the plain hold and the approval", func() bool {
+		plain, approval = find("HOLD", "plain"), find("APPROVAL", "resumed")
+		return plain != nil && approval != nil
+	})
+	require.Nil(t, plain.Hold.SkipRefusal, "a plain held turn may be skipped")
+
+	respond := `mutation($a: UUID!, $s: String!, $i: String!, $r: SessionResponseInput!) { actions {
+		respondToSession(actionId: $a, id: $s, interruptId: $i, response: $r) { identity } } }`
+	e.ok(t, respond, map[string]any{"a": agent, "s": "resumed", "i": approval.InterruptID,
+		"r": map[string]any{"approval": map[string]any{"decision": "APPROVE"}}}, nil)
+	var held *item
+	poll(t, "the resumed turn to be held", func() bool { held = find("HOLD", "resumed"); return held != nil })
+	require.Equal(t, 2, held.Hold.Turn)
+	require.NotNil(t, held.Hold.SkipRefusal)
+	require.Contains(t, *held.Hold.SkipRefusal, "turn 2 resumed from approval responses")
+	r := e.do(t, respond, map[string]any{"a": agent, "s": "resumed", "i": held.InterruptID,
+		"r": map[string]any{"hold": map[string]any{"decision": "SKIP"}}})
+	ge := requireError(t, r, "SKIP_NOT_ALLOWED", "response.hold.decision")
+	require.Contains(t, ge.Message, *held.Hold.SkipRefusal, "the refusal says what skipRefusal said")
+}
