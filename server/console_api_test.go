@@ -197,7 +197,9 @@ func TestHoldSkipRefusal(t *testing.T) {
 		}
 	}
 	inbox := func() []item {
-		var out struct{ Actions struct{ Inbox struct{ Nodes []item } } }
+		var out struct {
+			Actions struct{ Inbox struct{ Nodes []item } }
+		}
 		e.ok(t, `{ actions { inbox { nodes { interruptId kind session { id } hold { turn skipRefusal } } } } }`, nil, &out)
 		return out.Actions.Inbox.Nodes
 	}
