@@ -26,6 +26,8 @@ const verb: Record<Answered['decision'], string> = {
   SKIP: 'Skipped',
 };
 
+const cap = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+
 function what(item: InboxItem): string {
   return item.kind === 'APPROVAL' ? `the call of ${item.approval?.tool ?? 'a tool'}` : `the hold of turn ${item.hold?.turn ?? '?'}`;
 }
@@ -125,7 +127,7 @@ export function InboxScreen() {
       <>
         {u.kind === 'ANSWERED' && resp
           ? `${resp.responder} answered ${what(it)} in session ${it.session.id} elsewhere (${resp.decision}).`
-          : `${what(it)} in session ${it.session.id} no longer waits (the session closed or went on).`}{' '}
+          : `${cap(what(it))} in session ${it.session.id} no longer waits (the session closed or went on).`}{' '}
         <Link to={paths.session(it.action.id, it.session.id)}>Open the session</Link>
       </>,
       'warn',
@@ -146,7 +148,7 @@ export function InboxScreen() {
     remove(it.interruptId);
     notify(
       <>
-        {what(it)} in session {it.session.id} was not answered: {err.message}{' '}
+        {cap(what(it))} in session {it.session.id} was not answered: {err.message}{' '}
         <Link to={paths.session(it.action.id, it.session.id)}>Open the session</Link>
       </>,
       'warn',
