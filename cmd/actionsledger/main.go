@@ -89,6 +89,13 @@ type serveCmd struct {
 	MaxMutations  int           `env:"MAX_MUTATION_FIELDS" name:"max-mutation-fields" default:"${max_mutation_fields}" help:"Mutation fields (writes) one GraphQL request may select."`
 	DebugAddr     string        `env:"DEBUG_ADDR" name:"debug-addr" help:"Serve net/http/pprof at this address (off when empty; loopback only unless --debug-public)."`
 	DebugPublic   bool          `env:"DEBUG_PUBLIC" name:"debug-public" help:"Allow a non-loopback DEBUG_ADDR."`
+	metricsListener
+}
+
+// metricsListener is the flag of the commands that may serve /metrics,
+// /healthz and /readyz on a listener of their own (server.Config.MetricsAddr).
+type metricsListener struct {
+	MetricsAddr string `env:"METRICS_ADDR" name:"metrics-addr" help:"Also serve /metrics, /healthz and /readyz at this address, on a listener of its own (off when empty)."`
 }
 
 // httpLimits are the HTTP server's timeouts and connection cap (issue 10
@@ -109,6 +116,7 @@ type workerCmd struct {
 	Auth       string        `env:"AUTH" default:"off" enum:"on,off" help:"on: action versions run with their authors' authority (set it as for serve); off: dev mode."`
 	AdminToken string        `env:"ADMIN_TOKEN" help:"Set as for serve: versions stored with it keep ADMIN on * under AUTH=on."`
 	HTTPAllow  []string      `env:"HTTP_ALLOW" name:"http-allow" sep:"," help:"As for serve."`
+	metricsListener
 }
 
 type migrateCmd struct{ database }
@@ -140,12 +148,13 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger) error {
 		Providers: provider.FromEnv(os.Getenv), HTTPAllow: c.HTTPAllow,
 		Limits: server.Limits{ReadHeaderTimeout: c.HTTP.ReadHeaderTimeout, ReadTimeout: c.HTTP.ReadTimeout,
 			IdleTimeout: c.HTTP.IdleTimeout, RequestTimeout: c.HTTP.RequestTimeout, MaxConns: c.HTTP.MaxConns,
-			MaxMutationFields: c.MaxMutations}, DebugAddr: c.DebugAddr, DebugPublic: c.DebugPublic}, log)
+			MaxMutationFields: c.MaxMutations}, DebugAddr: c.DebugAddr, DebugPublic: c.DebugPublic, MetricsAddr: c.MetricsAddr}, log)
 }
 
 func (c *workerCmd) Run(ctx context.Context, log *slog.Logger) error {
 	return runApp(ctx, server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Workers: c.Workers, Lease: c.Lease,
-		Auth: c.Auth == "on", AdminToken: c.AdminToken, HTTPAllow: c.HTTPAllow, Providers: provider.FromEnv(os.Getenv)}, log)
+		Auth: c.Auth == "on", AdminToken: c.AdminToken, HTTPAllow: c.HTTPAllow, Providers: provider.FromEnv(os.Getenv),
+		MetricsAddr: c.MetricsAddr}, log)
 }
 
 func runApp(ctx context.Context, cfg server.Config, log *slog.Logger) error {
