@@ -21,6 +21,8 @@
 #                   crash restarts, then invariants (docs/chaos.md; CHAOS_SEED=N replays)
 #   make generate   regenerate gqlgen code and the typed client (client/)
 #   make web        build the web assets only (console/dist)
+#   make screenshots PNGs of each console screen at 1280 px and at a phone
+#                   width in console/test-results/screenshots/ (ignored by git)
 #   make lint       gofmt + go vet
 #   make pg-stop    stop the private cluster in .pgdata/, if any
 #   make tzdata     refresh the embedded timezone database (schedule/tzdata)
@@ -33,18 +35,23 @@ GO ?= go
 BIN := bin/actionsledger
 FUZZTIME ?= 30s
 
-.PHONY: build run migrate test fuzz demo bench bench-live chaos generate lint pg-stop web tzdata
+.PHONY: build run migrate test fuzz demo bench bench-live chaos generate lint pg-stop web tzdata screenshots
 
-# The web front ends (console/: GraphiQL today) are an npm project built by
-# Vite into console/dist, which the binary embeds (console/embed.go). npm ci
+# The web front ends (console/: GraphiQL and the console) are an npm project
+# built by Vite into console/dist/graphiql and console/dist/console, which
+# the binary embeds (console/embed.go). npm ci
 # runs when console/node_modules is missing or older than the lock file;
 # vite build when a source is newer than the last build. scripts/npm.sh
 # checks Node.js and npm first.
 WEB := console
 WEB_INSTALLED := $(WEB)/node_modules/.installed
-WEB_BUILT := $(WEB)/dist/graphiql/index.html
-WEB_SOURCES := $(WEB)/package.json $(WEB)/tsconfig.json $(wildcard examples/*.graphql) \
+GRAPHIQL_BUILT := $(WEB)/dist/graphiql/index.html
+CONSOLE_BUILT := $(WEB)/dist/console/index.html
+WEB_BUILT := $(GRAPHIQL_BUILT) $(CONSOLE_BUILT)
+WEB_COMMON := $(WEB)/package.json $(WEB)/tsconfig.json
+GRAPHIQL_SOURCES := $(WEB_COMMON) $(wildcard examples/*.graphql) \
 	$(shell find $(WEB)/graphiql -type f ! -name '*.test.ts')
+CONSOLE_SOURCES := $(WEB_COMMON) $(shell find $(WEB)/app -type f ! -name '*.test.ts')
 
 web: $(WEB_BUILT)
 
@@ -52,8 +59,11 @@ $(WEB_INSTALLED): $(WEB)/package-lock.json $(WEB)/package.json
 	scripts/npm.sh ci --no-audit --no-fund
 	touch $@
 
-$(WEB_BUILT): $(WEB_INSTALLED) $(WEB_SOURCES)
-	scripts/npm.sh run build
+$(GRAPHIQL_BUILT): $(WEB_INSTALLED) $(GRAPHIQL_SOURCES)
+	scripts/npm.sh run build:graphiql
+
+$(CONSOLE_BUILT): $(WEB_INSTALLED) $(CONSOLE_SOURCES)
+	scripts/npm.sh run build:console
 
 build: $(WEB_BUILT)
 	$(GO) build -o $(BIN) ./cmd/actionsledger
@@ -72,6 +82,15 @@ test: $(WEB_BUILT)
 	scripts/npm.sh run check
 	url=$${TEST_DATABASE_URL:-$$(scripts/pg.sh postgres)}; \
 	TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 -timeout 30m ./...
+
+# The console's browser test, leaving PNGs of each screen (1280 px and a
+# phone width) in console/test-results/screenshots/ (docs/console.md).
+SHOTS := $(CURDIR)/$(WEB)/test-results/screenshots
+screenshots: $(WEB_BUILT)
+	rm -rf $(SHOTS)
+	url=$${TEST_DATABASE_URL:-$$(scripts/pg.sh postgres)}; \
+	CI=1 CONSOLE_SCREENSHOTS="$(SHOTS)" TEST_DATABASE_URL="$$url" $(GO) test -count=1 -run '^TestConsoleInBrowser$$' ./server
+	@echo "screenshots in $(SHOTS)"
 
 # Some targets (server's) need PostgreSQL, so the URL comes as for test.
 fuzz:

@@ -2032,7 +2032,8 @@ type SessionUpdate struct {
 	// Inputs delivered and waiting for a turn.
 	PendingInputs int                               `json:"pendingInputs"`
 	Session       SessionUpdateSessionActionSession `json:"session"`
-	// The session's newest turn, if it has one.
+	// SESSION: the session's newest turn, if it has one. When several turns
+	// changed between two reads, each gets an update of its own, oldest first.
 	Turn *SessionUpdateTurnActionSessionTurn `json:"turn"`
 	// TRANSCRIPT: the entry the running turn wrote. A turn that does not commit keeps no entries, unless it is held.
 	TranscriptEntry *SessionUpdateTranscriptEntry `json:"transcriptEntry"`
@@ -2230,7 +2231,8 @@ func (v *SessionUpdateTurnActionSessionTurn) GetFinishedAt() *time.Time { return
 type SessionUpdatesResponse struct {
 	// The session as it is when subscribing, then after every change (status,
 	// state, newest turn, pending inputs), and each transcript entry a running
-	// turn writes, as it writes it. Needs READ on the action.
+	// turn writes, as it writes it. Needs READ on the action. Completes once the
+	// session is closed and its last turn has settled.
 	SessionUpdates SessionUpdate `json:"sessionUpdates"`
 }
 

@@ -1,8 +1,8 @@
 // Package console holds the web front ends the binary serves, built from
 // the npm project in this folder (package.json, Vite, React) into dist/ by
-// `make build`, and embedded here. Today that is GraphiQL (issue 12),
-// built from graphiql/ into dist/graphiql; the console of issue 13 is to
-// be built the same way into a folder of its own under dist/.
+// `make build`, and embedded here: GraphiQL (issue 12), built from
+// graphiql/ into dist/graphiql, and the console (issue 13), built from
+// app/ into dist/console.
 //
 // dist/ holds only a placeholder (.keep) in git, so the package compiles
 // before npm has run; a front end whose index.html is missing was not
@@ -22,6 +22,14 @@ var dist embed.FS
 // Without a build the returned FS is empty (see Built).
 func GraphiQL() fs.FS {
 	sub, _ := fs.Sub(dist, "dist/graphiql") // fails only for an invalid path; this one is valid
+	return sub
+}
+
+// Console returns the built web console: index.html at the root and the
+// files it loads under assets/, whose names carry a hash of their content.
+// Without a build the returned FS is empty (see Built).
+func Console() fs.FS {
+	sub, _ := fs.Sub(dist, "dist/console") // fails only for an invalid path; this one is valid
 	return sub
 }
 

@@ -104,6 +104,7 @@ type ComplexityRoot struct {
 	ActionSession struct {
 		Action    func(childComplexity int) int
 		Approvals func(childComplexity int, status *model.InterruptStatus) int
+		Clock     func(childComplexity int) int
 		CreatedAt func(childComplexity int) int
 		EndsAt    func(childComplexity int) int
 		Holds     func(childComplexity int, status *model.InterruptStatus) int
@@ -214,12 +215,24 @@ type ComplexityRoot struct {
 		Status func(childComplexity int) int
 	}
 
+	ClockEntry struct {
+		Cron       func(childComplexity int) int
+		Due        func(childComplexity int) int
+		Every      func(childComplexity int) int
+		LastTaken  func(childComplexity int) int
+		Name       func(childComplexity int) int
+		Next       func(childComplexity int) int
+		StartsTurn func(childComplexity int) int
+		Timezone   func(childComplexity int) int
+	}
+
 	Event struct {
 		CommitTime func(childComplexity int) int
 		Data       func(childComplexity int) int
 		ID         func(childComplexity int) int
 		Position   func(childComplexity int) int
 		Record     func(childComplexity int) int
+		Sessions   func(childComplexity int) int
 		Type       func(childComplexity int) int
 	}
 
@@ -263,6 +276,7 @@ type ComplexityRoot struct {
 		Explanation func(childComplexity int) int
 		InterruptID func(childComplexity int) int
 		Response    func(childComplexity int) int
+		SkipRefusal func(childComplexity int) int
 		Status      func(childComplexity int) int
 		Turn        func(childComplexity int) int
 	}
@@ -344,10 +358,11 @@ type ComplexityRoot struct {
 	}
 
 	LedgerQuery struct {
-		Event  func(childComplexity int, id uuid.UUID) int
-		Events func(childComplexity int, first *int, after *string, typeArg *string) int
-		Value  func(childComplexity int, namespace string, key string) int
-		Values func(childComplexity int, namespace string, first *int, after *string) int
+		Event        func(childComplexity int, id uuid.UUID) int
+		Events       func(childComplexity int, first *int, after *string, typeArg *string) int
+		RecentEvents func(childComplexity int, last *int, before *string, typeArg *string) int
+		Value        func(childComplexity int, namespace string, key string) int
+		Values       func(childComplexity int, namespace string, first *int, after *string) int
 	}
 
 	Mutation struct {
@@ -389,6 +404,7 @@ type ComplexityRoot struct {
 		Actions func(childComplexity int) int
 		Auth    func(childComplexity int) int
 		Ledger  func(childComplexity int) int
+		Viewer  func(childComplexity int) int
 	}
 
 	ResumeRole struct {
@@ -486,6 +502,12 @@ type ComplexityRoot struct {
 		On        func(childComplexity int) int
 		Window    func(childComplexity int) int
 	}
+
+	Viewer struct {
+		Dev      func(childComplexity int) int
+		ID       func(childComplexity int) int
+		Policies func(childComplexity int) int
+	}
 }
 
 // endregion ***************************** api!.gotpl *****************************
@@ -520,6 +542,7 @@ type ActionSessionResolver interface {
 	Inputs(ctx context.Context, obj *session.Session, first *int, after *string, status *model.InputStatus) (*model.ActionSessionInputConnection, error)
 	Approvals(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error)
 	Holds(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error)
+	Clock(ctx context.Context, obj *session.Session) ([]model.ClockEntry, error)
 }
 type ActionSessionInputResolver interface {
 	Kind(ctx context.Context, obj *session.Input) (model.InputKind, error)
@@ -576,6 +599,7 @@ type AuthQueryResolver interface {
 type EventResolver interface {
 	Position(ctx context.Context, obj *ledger.Event) (string, error)
 	Record(ctx context.Context, obj *ledger.Event) (ledger.Record, error)
+	Sessions(ctx context.Context, obj *ledger.Event) ([]session.Session, error)
 }
 type ExecutionResolver interface {
 	Status(ctx context.Context, obj *turns.Execution) (model.ExecutionStatus, error)
@@ -594,6 +618,7 @@ type HoldResolver interface {
 
 	Status(ctx context.Context, obj *session.Interrupt) (model.InterruptStatus, error)
 	Response(ctx context.Context, obj *session.Interrupt) (*model.InterruptResponse, error)
+	SkipRefusal(ctx context.Context, obj *session.Interrupt) (*string, error)
 }
 type InboxItemResolver interface {
 	InterruptID(ctx context.Context, obj *session.InboxItem) (string, error)
@@ -624,6 +649,7 @@ type LedgerMutationResolver interface {
 }
 type LedgerQueryResolver interface {
 	Events(ctx context.Context, obj *model.LedgerQuery, first *int, after *string, typeArg *string) (*model.EventConnection, error)
+	RecentEvents(ctx context.Context, obj *model.LedgerQuery, last *int, before *string, typeArg *string) (*model.EventConnection, error)
 	Event(ctx context.Context, obj *model.LedgerQuery, id uuid.UUID) (*ledger.Event, error)
 	Value(ctx context.Context, obj *model.LedgerQuery, namespace string, key string) (*ledger.KVValue, error)
 	Values(ctx context.Context, obj *model.LedgerQuery, namespace string, first *int, after *string) (*model.KVValueConnection, error)
@@ -637,6 +663,7 @@ type QueryResolver interface {
 	Actions(ctx context.Context) (*model.ActionsQuery, error)
 	Ledger(ctx context.Context) (*model.LedgerQuery, error)
 	Auth(ctx context.Context) (*model.AuthQuery, error)
+	Viewer(ctx context.Context) (*model.Viewer, error)
 }
 type SubscriptionResolver interface {
 	LedgerEvents(ctx context.Context, after *string, typeArg *string) (<-chan *ledger.Event, error)
@@ -849,6 +876,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSession.Approvals(childComplexity, args["status"].(*model.InterruptStatus)), true
+	case "ActionSession.clock":
+		if e.ComplexityRoot.ActionSession.Clock == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSession.Clock(childComplexity), true
 	case "ActionSession.createdAt":
 		if e.ComplexityRoot.ActionSession.CreatedAt == nil {
 			break
@@ -1369,6 +1402,55 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Checkpoint.Status(childComplexity), true
 
+	case "ClockEntry.cron":
+		if e.ComplexityRoot.ClockEntry.Cron == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClockEntry.Cron(childComplexity), true
+	case "ClockEntry.due":
+		if e.ComplexityRoot.ClockEntry.Due == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClockEntry.Due(childComplexity), true
+	case "ClockEntry.every":
+		if e.ComplexityRoot.ClockEntry.Every == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClockEntry.Every(childComplexity), true
+	case "ClockEntry.lastTaken":
+		if e.ComplexityRoot.ClockEntry.LastTaken == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClockEntry.LastTaken(childComplexity), true
+	case "ClockEntry.name":
+		if e.ComplexityRoot.ClockEntry.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClockEntry.Name(childComplexity), true
+	case "ClockEntry.next":
+		if e.ComplexityRoot.ClockEntry.Next == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClockEntry.Next(childComplexity), true
+	case "ClockEntry.startsTurn":
+		if e.ComplexityRoot.ClockEntry.StartsTurn == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClockEntry.StartsTurn(childComplexity), true
+	case "ClockEntry.timezone":
+		if e.ComplexityRoot.ClockEntry.Timezone == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClockEntry.Timezone(childComplexity), true
+
 	case "Event.commitTime":
 		if e.ComplexityRoot.Event.CommitTime == nil {
 			break
@@ -1399,6 +1481,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Event.Record(childComplexity), true
+	case "Event.sessions":
+		if e.ComplexityRoot.Event.Sessions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Event.Sessions(childComplexity), true
 	case "Event.eventType":
 		if e.ComplexityRoot.Event.Type == nil {
 			break
@@ -1577,6 +1665,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Hold.Response(childComplexity), true
+	case "Hold.skipRefusal":
+		if e.ComplexityRoot.Hold.SkipRefusal == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Hold.SkipRefusal(childComplexity), true
 	case "Hold.status":
 		if e.ComplexityRoot.Hold.Status == nil {
 			break
@@ -1913,6 +2007,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.LedgerQuery.Events(childComplexity, args["first"].(*int), args["after"].(*string), args["type"].(*string)), true
+	case "LedgerQuery.recentEvents":
+		if e.ComplexityRoot.LedgerQuery.RecentEvents == nil {
+			break
+		}
+
+		args, err := ec.field_LedgerQuery_recentEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.LedgerQuery.RecentEvents(childComplexity, args["last"].(*int), args["before"].(*string), args["type"].(*string)), true
 	case "LedgerQuery.value":
 		if e.ComplexityRoot.LedgerQuery.Value == nil {
 			break
@@ -2063,6 +2168,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Ledger(childComplexity), true
+	case "Query.viewer":
+		if e.ComplexityRoot.Query.Viewer == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Viewer(childComplexity), true
 
 	case "ResumeRole.id":
 		if e.ComplexityRoot.ResumeRole.ID == nil {
@@ -2400,6 +2511,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.TurnsDefinition.Window(childComplexity), true
 
+	case "Viewer.dev":
+		if e.ComplexityRoot.Viewer.Dev == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Dev(childComplexity), true
+	case "Viewer.id":
+		if e.ComplexityRoot.Viewer.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.ID(childComplexity), true
+	case "Viewer.policies":
+		if e.ComplexityRoot.Viewer.Policies == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Policies(childComplexity), true
+
 	}
 	return 0, false
 }
@@ -2539,6 +2669,22 @@ type Query {
   ledger: LedgerQuery!
   "Principals and their policies (needs ADMIN on ` + "`" + `*` + "`" + `)."
   auth: AuthQuery!
+  "The caller as the server authenticated it; any authenticated caller may read it."
+  viewer: Viewer!
+}
+
+"""
+The authenticated caller: its principal and policies, so that a client can
+show only what the caller may read and offer only what it may do (the
+server still decides each request).
+"""
+type Viewer {
+  "The principal's id (` + "`" + `dev` + "`" + ` in loopback dev mode)."
+  id: String!
+  "True in loopback dev mode (AUTH off): the caller may do everything, with no policies."
+  dev: Boolean!
+  "The principal's policies; empty in dev mode."
+  policies: [Policy!]!
 }
 
 type Mutation {
@@ -2669,6 +2815,13 @@ type PageInfo {
 type LedgerQuery {
   "Events in commit order (ascending position), optionally of one type. first: 1-500, default 100."
   events(first: Int, after: String, type: String): EventConnection!
+  """
+  The newest events, newest first (descending position): the ` + "`" + `last` + "`" + ` ones
+  (1-500, default 100) before position ` + "`" + `before` + "`" + ` (from the newest when
+  omitted), optionally of one type. pageInfo.endCursor is the oldest
+  position listed: pass it as ` + "`" + `before` + "`" + ` for older events.
+  """
+  recentEvents(last: Int, before: String, type: String): EventConnection!
   event(id: UUID!): Event
   "The current record under namespace and key, or null."
   value(namespace: String!, key: String!): KVValue
@@ -2702,6 +2855,11 @@ type Event {
   position: String!
   "The record the event wrote, as that write left it; null for plain events."
   record: Record
+  """
+  The sessions the event reached: those it was delivered to as an input and
+  those it started (their origin), of the actions the caller may READ.
+  """
+  sessions: [ActionSession!]!
 }
 
 union Record = KVValue
@@ -2870,6 +3028,12 @@ type Hold {
   turn: Int!
   status: InterruptStatus!
   response: InterruptResponse
+  """
+  Why SKIP cannot answer this hold (the held turn resumed from approval
+  responses, which cannot be given again, H4); null when SKIP is allowed.
+  respondToSession refuses such a SKIP with SKIP_NOT_ALLOWED.
+  """
+  skipRefusal: String
 }
 
 enum HoldCause {
@@ -3245,6 +3409,30 @@ type ActionSession {
   approvals(status: InterruptStatus): [ApprovalRequest!]!
   "Holds of the session, oldest first, optionally of one status."
   holds(status: InterruptStatus): [Hold!]!
+  "The session clock's entries (its version's session.schedule) in definition order, each with its next firing; empty when it has none (C1)."
+  clock: [ClockEntry!]!
+}
+
+"An entry of a session's clock as it stands for that session (C1-C5)."
+type ClockEntry {
+  name: String!
+  "Five cron fields or a descriptor; null for an every entry."
+  cron: String
+  "IANA timezone of cron; null: UTC."
+  timezone: String
+  "The period of an every entry (Go duration syntax); null for a cron entry."
+  every: String
+  "Whether its firings start a turn (turns.on names it, or turns.on is unset; C4)."
+  startsTurn: Boolean!
+  "Scheduled time of the last firing a turn took; null when none has."
+  lastTaken: Time
+  """
+  Scheduled time of the latest firing that is due and that no turn has taken
+  yet (the next turn takes it, C5); null when none is.
+  """
+  due: Time
+  "The first firing after now, before the session's end; null when none comes (closed, or past its end)."
+  next: Time
 }
 
 type ActionSessionConnection {
@@ -3584,6 +3772,8 @@ func (ec *executionContext) childFields_ActionSession(ctx context.Context, field
 		return ec.fieldContext_ActionSession_approvals(ctx, field)
 	case "holds":
 		return ec.fieldContext_ActionSession_holds(ctx, field)
+	case "clock":
+		return ec.fieldContext_ActionSession_clock(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionSession", field.Name)
 }
@@ -3772,6 +3962,28 @@ func (ec *executionContext) childFields_Checkpoint(ctx context.Context, field gr
 	return nil, fmt.Errorf("no field named %q was found under type Checkpoint", field.Name)
 }
 
+func (ec *executionContext) childFields_ClockEntry(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_ClockEntry_name(ctx, field)
+	case "cron":
+		return ec.fieldContext_ClockEntry_cron(ctx, field)
+	case "timezone":
+		return ec.fieldContext_ClockEntry_timezone(ctx, field)
+	case "every":
+		return ec.fieldContext_ClockEntry_every(ctx, field)
+	case "startsTurn":
+		return ec.fieldContext_ClockEntry_startsTurn(ctx, field)
+	case "lastTaken":
+		return ec.fieldContext_ClockEntry_lastTaken(ctx, field)
+	case "due":
+		return ec.fieldContext_ClockEntry_due(ctx, field)
+	case "next":
+		return ec.fieldContext_ClockEntry_next(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ClockEntry", field.Name)
+}
+
 func (ec *executionContext) childFields_Event(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -3786,6 +3998,8 @@ func (ec *executionContext) childFields_Event(ctx context.Context, field graphql
 		return ec.fieldContext_Event_position(ctx, field)
 	case "record":
 		return ec.fieldContext_Event_record(ctx, field)
+	case "sessions":
+		return ec.fieldContext_Event_sessions(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Event", field.Name)
 }
@@ -3874,6 +4088,8 @@ func (ec *executionContext) childFields_Hold(ctx context.Context, field graphql.
 		return ec.fieldContext_Hold_status(ctx, field)
 	case "response":
 		return ec.fieldContext_Hold_response(ctx, field)
+	case "skipRefusal":
+		return ec.fieldContext_Hold_skipRefusal(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Hold", field.Name)
 }
@@ -4034,6 +4250,8 @@ func (ec *executionContext) childFields_LedgerQuery(ctx context.Context, field g
 	switch field.Name {
 	case "events":
 		return ec.fieldContext_LedgerQuery_events(ctx, field)
+	case "recentEvents":
+		return ec.fieldContext_LedgerQuery_recentEvents(ctx, field)
 	case "event":
 		return ec.fieldContext_LedgerQuery_event(ctx, field)
 	case "value":
@@ -4280,6 +4498,18 @@ func (ec *executionContext) childFields_TurnsDefinition(ctx context.Context, fie
 		return ec.fieldContext_TurnsDefinition_window(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TurnsDefinition", field.Name)
+}
+
+func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Viewer_id(ctx, field)
+	case "dev":
+		return ec.fieldContext_Viewer_dev(ctx, field)
+	case "policies":
+		return ec.fieldContext_Viewer_policies(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Viewer", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4983,6 +5213,36 @@ func (ec *executionContext) field_LedgerQuery_events_args(ctx context.Context, r
 		return nil, err
 	}
 	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "type",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["type"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_LedgerQuery_recentEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg1
 	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "type",
 		func(ctx context.Context, v any) (*string, error) {
 			return ec.unmarshalOString2ᚖstring(ctx, v)
@@ -6404,6 +6664,38 @@ func (ec *executionContext) fieldContext_ActionSession_holds(ctx context.Context
 	if fc.Args, err = ec.field_ActionSession_holds_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionSession_clock(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSession_clock(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionSession().Clock(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.ClockEntry) graphql.Marshaler {
+			return ec.marshalNClockEntry2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐClockEntryᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSession_clock(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionSession",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ClockEntry(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -8089,6 +8381,190 @@ func (ec *executionContext) fieldContext_Checkpoint_reason(_ context.Context, fi
 	return graphql.NewScalarFieldContext("Checkpoint", field, false, false, "String")
 }
 
+func (ec *executionContext) _ClockEntry_name(ctx context.Context, field graphql.CollectedField, obj *model.ClockEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClockEntry_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ClockEntry_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "String")
+}
+
+func (ec *executionContext) _ClockEntry_cron(ctx context.Context, field graphql.CollectedField, obj *model.ClockEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClockEntry_cron(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cron, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ClockEntry_cron(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "String")
+}
+
+func (ec *executionContext) _ClockEntry_timezone(ctx context.Context, field graphql.CollectedField, obj *model.ClockEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClockEntry_timezone(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Timezone, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ClockEntry_timezone(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "String")
+}
+
+func (ec *executionContext) _ClockEntry_every(ctx context.Context, field graphql.CollectedField, obj *model.ClockEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClockEntry_every(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Every, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ClockEntry_every(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "String")
+}
+
+func (ec *executionContext) _ClockEntry_startsTurn(ctx context.Context, field graphql.CollectedField, obj *model.ClockEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClockEntry_startsTurn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StartsTurn, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ClockEntry_startsTurn(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ClockEntry_lastTaken(ctx context.Context, field graphql.CollectedField, obj *model.ClockEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClockEntry_lastTaken(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastTaken, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ClockEntry_lastTaken(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ClockEntry_due(ctx context.Context, field graphql.CollectedField, obj *model.ClockEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClockEntry_due(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Due, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ClockEntry_due(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ClockEntry_next(ctx context.Context, field graphql.CollectedField, obj *model.ClockEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClockEntry_next(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Next, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ClockEntry_next(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "Time")
+}
+
 func (ec *executionContext) _Event_id(ctx context.Context, field graphql.CollectedField, obj *ledger.Event) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8225,6 +8701,38 @@ func (ec *executionContext) _Event_record(ctx context.Context, field graphql.Col
 }
 func (ec *executionContext) fieldContext_Event_record(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Event", field, true, true, "Record")
+}
+
+func (ec *executionContext) _Event_sessions(ctx context.Context, field graphql.CollectedField, obj *ledger.Event) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Event_sessions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Event().Sessions(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []session.Session) graphql.Marshaler {
+			return ec.marshalNActionSession2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSessionᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Event_sessions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Event",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSession(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _EventConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.EventConnection) (ret graphql.Marshaler) {
@@ -8994,6 +9502,29 @@ func (ec *executionContext) fieldContext_Hold_response(_ context.Context, field 
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Hold_skipRefusal(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Hold_skipRefusal(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Hold().SkipRefusal(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Hold_skipRefusal(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Hold", field, true, true, "String")
 }
 
 func (ec *executionContext) _InboxConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.InboxConnection) (ret graphql.Marshaler) {
@@ -10314,6 +10845,50 @@ func (ec *executionContext) fieldContext_LedgerQuery_events(ctx context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _LedgerQuery_recentEvents(ctx context.Context, field graphql.CollectedField, obj *model.LedgerQuery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LedgerQuery_recentEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.LedgerQuery().RecentEvents(ctx, obj, fc.Args["last"].(*int), fc.Args["before"].(*string), fc.Args["type"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.EventConnection) graphql.Marshaler {
+			return ec.marshalNEventConnection2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐEventConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LedgerQuery_recentEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "LedgerQuery",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_EventConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_LedgerQuery_recentEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _LedgerQuery_event(ctx context.Context, field graphql.CollectedField, obj *model.LedgerQuery) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10973,6 +11548,38 @@ func (ec *executionContext) fieldContext_Query_auth(_ context.Context, field gra
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_AuthQuery(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_viewer(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_viewer(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Viewer(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Viewer) graphql.Marshaler {
+			return ec.marshalNViewer2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐViewer(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_viewer(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Viewer(ctx, field)
 		},
 	}
 	return fc, nil
@@ -12423,6 +13030,84 @@ func (ec *executionContext) _TurnsDefinition_window(ctx context.Context, field g
 }
 func (ec *executionContext) fieldContext_TurnsDefinition_window(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TurnsDefinition", field, false, false, "String")
+}
+
+func (ec *executionContext) _Viewer_id(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Viewer", field, false, false, "String")
+}
+
+func (ec *executionContext) _Viewer_dev(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_dev(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Dev, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_dev(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Viewer", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Viewer_policies(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_policies(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Policies, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.Policy) graphql.Marshaler {
+			return ec.marshalNPolicy2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPolicyᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_policies(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Policy(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -14695,6 +15380,12 @@ func (ec *executionContext) _ActionSession(ctx context.Context, sel ast.Selectio
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._ActionSession_holds(ctx, field, obj)
 				})
+		case "clock":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionSession_clock(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -15352,6 +16043,74 @@ func (ec *executionContext) _Checkpoint(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
+var clockEntryImplementors = []string{"ClockEntry"}
+
+func (ec *executionContext) _ClockEntry(ctx context.Context, sel ast.SelectionSet, obj *model.ClockEntry) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, clockEntryImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ClockEntry")
+		case "name":
+			out.Values[i] = ec._ClockEntry_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cron":
+			out.Values[i] = ec._ClockEntry_cron(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "timezone":
+			out.Values[i] = ec._ClockEntry_timezone(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "every":
+			out.Values[i] = ec._ClockEntry_every(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "startsTurn":
+			out.Values[i] = ec._ClockEntry_startsTurn(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lastTaken":
+			out.Values[i] = ec._ClockEntry_lastTaken(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "due":
+			out.Values[i] = ec._ClockEntry_due(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "next":
+			out.Values[i] = ec._ClockEntry_next(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var eventImplementors = []string{"Event"}
 
 func (ec *executionContext) _Event(ctx context.Context, sel ast.SelectionSet, obj *ledger.Event) graphql.Marshaler {
@@ -15394,6 +16153,12 @@ func (ec *executionContext) _Event(ctx context.Context, sel ast.SelectionSet, ob
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Event_record(ctx, field, obj)
+				})
+		case "sessions":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Event_sessions(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -15690,6 +16455,12 @@ func (ec *executionContext) _Hold(ctx context.Context, sel ast.SelectionSet, obj
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Hold_response(ctx, field, obj)
+				})
+		case "skipRefusal":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Hold_skipRefusal(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -16248,6 +17019,12 @@ func (ec *executionContext) _LedgerQuery(ctx context.Context, sel ast.SelectionS
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._LedgerQuery_events(ctx, field, obj)
 				})
+		case "recentEvents":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._LedgerQuery_recentEvents(ctx, field, obj)
+				})
 		case "event":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, false,
@@ -16586,6 +17363,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_auth(ctx, field)
+				})
+		case "viewer":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_viewer(ctx, field)
 				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
@@ -17278,6 +18061,49 @@ func (ec *executionContext) _TurnsDefinition(ctx context.Context, sel ast.Select
 	return out
 }
 
+var viewerImplementors = []string{"Viewer"}
+
+func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, obj *model.Viewer) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, viewerImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Viewer")
+		case "id":
+			out.Values[i] = ec._Viewer_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "dev":
+			out.Values[i] = ec._Viewer_dev(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "policies":
+			out.Values[i] = ec._Viewer_policies(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var __DirectiveImplementors = []string{"__Directive"}
 
 func (ec *executionContext) ___Directive(ctx context.Context, sel ast.SelectionSet, obj *introspection.Directive) graphql.Marshaler {
@@ -17893,6 +18719,26 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 		graphql.AddInvalidNullFromMarshaler(ctx, "Boolean!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNClockEntry2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐClockEntry(ctx context.Context, sel ast.SelectionSet, v model.ClockEntry) graphql.Marshaler {
+	return ec._ClockEntry(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNClockEntry2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐClockEntryᚄ(ctx context.Context, sel ast.SelectionSet, v []model.ClockEntry) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNClockEntry2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐClockEntry(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalNEvent2githubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEvent(ctx context.Context, sel ast.SelectionSet, v ledger.Event) graphql.Marshaler {
@@ -18604,6 +19450,14 @@ func (ec *executionContext) marshalNUUID2ᚕgithubᚗcomᚋgoogleᚋuuidᚐUUID�
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalNViewer2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐViewer(ctx context.Context, sel ast.SelectionSet, v *model.Viewer) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Viewer!")
+		return graphql.Null
+	}
+	return ec._Viewer(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/ledger"
+	"github.com/actionsledger/actionsledger/session"
 	"github.com/actionsledger/actionsledger/turns"
 )
 
@@ -29,6 +30,7 @@ type loaders struct {
 	versions   *dataloadgen.Loader[action.VersionKey, *action.Version]
 	executions *dataloadgen.Loader[uuid.UUID, *turns.Execution]
 	turns      *dataloadgen.Loader[turns.TurnKey, *turns.Turn]
+	reached    *dataloadgen.Loader[uuid.UUID, []session.Session]
 }
 
 // byKey adapts a store's batch lookup (a map of what it found) to a
@@ -150,6 +152,15 @@ func (r *Resolver) execution(ctx context.Context, id uuid.UUID) (*turns.Executio
 		return lazy(l, &l.executions, r.TurnStore.Executions).Load(ctx, id)
 	}
 	return r.TurnStore.Execution(ctx, id)
+}
+
+// reached loads the sessions an event reached (Event.sessions), batched.
+func (r *Resolver) reached(ctx context.Context, event uuid.UUID) ([]session.Session, error) {
+	if l := loadersFrom(ctx); l != nil {
+		return lazy(l, &l.reached, r.SessionStore.ReachedBy).Load(ctx, event)
+	}
+	m, err := r.SessionStore.ReachedBy(ctx, []uuid.UUID{event})
+	return m[event], err
 }
 
 // turn loads one turn of a session (nil when missing), batched.

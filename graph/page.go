@@ -110,3 +110,23 @@ func cursorUUID(v string) (uuid.UUID, error) {
 	}
 	return id, nil
 }
+
+// positionArg reads the before argument of recentEvents: a position as
+// Event.position gives it, or an events page's endCursor; nil or "" is 0
+// (no bound). Errors: BAD_USER_INPUT on before.
+func positionArg(before *string) (int64, error) {
+	if before == nil || *before == "" {
+		return 0, nil
+	}
+	v := *before
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+		return n, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	s, ok := strings.CutPrefix(string(raw), "position:")
+	n, perr := strconv.ParseInt(s, 10, 64)
+	if err != nil || !ok || perr != nil || n <= 0 {
+		return 0, fault.New(fault.BadInput, "before", "not a position or a cursor of an events page")
+	}
+	return n, nil
+}

@@ -138,7 +138,7 @@ func (r *actionSessionResolver) Origin(ctx context.Context, obj *session.Session
 
 // Running is the resolver for the running field.
 func (r *actionSessionResolver) Running(ctx context.Context, obj *session.Session) (bool, error) {
-	return obj.Running(r.Clock.Now()), nil
+	return obj.Running(r.Resolver.Clock.Now()), nil
 }
 
 // Turns is the resolver for the turns field.
@@ -188,6 +188,11 @@ func (r *actionSessionResolver) Approvals(ctx context.Context, obj *session.Sess
 // Holds is the resolver for the holds field.
 func (r *actionSessionResolver) Holds(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error) {
 	return r.interrupts(ctx, obj, session.InterruptHold, status)
+}
+
+// Clock is the resolver for the clock field.
+func (r *actionSessionResolver) Clock(ctx context.Context, obj *session.Session) ([]model.ClockEntry, error) {
+	return r.Resolver.sessionClock(ctx, obj)
 }
 
 // Kind is the resolver for the kind field.
@@ -446,6 +451,22 @@ func (r *eventResolver) Record(ctx context.Context, obj *ledger.Event) (ledger.R
 	return nil, nil
 }
 
+// Sessions is the resolver for the sessions field.
+func (r *eventResolver) Sessions(ctx context.Context, obj *ledger.Event) ([]session.Session, error) {
+	all, err := r.reached(ctx, obj.ID)
+	if err != nil {
+		return nil, err
+	}
+	p, _ := auth.From(ctx)
+	out := make([]session.Session, 0, len(all))
+	for _, s := range all {
+		if p.Allows(auth.Read, auth.ActionResource(s.ActionID)) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
 // Status is the resolver for the status field.
 func (r *executionResolver) Status(ctx context.Context, obj *turns.Execution) (model.ExecutionStatus, error) {
 	return model.ExecutionStatus(obj.Status), nil
@@ -522,6 +543,19 @@ func (r *holdResolver) Status(ctx context.Context, obj *session.Interrupt) (mode
 // Response is the resolver for the response field.
 func (r *holdResolver) Response(ctx context.Context, obj *session.Interrupt) (*model.InterruptResponse, error) {
 	return r.Resolver.interruptResponse(ctx, obj)
+}
+
+// SkipRefusal is the resolver for the skipRefusal field.
+func (r *holdResolver) SkipRefusal(ctx context.Context, obj *session.Interrupt) (*string, error) {
+	if obj.Kind != session.InterruptHold {
+		return nil, nil
+	}
+	t, err := r.turn(ctx, obj.SID, obj.Turn)
+	if err != nil || t == nil || !t.Resumed {
+		return nil, err
+	}
+	why := session.SkipRefusal(obj.Turn)
+	return &why, nil
 }
 
 // InterruptID is the resolver for the interruptId field.
@@ -657,6 +691,31 @@ func (r *ledgerQueryResolver) Events(ctx context.Context, obj *model.LedgerQuery
 	return &model.EventConnection{Nodes: list, PageInfo: info}, nil
 }
 
+// RecentEvents is the resolver for the recentEvents field.
+func (r *ledgerQueryResolver) RecentEvents(ctx context.Context, obj *model.LedgerQuery, last *int, before *string, typeArg *string) (*model.EventConnection, error) {
+	n := DefaultPage
+	if last != nil {
+		if *last < 1 || *last > MaxPage {
+			return nil, fault.New(fault.BadInput, "last", "last is 1-%d", MaxPage)
+		}
+		n = *last
+	}
+	pos, err := positionArg(before)
+	if err != nil {
+		return nil, err
+	}
+	list, err := r.LedgerStore.Recent(ctx, pos, n+1, deref(typeArg))
+	if err != nil {
+		return nil, err
+	}
+	list, more := trim(list, n)
+	var end *string
+	if len(list) > 0 {
+		end = cursor("position", strconv.FormatInt(list[len(list)-1].Position, 10))
+	}
+	return &model.EventConnection{Nodes: list, PageInfo: pageInfo(more, end)}, nil
+}
+
 // Event is the resolver for the event field.
 func (r *ledgerQueryResolver) Event(ctx context.Context, obj *model.LedgerQuery, id uuid.UUID) (*ledger.Event, error) {
 	return r.event(ctx, id)
@@ -706,6 +765,16 @@ func (r *queryResolver) Ledger(ctx context.Context) (*model.LedgerQuery, error) 
 // Auth is the resolver for the auth field.
 func (r *queryResolver) Auth(ctx context.Context) (*model.AuthQuery, error) {
 	return &model.AuthQuery{}, nil
+}
+
+// Viewer is the resolver for the viewer field.
+func (r *queryResolver) Viewer(ctx context.Context) (*model.Viewer, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v := principalModel(p)
+	return &model.Viewer{ID: p.ID, Dev: p.Dev, Policies: v.Policies}, nil
 }
 
 // LedgerEvents is the resolver for the ledgerEvents field.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"time"
@@ -375,6 +376,35 @@ func ReadAfter(ctx context.Context, q Querier, after int64, limit int, typ strin
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ledger: read events: %w", err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: scan event: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Recent returns up to last events (capped at MaxPage) with positions
+// below before (every position when before <= 0), newest first,
+// optionally of one type (issue 13: the console shows the newest events).
+func (s *Store) Recent(ctx context.Context, before int64, last int, typ string) ([]Event, error) {
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	var rows pgx.Rows
+	var err error
+	if typ == "" {
+		rows, err = s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE position < $1 ORDER BY position DESC LIMIT $2`, before, clampPage(last))
+	} else {
+		rows, err = s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE type = $3 AND position < $1 ORDER BY position DESC LIMIT $2`, before, clampPage(last), typ)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger: read recent events: %w", err)
 	}
 	defer rows.Close()
 	var out []Event

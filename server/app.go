@@ -48,8 +48,11 @@ type Config struct {
 	Clock       clock.Clock   // defaults to the wall clock
 	// DisableIntrospection turns GraphQL introspection off (on by default).
 	DisableIntrospection bool
-	// DisableGraphiQL stops serving the GraphiQL page at /graphiql and / (served by default).
+	// DisableGraphiQL stops serving the GraphiQL page at /graphiql (served by default).
 	DisableGraphiQL bool
+	// DisableConsole stops serving the web console at /console/ (served
+	// by default); / then redirects to GraphiQL, if that is served.
+	DisableConsole bool
 	// Auth requires a bearer token on every GraphQL request (see package
 	// auth). Off, every request acts as the dev principal, which may do
 	// everything; Run then refuses a non-loopback Addr.
@@ -261,18 +264,25 @@ func (a *App) Close() {
 	a.Pool.Close()
 }
 
+// front is the HTTP front a.cfg asks for.
+func (a *App) front() Front {
+	return Front{Introspection: !a.cfg.DisableIntrospection, GraphiQL: !a.cfg.DisableGraphiQL,
+		Console: !a.cfg.DisableConsole, Limits: a.cfg.Limits}
+}
+
 // Handler returns the HTTP routes with the dev principal (loopback only).
 func (a *App) Handler() http.Handler {
-	front := Front{Introspection: !a.cfg.DisableIntrospection, GraphiQL: !a.cfg.DisableGraphiQL, Limits: a.cfg.Limits}
+	front := a.front()
 	mux := Mux(ObserveGraphQL(a.tracer, a.Metrics, GraphQL(a.Resolver, a.log, front)), front)
 	a.observeRoutes(mux)
 	return AccessLog(a.log, DevPrincipal(mux))
 }
 
 // AuthHandler returns the HTTP routes with bearer-token authentication on
-// /graphql (GraphiQL's page, /healthz, /readyz and /metrics stay open).
+// /graphql (the console's and GraphiQL's pages, /healthz, /readyz and
+// /metrics stay open: the pages hold no data, and ask for a token).
 func (a *App) AuthHandler() http.Handler {
-	front := Front{Introspection: !a.cfg.DisableIntrospection, GraphiQL: !a.cfg.DisableGraphiQL, Limits: a.cfg.Limits}
+	front := a.front()
 	mux := Mux(ObserveGraphQL(a.tracer, a.Metrics, authenticate(a.Auth, a.cfg.AdminToken, a.log, a.cfg.Live.recheck(), GraphQL(a.Resolver, a.log, front))), front)
 	a.observeRoutes(mux)
 	return AccessLog(a.log, mux)
@@ -399,6 +409,12 @@ func (a *App) Run(ctx context.Context) error {
 			ready = append(ready, "graphiql", "http://"+ln.Addr().String()+GraphiQLPath)
 			if !console.Built(console.GraphiQL()) {
 				a.log.Warn("GraphiQL assets not built: run make build; until then /graphiql answers 503")
+			}
+		}
+		if !a.cfg.DisableConsole {
+			ready = append(ready, "console", "http://"+ln.Addr().String()+ConsolePath)
+			if !console.Built(console.Console()) {
+				a.log.Warn("console assets not built: run make build; until then /console/ answers 503")
 			}
 		}
 		a.log.Info("GraphQL ready", ready...)

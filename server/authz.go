@@ -78,11 +78,13 @@ var fieldRules = map[string]rule{
 	"ActionsQuery.inbox":          {},
 	"Query.ledger":                {},
 	"Query.auth":                  {},
+	"Query.viewer":                {},
 	"Mutation.actions":            {},
 	"Mutation.ledger":             {},
 	"Mutation.auth":               {},
 
 	"LedgerQuery.events":         fixed(auth.Read, auth.LedgerPrefix),
+	"LedgerQuery.recentEvents":   fixed(auth.Read, auth.LedgerPrefix),
 	"LedgerQuery.event":          fixed(auth.Read, auth.LedgerPrefix),
 	"LedgerQuery.value":          namespaceArg(auth.Read),
 	"LedgerQuery.values":         namespaceArg(auth.Read),
@@ -200,10 +202,11 @@ var sessionFields = map[string]bool{
 }
 
 var sessionDenied = map[string]bool{
-	"Query.ledger": true, "Query.auth": true,
+	"Query.ledger": true, "Query.auth": true, "Query.viewer": true,
 	"ActionsQuery.actions":         true,
 	"ActionsQuery.inbox":           true,
 	"ActionSession.action":         true,
+	"Event.sessions":               true,
 	"ActionSessionTurn.execution":  true,
 	"ActionSessionInput.execution": true,
 	"ActionSessionInput.caller":    true,

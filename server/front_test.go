@@ -11,15 +11,18 @@ import (
 	"github.com/actionsledger/actionsledger/server"
 )
 
-// getRoot fetches / and returns its status and body.
-func (e *env) getRoot(t *testing.T) (int, string) {
+// getPath fetches path without following redirects and returns its
+// status, Location and body.
+func (e *env) getPath(t *testing.T, path string) (int, string, string) {
 	t.Helper()
-	resp, err := e.srv.Client().Get(e.srv.URL + "/")
+	c := *e.srv.Client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := c.Get(e.srv.URL + path)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, resp.Header.Get("Location"), string(b)
 }
 
 // GraphQL hardening (issue 6): introspection and the GraphiQL page are on
@@ -37,7 +40,10 @@ func TestIntrospectionAndGraphiQLSwitches(t *testing.T) {
 	for _, q := range queries {
 		on.ok(t, q, nil, nil)
 	}
-	status, body := on.getRoot(t)
+	status, location, _ := on.getPath(t, "/")
+	require.Equal(t, http.StatusFound, status, "/ redirects to the console")
+	require.Equal(t, "/console/", location)
+	status, _, body := on.getPath(t, "/graphiql")
 	if console.Built(console.GraphiQL()) {
 		require.Equal(t, http.StatusOK, status)
 		require.Contains(t, body, "graphiql")
@@ -58,7 +64,7 @@ func TestIntrospectionAndGraphiQLSwitches(t *testing.T) {
 	off.ok(t, `{ __typename }`, nil, &tn)
 	require.Equal(t, "Query", tn.Typename, "__typename is not introspection")
 	off.ok(t, `{ actions { actions(first: 1) { nodes { id } } } }`, nil, nil)
-	status, body = off.getRoot(t)
+	status, _, body = off.getPath(t, "/graphiql")
 	require.Equal(t, http.StatusNotFound, status)
 	require.NotContains(t, body, "graphiql")
 }

@@ -17,7 +17,8 @@ import (
 
 // GraphiQL's routes (issue 12, GraphiQL): the page at /graphiql and the
 // files it loads under /graphiql/assets/, all from assets embedded in the
-// binary, so the page works with no network but the server's.
+// binary, so the page works with no network but the server's. / redirects
+// to the console (console.go), or here when the console is off.
 const (
 	GraphiQLPath       = "/graphiql"
 	GraphiQLAssetsPath = "/graphiql/assets/"
@@ -55,20 +56,25 @@ var contentTypes = map[string]string{
 // assets/ whose names carry a hash of their content.
 type webApp struct {
 	files fs.FS
+	// assets is the route prefix of the files, e.g. /graphiql/assets/.
+	assets string
+	// policy is the page's Content-Security-Policy.
+	policy string
+	// notBuilt is the page's answer (HTTP 503) when files has no index.html.
+	notBuilt string
 }
 
 // mountGraphiQL adds GraphiQL's routes to mux: GET /graphiql (and
-// /graphiql/, and / until the console takes it) answer the page,
-// GET /graphiql/assets/NAME its files. files is the built page; nil means
-// the one embedded in the binary (console.GraphiQL).
+// /graphiql/) answer the page, GET /graphiql/assets/NAME its files. files
+// is the built page; nil means the one embedded in the binary
+// (console.GraphiQL).
 func mountGraphiQL(mux *http.ServeMux, files fs.FS) {
 	if files == nil {
 		files = console.GraphiQL()
 	}
-	app := webApp{files: files}
+	app := webApp{files: files, assets: GraphiQLAssetsPath, policy: pagePolicy, notBuilt: notBuilt}
 	mux.HandleFunc("GET "+GraphiQLPath, app.page)
 	mux.HandleFunc("GET "+GraphiQLPath+"/{$}", app.page)
-	mux.HandleFunc("GET /{$}", app.page)
 	mux.HandleFunc("GET "+GraphiQLAssetsPath+"{name}", app.asset)
 }
 
@@ -81,7 +87,7 @@ func (a webApp) page(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(notBuilt))
+		_, _ = w.Write([]byte(a.notBuilt))
 		return
 	}
 	sum := sha256.Sum256(b)
@@ -89,7 +95,7 @@ func (a webApp) page(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", contentTypes[".html"])
 	h.Set("Cache-Control", "no-cache")
 	h.Set("ETag", `"`+hex.EncodeToString(sum[:12])+`"`)
-	h.Set("Content-Security-Policy", pagePolicy)
+	h.Set("Content-Security-Policy", a.policy)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	http.ServeContent(w, r, "index.html", time.Time{}, bytes.NewReader(b))
@@ -101,7 +107,7 @@ func (a webApp) page(w http.ResponseWriter, r *http.Request) {
 func (a webApp) asset(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	notFound := func(w http.ResponseWriter) {
-		writeError(w, http.StatusNotFound, fault.NotFound, "no such file: "+GraphiQLAssetsPath+name)
+		writeError(w, http.StatusNotFound, fault.NotFound, "no such file: "+a.assets+name)
 	}
 	f, err := a.files.Open("assets/" + name)
 	if err != nil {

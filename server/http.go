@@ -51,12 +51,19 @@ type Front struct {
 	// Introspection answers __schema and __type queries; off, an operation
 	// selecting them is refused with INTROSPECTION_DISABLED.
 	Introspection bool
-	// GraphiQL serves the GraphiQL page at /graphiql and / (see
+	// GraphiQL serves the GraphiQL page at /graphiql (see
 	// mountGraphiQL); off, those paths are 404 Not Found.
 	GraphiQL bool
 	// GraphiQLFiles is the built GraphiQL page (index.html, assets/); nil
 	// means the one embedded in the binary, console.GraphiQL().
 	GraphiQLFiles fs.FS
+	// Console serves the web console under /console/ (see mountConsole);
+	// off, those paths are 404 Not Found. / redirects to the console, or
+	// to GraphiQL when only GraphiQL is on.
+	Console bool
+	// ConsoleFiles is the built console; nil means the one embedded in
+	// the binary, console.Console().
+	ConsoleFiles fs.FS
 	// Limits gives MaxMutationFields and RequestTimeout (the rest of
 	// Limits is for Serve); zero fields take DefaultLimits.
 	Limits Limits
@@ -330,6 +337,15 @@ func Mux(gql http.Handler, front Front) *http.ServeMux {
 	mux.Handle("/graphql", gql)
 	if front.GraphiQL {
 		mountGraphiQL(mux, front.GraphiQLFiles)
+	}
+	if front.Console {
+		mountConsole(mux, front.ConsoleFiles)
+	}
+	switch {
+	case front.Console:
+		mux.HandleFunc("GET /{$}", redirectTo(ConsolePath))
+	case front.GraphiQL:
+		mux.HandleFunc("GET /{$}", redirectTo(GraphiQLPath))
 	}
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {

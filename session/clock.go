@@ -131,6 +131,13 @@ func TakenFirings(ctx context.Context, q ledger.Querier, sids []int64) (map[int6
 	return out, nil
 }
 
+// TakenFirings returns, per entry name, the scheduled time of the last
+// firing a turn of session sid took (C5).
+func (st *Store) TakenFirings(ctx context.Context, sid int64) (map[string]time.Time, error) {
+	m, err := TakenFirings(ctx, st.pool, []int64{sid})
+	return m[sid], err
+}
+
 // setTimer makes the session's timer due at the latest at due (an earlier
 // due time is kept), creating it if needed, in tx. The session row must be
 // locked by tx already (timers are always locked after their session).

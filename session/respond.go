@@ -318,11 +318,17 @@ func checkKind(ctx context.Context, tx pgx.Tx, s *Session, in *Interrupt, resp R
 			return err
 		}
 		if resumed {
-			return fault.New(fault.SkipNotAllowed, "response.hold.decision",
-				"turn %d resumed from approval responses, which cannot be given again: retry it or close the session", in.Turn)
+			return fault.New(fault.SkipNotAllowed, "response.hold.decision", "%s", SkipRefusal(in.Turn))
 		}
 	}
 	return nil
+}
+
+// SkipRefusal is why SKIP cannot answer the hold of turn, a turn that
+// resumed from approval responses (H4): the text of SKIP_NOT_ALLOWED, and
+// of Hold.skipRefusal before anyone tries.
+func SkipRefusal(turn int) string {
+	return fmt.Sprintf("turn %d resumed from approval responses, which cannot be given again: retry it or close the session", turn)
 }
 
 func deref(s *string) string {

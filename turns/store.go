@@ -27,6 +27,9 @@ type Turn struct {
 	CheckpointState  jsonvalue.Value
 	CheckpointStatus *string
 	CheckpointReason *string
+	// Resumed reports whether the turn resumed from approval responses
+	// (P5): such a turn, once held, cannot be skipped (H4).
+	Resumed bool
 }
 
 // Execution is one run of a handler: a turn's, or a tool call's (a child).
@@ -60,12 +63,12 @@ type Store struct{ pool *pgxpool.Pool }
 // NewStore returns a Store.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-const turnColumns = `sid, number, status, execution_id, final, ends_at, started_at, finished_at, checkpoint_state, checkpoint_status, checkpoint_reason`
+const turnColumns = `sid, number, status, execution_id, final, ends_at, started_at, finished_at, checkpoint_state, checkpoint_status, checkpoint_reason, resume IS NOT NULL`
 
 func scanTurn(r pgx.CollectableRow) (Turn, error) {
 	var t Turn
 	err := r.Scan(&t.SID, &t.Number, &t.Status, &t.ExecutionID, &t.Final, &t.EndsAt, &t.StartedAt, &t.FinishedAt,
-		&t.CheckpointState, &t.CheckpointStatus, &t.CheckpointReason)
+		&t.CheckpointState, &t.CheckpointStatus, &t.CheckpointReason, &t.Resumed)
 	t.StartedAt = t.StartedAt.UTC()
 	if t.EndsAt != nil {
 		u := t.EndsAt.UTC()

@@ -85,7 +85,8 @@ type serveCmd struct {
 	Workers       int           `env:"WORKERS" default:"4" help:"Concurrent turns in this process."`
 	Lease         time.Duration `env:"TURN_LEASE" default:"30s" help:"How long a claimed turn stays leased without a heartbeat."`
 	Introspection bool          `env:"INTROSPECTION" default:"true" negatable:"" help:"Answer GraphQL introspection queries."`
-	GraphiQL      bool          `env:"GRAPHIQL" name:"graphiql" default:"true" negatable:"" help:"Serve the GraphiQL page at /graphiql and /."`
+	GraphiQL      bool          `env:"GRAPHIQL" name:"graphiql" default:"true" negatable:"" help:"Serve the GraphiQL page at /graphiql."`
+	Console       bool          `env:"CONSOLE" name:"console" default:"true" negatable:"" help:"Serve the web console at /console/ (/ redirects there)."`
 	HTTPAllow     []string      `env:"HTTP_ALLOW" name:"http-allow" sep:"," help:"Addresses or CIDR prefixes the http kind may send turns to besides public addresses (loopback, link-local and private ones are refused otherwise)."`
 	HTTP          httpLimits    `embed:"" prefix:"http-"`
 	Live          liveLimits    `embed:"" prefix:"live-"`
@@ -218,7 +219,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger) error {
 // (getenv for the model providers).
 func (c *serveCmd) config(getenv func(string) string) server.Config {
 	return server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease,
-		DisableIntrospection: !c.Introspection, DisableGraphiQL: !c.GraphiQL, Auth: c.Auth == "on", AdminToken: c.AdminToken,
+		DisableIntrospection: !c.Introspection, DisableGraphiQL: !c.GraphiQL, DisableConsole: !c.Console, Auth: c.Auth == "on", AdminToken: c.AdminToken,
 		Providers: provider.FromEnv(getenv), HTTPAllow: c.HTTPAllow,
 		Limits: server.Limits{ReadHeaderTimeout: c.HTTP.ReadHeaderTimeout, ReadTimeout: c.HTTP.ReadTimeout,
 			IdleTimeout: c.HTTP.IdleTimeout, RequestTimeout: c.HTTP.RequestTimeout, MaxConns: c.HTTP.MaxConns,

@@ -8,7 +8,7 @@
 // account and read its session, and sees each result in the response pane;
 // starts the subscription example and checks it opens a WebSocket to
 // ws://HOST/graphql (and, when the server takes it, that an event written
-// now arrives); loads BASE_URL/ too; and fails if the page requested
+// now arrives); loads BASE_URL/graphiql/ too; and fails if the page requested
 // anything from another origin, broke the Content-Security-Policy or threw.
 // Prints one line per check and exits non-zero on the first failure.
 // server/graphiql_test.go runs it from `go test`.
@@ -177,12 +177,12 @@ try {
     check(true, 'the refused WebSocket is explained in the response pane');
   }
 
-  // The page at / too.
-  phase = 'root';
-  const root = await page.goto(`${base}/`);
-  check(root?.status() === 200, 'GET / answers 200', `got ${root?.status()}`);
+  // The page at /graphiql/ too (/ is the console's since issue 13).
+  phase = 'slash';
+  const slash = await page.goto(`${base}/graphiql/`);
+  check(slash?.status() === 200, 'GET /graphiql/ answers 200', `got ${slash?.status()}`);
   await page.locator('.graphiql-query-editor .monaco-editor').first().waitFor();
-  check(true, 'GraphiQL loads at / as well');
+  check(true, 'GraphiQL loads at /graphiql/ as well');
 
   // Nothing from anywhere else.
   const foreign = requests.filter((u) => {

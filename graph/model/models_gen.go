@@ -43,6 +43,26 @@ type Checkpoint struct {
 	Reason *string         `json:"reason,omitempty"`
 }
 
+// An entry of a session's clock as it stands for that session (C1-C5).
+type ClockEntry struct {
+	Name string `json:"name"`
+	// Five cron fields or a descriptor; null for an every entry.
+	Cron *string `json:"cron,omitempty"`
+	// IANA timezone of cron; null: UTC.
+	Timezone *string `json:"timezone,omitempty"`
+	// The period of an every entry (Go duration syntax); null for a cron entry.
+	Every *string `json:"every,omitempty"`
+	// Whether its firings start a turn (turns.on names it, or turns.on is unset; C4).
+	StartsTurn bool `json:"startsTurn"`
+	// Scheduled time of the last firing a turn took; null when none has.
+	LastTaken *time.Time `json:"lastTaken,omitempty"`
+	// Scheduled time of the latest firing that is due and that no turn has taken
+	// yet (the next turn takes it, C5); null when none is.
+	Due *time.Time `json:"due,omitempty"`
+	// The first firing after now, before the session's end; null when none comes (closed, or past its end).
+	Next *time.Time `json:"next,omitempty"`
+}
+
 type EventConnection struct {
 	Nodes    []ledger.Event `json:"nodes"`
 	PageInfo *PageInfo      `json:"pageInfo"`
@@ -156,6 +176,18 @@ type Subscription struct {
 type TranscriptConnection struct {
 	Nodes    []turns.Entry `json:"nodes"`
 	PageInfo *PageInfo     `json:"pageInfo"`
+}
+
+// The authenticated caller: its principal and policies, so that a client can
+// show only what the caller may read and offer only what it may do (the
+// server still decides each request).
+type Viewer struct {
+	// The principal's id (`dev` in loopback dev mode).
+	ID string `json:"id"`
+	// True in loopback dev mode (AUTH off): the caller may do everything, with no policies.
+	Dev bool `json:"dev"`
+	// The principal's policies; empty in dev mode.
+	Policies []Policy `json:"policies"`
 }
 
 // Whether an action takes part in new work. DISABLED is meant as a pause and

@@ -1,0 +1,685 @@
+// A session (issue 13): its status, version, input, state and end; what it
+// waits on (answerable here); pending inputs; its clock's next firings; and
+// its turns newest first, each with its inputs, checkpoint, output and
+// transcript as a conversation. sessionUpdates keeps it live: a change
+// re-reads the page, and a running turn's transcript entries appear as
+// they are written. Deep links: .../turns/N opens a turn, and
+// .../interrupts/ID an approval request or hold.
+import { useCallback, useEffect, useRef, useState, type FormEvent } from 'react';
+import { Link, useParams } from 'react-router';
+
+import { APIError, request } from '../api';
+import { AnswerForm, type Answered } from '../answer';
+import { stamp, took } from '../format';
+import { useNow, useQuery, useSubscription, useTitle } from '../hooks';
+import { paths } from '../links';
+import { closeMutation } from '../queries';
+import { useConsole } from '../session';
+import { conversation, mergeEntries, type Entry, type Message } from '../transcript';
+import { Json, Loading, Problem, Status, useNotify, Value, When } from '../ui';
+
+const inputFields = `identity kind status sequence triggers deliveredAt turn event { id eventType position data }`;
+
+const sessionQuery = `query Session($a: UUID!, $s: String!, $turns: Int!, $focus: Int!) { actions { action(id: $a) {
+  id status definition { name kind }
+  session(id: $s) {
+    id version status reason input state startedAt endsAt createdAt updatedAt running
+    origin { id eventType position }
+    clock { name cron timezone every startsTurn lastTaken due next }
+    inputs(status: PENDING, first: 100) { nodes { ${inputFields} } pageInfo { hasNextPage } }
+    approvals { interruptId tool toolVersion input status executionId response { decision reason note responder at input } }
+    holds { interruptId cause category explanation turn status skipRefusal response { decision note responder at } }
+    turns(first: $turns) { pageInfo { hasNextPage } nodes { ...Turn } }
+    focus: turn(number: $focus) { ...Turn }
+  } } } }
+fragment Turn on ActionSessionTurn {
+  number status final startedAt finishedAt endsAt
+  inputs { ${inputFields} }
+  checkpoint { state status reason }
+  execution { id status attempts error traceId invocation { output transcript(first: 500) { nodes { sequence kind data at } pageInfo { hasNextPage } } } }
+}`;
+
+interface Input {
+  identity: string;
+  kind: string;
+  status: string;
+  sequence: number;
+  triggers: string[];
+  deliveredAt: string;
+  turn: number | null;
+  event: null | { id: string; eventType: string; position: string; data: unknown };
+}
+
+interface Turn {
+  number: number;
+  status: string;
+  final: boolean;
+  startedAt: string;
+  finishedAt: string | null;
+  endsAt: string | null;
+  inputs: Input[];
+  checkpoint: null | { state: unknown; status: string; reason: string | null };
+  execution: {
+    id: string;
+    status: string;
+    attempts: number;
+    error: string | null;
+    traceId: string | null;
+    invocation: { output: unknown; transcript: { nodes: Entry[]; pageInfo: { hasNextPage: boolean } } };
+  };
+}
+
+interface Approval {
+  interruptId: string;
+  tool: string;
+  toolVersion: number;
+  input: unknown;
+  status: string;
+  executionId: string;
+  response: null | { decision: string; reason: string | null; note: string | null; responder: string; at: string; input: unknown };
+}
+
+interface Hold {
+  interruptId: string;
+  cause: string;
+  category: string | null;
+  explanation: string | null;
+  turn: number;
+  status: string;
+  skipRefusal: string | null;
+  response: null | { decision: string; note: string | null; responder: string; at: string };
+}
+
+interface ClockEntry {
+  name: string;
+  cron: string | null;
+  timezone: string | null;
+  every: string | null;
+  startsTurn: boolean;
+  lastTaken: string | null;
+  due: string | null;
+  next: string | null;
+}
+
+interface Session {
+  id: string;
+  version: number;
+  status: string;
+  reason: string | null;
+  input: unknown;
+  state: unknown;
+  startedAt: string;
+  endsAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+  running: boolean;
+  origin: null | { id: string; eventType: string; position: string };
+  clock: ClockEntry[];
+  inputs: { nodes: Input[]; pageInfo: { hasNextPage: boolean } };
+  approvals: Approval[];
+  holds: Hold[];
+  turns: { pageInfo: { hasNextPage: boolean }; nodes: Turn[] };
+  focus: Turn | null;
+}
+
+interface Answer {
+  actions: { action: null | { id: string; status: string; definition: { name: string; kind: string }; session: Session | null } };
+}
+
+const sessionSub = `subscription SessionLive($a: UUID!, $s: String!) { sessionUpdates(actionId: $a, id: $s) {
+  kind pendingInputs session { status running updatedAt } turn { number status } turnNumber attempt
+  transcriptEntry { sequence kind data at } } }`;
+
+interface Update {
+  sessionUpdates: {
+    kind: 'SESSION' | 'TRANSCRIPT';
+    pendingInputs: number;
+    session: { status: string; running: boolean; updatedAt: string };
+    turn: null | { number: number; status: string };
+    turnNumber: number | null;
+    attempt: number | null;
+    transcriptEntry: Entry | null;
+  };
+}
+
+const final = (status: string) => ['COMPLETED', 'FAILED', 'CANCELLED'].includes(status);
+
+export function SessionScreen() {
+  const { actionId = '', sessionId = '', turn: turnParam, interruptId } = useParams();
+  const focusTurn = turnParam ? Number(turnParam) : 0;
+  useTitle(`Session ${sessionId}`);
+  const { can } = useConsole();
+  const now = useNow(5000);
+  const [pageSize, setPageSize] = useState(20);
+  const q = useQuery<Answer>(sessionQuery, { a: actionId, s: sessionId, turns: pageSize, focus: Number.isFinite(focusTurn) ? focusTurn : 0 }, `${actionId}/${sessionId}/${focusTurn}/${pageSize}`);
+  const [live, setLive] = useState<Record<number, { attempt: number; entries: Entry[] }>>({});
+
+  // A change of the session re-reads the page, at most every 300 ms.
+  const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  const refetch = q.refetch;
+  const soon = useCallback(() => {
+    clearTimeout(timer.current);
+    timer.current = setTimeout(refetch, 300);
+  }, [refetch]);
+  useEffect(() => () => clearTimeout(timer.current), []);
+
+  const subError = useSubscription<Update>(sessionSub, { a: actionId, s: sessionId }, `${actionId}/${sessionId}`, (d) => {
+    const u = d.sessionUpdates;
+    if (u.kind === 'TRANSCRIPT' && u.transcriptEntry && u.turnNumber) {
+      const n = u.turnNumber;
+      const attempt = u.attempt ?? 1;
+      const entry = u.transcriptEntry;
+      setLive((l) => {
+        const have = l[n];
+        const entries = have && have.attempt === attempt ? mergeEntries(have.entries, [entry]) : [entry];
+        return { ...l, [n]: { attempt, entries } };
+      });
+      return;
+    }
+    soon();
+  });
+
+  const action = q.data?.actions.action;
+  const s = action?.session;
+
+  if (q.error && !q.data) {
+    return (
+      <>
+        <h1>Session {sessionId}</h1>
+        <Problem error={q.error} what="The session could not be read" />
+      </>
+    );
+  }
+  if (!q.data) return <Loading what={`session ${sessionId}`} />;
+  if (!action || !s) {
+    return (
+      <>
+        <h1>Session {sessionId}</h1>
+        <p className="problem" role="alert">
+          There is no such session{action ? ` in ${action.definition.name}` : ''}.
+        </p>
+      </>
+    );
+  }
+
+  const pendingApprovals = s.approvals.filter((a) => a.status === 'PENDING');
+  const pendingHolds = s.holds.filter((h) => h.status === 'PENDING');
+  const linked = interruptId ? (s.approvals.find((a) => a.interruptId === interruptId) ?? s.holds.find((h) => h.interruptId === interruptId)) : undefined;
+  const turns = [...s.turns.nodes];
+  if (s.focus && !turns.some((t) => t.number === s.focus?.number)) turns.push(s.focus);
+
+  return (
+    <>
+      <div className="title-line">
+        <h1>
+          Session <span className="mono">{s.id}</span>
+        </h1>
+        <Status value={s.status} running={s.running} />
+      </div>
+      <p className="crumbs">
+        <Link to={paths.action(action.id)}>{action.definition.name}</Link> · <Link to={paths.sessions(action.id)}>its sessions</Link>
+        {' · '}
+        version {s.version}
+        {s.reason ? <> · reason: {s.reason}</> : null}
+      </p>
+      <Problem error={q.error} what="The last update could not be read" />
+      <Problem error={subError} what="Live updates stopped" />
+
+      {interruptId ? <LinkedInterrupt id={interruptId} found={linked} /> : null}
+
+      {pendingApprovals.length + pendingHolds.length > 0 ? (
+        <section aria-labelledby="waits" className="waits">
+          <h2 id="waits">Waiting for an answer</h2>
+          {pendingHolds.map((h) => (
+            <Interrupt key={h.interruptId} actionId={action.id} sessionId={s.id} hold={h} highlight={h.interruptId === interruptId} onChange={q.refetch} />
+          ))}
+          {pendingApprovals.map((a) => (
+            <Interrupt key={a.interruptId} actionId={action.id} sessionId={s.id} approval={a} highlight={a.interruptId === interruptId} onChange={q.refetch} />
+          ))}
+        </section>
+      ) : null}
+
+      <div className="facts">
+        <section aria-labelledby="about">
+          <h2 id="about">About</h2>
+          <dl className="kv">
+            <div>
+              <dt>Started</dt>
+              <dd>
+                <When iso={s.startedAt} now={now} /> ({stamp(s.startedAt)})
+              </dd>
+            </div>
+            <div>
+              <dt>Ends</dt>
+              <dd>{s.endsAt ? <><When iso={s.endsAt} now={now} /> ({stamp(s.endsAt)})</> : 'no end'}</dd>
+            </div>
+            <div>
+              <dt>Last change</dt>
+              <dd>
+                <When iso={s.updatedAt} now={now} />
+              </dd>
+            </div>
+            <div>
+              <dt>Origin</dt>
+              <dd>{s.origin ? <>{s.origin.eventType} at position {s.origin.position}</> : '—'}</dd>
+            </div>
+          </dl>
+          {can.close(action.id) && !final(s.status) ? <CloseSession actionId={action.id} sessionId={s.id} onClosed={q.refetch} /> : null}
+        </section>
+        <section aria-labelledby="input">
+          <h2 id="input">Input</h2>
+          <Value value={s.input} label="Session input" />
+          <h2>State</h2>
+          <Json value={s.state} label="Session state" />
+        </section>
+      </div>
+
+      <section aria-labelledby="pending">
+        <h2 id="pending">Pending inputs ({s.inputs.nodes.length}{s.inputs.pageInfo.hasNextPage ? '+' : ''})</h2>
+        {s.inputs.nodes.length === 0 ? <p className="muted">None: every input delivered has been taken by a turn.</p> : <Inputs inputs={s.inputs.nodes} now={now} />}
+      </section>
+
+      {s.clock.length > 0 ? (
+        <section aria-labelledby="clock">
+          <h2 id="clock">Clock</h2>
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Entry</th>
+                <th scope="col">Schedule</th>
+                <th scope="col">Starts a turn</th>
+                <th scope="col">Last taken</th>
+                <th scope="col">Due now</th>
+                <th scope="col">Next firing</th>
+              </tr>
+            </thead>
+            <tbody>
+              {s.clock.map((c) => (
+                <tr key={c.name}>
+                  <th scope="row">{c.name}</th>
+                  <td>{c.cron ? `${c.cron} (${c.timezone ?? 'UTC'})` : `every ${c.every}`}</td>
+                  <td>{c.startsTurn ? 'yes' : 'no, rides along'}</td>
+                  <td>{c.lastTaken ? stamp(c.lastTaken) : '—'}</td>
+                  <td>{c.due ? stamp(c.due) : '—'}</td>
+                  <td>{c.next ? <>{stamp(c.next)} (<When iso={c.next} now={now} />)</> : '—'}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </section>
+      ) : null}
+
+      <section aria-labelledby="turns">
+        <h2 id="turns">Turns, newest first</h2>
+        {turns.length === 0 ? <p className="muted">No turn yet.</p> : null}
+        <ol className="turns" reversed>
+          {turns.map((t) => (
+            <TurnView key={t.number} t={t} actionId={action.id} sessionId={s.id} now={now} live={live[t.number]} focus={t.number === focusTurn} />
+          ))}
+        </ol>
+        {s.turns.pageInfo.hasNextPage ? (
+          <button type="button" onClick={() => setPageSize((n) => Math.min(500, n * 2))}>
+            Show older turns
+          </button>
+        ) : null}
+      </section>
+    </>
+  );
+}
+
+function LinkedInterrupt({ id, found }: { id: string; found?: Approval | Hold }) {
+  if (!found) {
+    return (
+      <p className="problem" role="alert">
+        This session has no interrupt {id}.
+      </p>
+    );
+  }
+  if (found.status === 'PENDING') return null; // shown below, highlighted
+  const r = found.response;
+  return (
+    <p className="notice notice-info" role="status">
+      The interrupt you followed a link to{' '}
+      {found.status === 'ANSWERED' && r ? (
+        <>
+          was answered {r.decision} by {r.responder} at {stamp(r.at)}.
+        </>
+      ) : (
+        <>no longer waits: the session closed or went on without it.</>
+      )}
+    </p>
+  );
+}
+
+function Interrupt({
+  actionId,
+  sessionId,
+  approval,
+  hold,
+  highlight,
+  onChange,
+}: {
+  actionId: string;
+  sessionId: string;
+  approval?: Approval;
+  hold?: Hold;
+  highlight: boolean;
+  onChange: () => void;
+}) {
+  const notify = useNotify();
+  const ref = useRef<HTMLElement>(null);
+  useEffect(() => {
+    if (highlight) {
+      ref.current?.scrollIntoView({ block: 'center' });
+      ref.current?.focus();
+    }
+  }, [highlight]);
+  const interruptId = (approval ?? hold)!.interruptId;
+  const item = {
+    interruptId,
+    kind: approval ? ('APPROVAL' as const) : ('HOLD' as const),
+    action: { id: actionId },
+    session: { id: sessionId, status: '' },
+    approval: approval ? { tool: approval.tool, toolVersion: approval.toolVersion, input: approval.input, status: approval.status, response: null } : null,
+    hold: hold ? { ...hold, response: null } : null,
+  };
+  const done = (a: Answered) => {
+    notify(`${a.decision === 'RETRY' ? 'Retry sent' : a.decision === 'SKIP' ? 'Skipped' : a.decision === 'APPROVE' ? 'Approved' : 'Denied'}: the session goes on.`, 'ok');
+    onChange();
+  };
+  const gone = (e: APIError) => {
+    notify(`Not answered: ${e.message}`, 'warn');
+    onChange();
+  };
+  return (
+    <article ref={ref} tabIndex={-1} className={`item item-${item.kind.toLowerCase()}${highlight ? ' highlight' : ''}`} aria-labelledby={`i-${interruptId}`} data-interrupt={interruptId}>
+      <div className="item-head">
+        <span className={`tag tag-${item.kind.toLowerCase()}`}>{approval ? 'Approval' : 'Held turn'}</span>
+        <h3 id={`i-${interruptId}`}>
+          <Link to={paths.interrupt(actionId, sessionId, interruptId)}>
+            {approval ? (
+              <>
+                <code>{approval.tool}</code> (version {approval.toolVersion})
+              </>
+            ) : (
+              <>Turn {hold?.turn} is held</>
+            )}
+          </Link>
+        </h3>
+      </div>
+      {approval ? <Value value={approval.input} label="The call's input" /> : null}
+      {hold ? (
+        <p>
+          {hold.cause === 'REFUSED' ? 'The model refused' : 'No outcome after the retries'}
+          {hold.category ? ` (${hold.category})` : ''}
+          {hold.explanation ? `: ${hold.explanation}` : '.'}
+        </p>
+      ) : null}
+      <AnswerForm item={item} onAnswered={done} onGone={gone} />
+    </article>
+  );
+}
+
+function CloseSession({ actionId, sessionId, onClosed }: { actionId: string; sessionId: string; onClosed: () => void }) {
+  const { token } = useConsole();
+  const notify = useNotify();
+  const [open, setOpen] = useState(false);
+  const [reason, setReason] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<APIError | null>(null);
+  const field = useRef<HTMLTextAreaElement>(null);
+  const opener = useRef<HTMLButtonElement>(null);
+  useEffect(() => {
+    if (open) field.current?.focus();
+  }, [open]);
+  if (!open) {
+    return (
+      <button type="button" ref={opener} className="danger" onClick={() => setOpen(true)}>
+        Close this session…
+      </button>
+    );
+  }
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    if (!reason.trim()) {
+      setError(new APIError([{ message: 'Give a reason: it is recorded with the session.', extensions: { code: '' } }]));
+      return;
+    }
+    setBusy(true);
+    try {
+      await request(closeMutation, { a: actionId, s: sessionId, reason: reason.trim() }, token);
+      notify(`Session ${sessionId} is closed (CANCELLED).`, 'ok');
+      setOpen(false);
+      onClosed();
+    } catch (err) {
+      setError(err as APIError);
+    }
+    setBusy(false);
+  };
+  return (
+    <form className="close" onSubmit={submit} aria-label="Close the session">
+      <label htmlFor="close-reason">Reason for closing (recorded; the session takes no more inputs)</label>
+      <textarea id="close-reason" ref={field} rows={2} value={reason} onChange={(e) => setReason(e.target.value)} disabled={busy} aria-required="true" />
+      <div className="buttons">
+        <button type="submit" className="danger" disabled={busy}>
+          Close session
+        </button>
+        <button
+          type="button"
+          onClick={() => {
+            setOpen(false);
+            setTimeout(() => opener.current?.focus());
+          }}
+          disabled={busy}
+        >
+          Cancel
+        </button>
+      </div>
+      <Problem error={error} what="Not closed" />
+    </form>
+  );
+}
+
+function Inputs({ inputs, now }: { inputs: Input[]; now: number }) {
+  return (
+    <ul className="inputs">
+      {inputs.map((i) => (
+        <li key={i.identity}>
+          <span className="tag">{i.kind}</span> <span className="mono">{i.event?.eventType ?? i.identity}</span>
+          {i.triggers.length ? <span className="muted"> · trigger {i.triggers.join(', ')}</span> : null}
+          <span className="muted">
+            {' '}
+            · #{i.sequence}, delivered <When iso={i.deliveredAt} now={now} />
+          </span>
+          {i.event ? (
+            <details>
+              <summary>Event data (position {i.event.position})</summary>
+              <Json value={i.event.data} />
+            </details>
+          ) : null}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+function TurnView({ t, actionId, sessionId, now, live, focus }: { t: Turn; actionId: string; sessionId: string; now: number; live?: { attempt: number; entries: Entry[] }; focus: boolean }) {
+  const ref = useRef<HTMLLIElement>(null);
+  useEffect(() => {
+    if (focus) {
+      ref.current?.scrollIntoView({ block: 'start' });
+      ref.current?.querySelector<HTMLElement>('h3 a')?.focus();
+    }
+  }, [focus]);
+  const committed = t.execution.invocation.transcript.nodes;
+  const showLive = t.status === 'RUNNING' && live && live.entries.length > 0;
+  const entries = showLive ? live.entries : committed.length ? committed : (live?.entries ?? []);
+  const msgs = conversation(entries);
+  return (
+    <li ref={ref} className={`turn${focus ? ' highlight' : ''}`} aria-labelledby={`turn-${t.number}`} data-turn={t.number}>
+      <div className="item-head">
+        <h3 id={`turn-${t.number}`}>
+          <Link to={paths.turn(actionId, sessionId, t.number)}>Turn {t.number}</Link>
+        </h3>
+        <Status value={t.status} />
+        {t.final ? <span className="tag">final</span> : null}
+        <span className="muted">
+          started <When iso={t.startedAt} now={now} />, {t.finishedAt ? `took ${took(t.startedAt, t.finishedAt, now)}` : `running for ${took(t.startedAt, null, now)}`}
+          {t.execution.attempts > 1 ? `, ${t.execution.attempts} attempts` : ''}
+        </span>
+      </div>
+      {t.execution.error ? <p className="problem">Error: {t.execution.error}</p> : null}
+      <details open={focus || t.status === 'RUNNING' || undefined}>
+        <summary>Inputs ({t.inputs.length})</summary>
+        <Inputs inputs={t.inputs} now={now} />
+      </details>
+      <section className="conversation" aria-label={`Transcript of turn ${t.number}`}>
+        {msgs.length === 0 ? <p className="muted">{t.status === 'RUNNING' ? 'Waiting for the first transcript entry…' : 'No transcript.'}</p> : null}
+        {showLive ? (
+          <p className="muted live-note" role="status">
+            Live: entries of attempt {live.attempt} as they are written.
+          </p>
+        ) : null}
+        {msgs.map((m) => (
+          <MessageView key={m.seq} m={m} actionId={actionId} sessionId={sessionId} />
+        ))}
+      </section>
+      {t.checkpoint ? (
+        <details open={focus || undefined}>
+          <summary>
+            Checkpoint: {t.checkpoint.status}
+            {t.checkpoint.reason ? ` (${t.checkpoint.reason})` : ''}
+          </summary>
+          <Json value={t.checkpoint.state} label={`State after turn ${t.number}`} />
+        </details>
+      ) : null}
+      {t.execution.invocation.output !== null && t.execution.invocation.output !== undefined ? (
+        <details open={focus || undefined}>
+          <summary>Output</summary>
+          <Json value={t.execution.invocation.output} label={`Output of turn ${t.number}`} />
+        </details>
+      ) : null}
+      <p className="muted small">
+        Execution <span className="mono">{t.execution.id}</span>
+        {t.execution.traceId ? (
+          <>
+            {' '}
+            · trace <span className="mono">{t.execution.traceId}</span>
+          </>
+        ) : null}
+      </p>
+    </li>
+  );
+}
+
+/** A tool result's text as the JSON it holds, when it holds JSON. */
+function parsed(v: unknown): unknown {
+  if (typeof v !== 'string') return v;
+  try {
+    return JSON.parse(v);
+  } catch {
+    return v;
+  }
+}
+
+function MessageView({ m, actionId, sessionId }: { m: Message; actionId: string; sessionId: string }) {
+  switch (m.type) {
+    case 'user':
+      return (
+        <div className="msg msg-user">
+          <span className="who-label">Turn input</span>
+          <pre className="text">{m.text}</pre>
+        </div>
+      );
+    case 'model':
+      return (
+        <div className="msg msg-model">
+          <span className="who-label">Model</span>
+          {m.text ? <p className="text">{m.text}</p> : null}
+          {m.calls.length ? (
+            <ul className="calls">
+              {m.calls.map((c, i) => (
+                <li key={i}>
+                  calls <code>{c.name}</code>
+                  <Json value={c.input} />
+                </li>
+              ))}
+            </ul>
+          ) : null}
+        </div>
+      );
+    case 'tool':
+      return (
+        <div className={`msg msg-tool${m.result?.error ? ' msg-error' : ''}`}>
+          <span className="who-label">
+            Tool call <code>{m.tool}</code>
+            {m.via ? ` via ${m.via}` : ''}
+          </span>
+          {m.input !== undefined ? <Json value={m.input} label="Tool input" /> : null}
+          {m.result ? (
+            <>
+              <span className="who-label">{m.result.error ? 'Error' : 'Result'}</span>
+              <Json value={parsed(m.result.content)} label="Tool result" />
+            </>
+          ) : null}
+        </div>
+      );
+    case 'approval':
+      return (
+        <div className="msg msg-approval">
+          <span className="who-label">
+            Approval requested for <code>{m.tool}</code>
+          </span>
+          <Json value={m.input} />
+          {m.interruptId ? <Link to={paths.interrupt(actionId, sessionId, m.interruptId)}>Interrupt {m.interruptId.slice(0, 8)}</Link> : null}
+        </div>
+      );
+    case 'answer':
+      return (
+        <div className={`msg msg-answer answer-${m.decision.toLowerCase()}`}>
+          <span className="who-label">
+            {m.decision} by {m.responder ?? 'someone'}
+            {m.tool ? (
+              <>
+                {' '}
+                for <code>{m.tool}</code>
+              </>
+            ) : null}
+          </span>
+          {m.reason ? <p className="text">“{m.reason}”</p> : null}
+          {m.input !== undefined && m.input !== null ? <Json value={m.input} label="Replacement input" /> : null}
+          {m.ignored ? <p className="muted">{m.ignored}</p> : null}
+        </div>
+      );
+    case 'refusal':
+      return (
+        <div className="msg msg-refusal">
+          <span className="who-label">Refusal{m.category ? ` (${m.category})` : ''}</span>
+          <p className="text">{m.explanation ?? m.text ?? ''}</p>
+        </div>
+      );
+    case 'note':
+      return (
+        <div className="msg msg-note">
+          <span className="who-label">Note</span>
+          <p className="text">{m.text}</p>
+        </div>
+      );
+    case 'outcome':
+      return (
+        <div className="msg msg-outcome">
+          <span className="who-label">Outcome: {m.status}</span>
+          {m.reason ? <p className="text">{m.reason}</p> : null}
+          {m.waitingOn?.length ? <p className="muted">waiting on {m.waitingOn.length} approval(s)</p> : null}
+          {m.state !== null && m.state !== undefined ? <Json value={m.state} label="Reported state" /> : null}
+        </div>
+      );
+    default:
+      return (
+        <div className="msg msg-other">
+          <span className="who-label">{m.kind}</span>
+          <Json value={m.data} />
+        </div>
+      );
+  }
+}

@@ -1,0 +1,455 @@
+// The console's browser test (issue 13): headless Chromium, driven by
+// Playwright, against a running server (AUTH=on) on a fresh database.
+//
+//   ADMIN_TOKEN=... node tests/console.page.mjs BASE_URL [SCREENSHOT_DIR]
+//
+// It sets up, through the API, a tool that needs approval and a scripted
+// agent (no model) whose sessions wait on approvals or hold a turn, and a
+// responder token that may only READ and RESPOND on the agent. Then, in
+// the browser: signs in with the admin token; checks the inbox lists every
+// waiting interrupt with its live badge; approves one from the inbox and
+// sees its session page (open in another tab) go on live; approves one
+// with a replacement input that is checked against the tool's inputSchema
+// first; retries a held turn with a note; closes a session with a reason;
+// has a second browser (the responder) answer one, which removes the row
+// from the first with a notice, and checks the responder sees no control
+// it may not use; answers one with the keyboard alone; opens deep links
+// (a session, a turn, an interrupt); and fails if any page requested
+// anything from another origin, broke the Content-Security-Policy or
+// threw. With SCREENSHOT_DIR, it leaves PNGs of every screen at 1280 px
+// and at 390 px there. Prints one line per check; exits non-zero on the
+// first failure. server/console_test.go runs it from `go test`.
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { chromium } from 'playwright-core';
+
+const [base, shots] = process.argv.slice(2);
+const admin = process.env.ADMIN_TOKEN;
+if (!base || !admin) {
+  console.error('usage: ADMIN_TOKEN=... node tests/console.page.mjs BASE_URL [SCREENSHOT_DIR]');
+  process.exit(2);
+}
+const origin = new URL(base).origin;
+const host = new URL(base).host;
+const executablePath = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const timeout = Number(process.env.PAGE_TIMEOUT_MS ?? 60_000);
+
+const check = (ok, what, detail = '') => {
+  if (!ok) throw new Error(`${what}${detail ? `: ${detail}` : ''}`);
+  console.log(`ok ${what}`);
+};
+
+// ---------------------------------------------------------------- the API
+
+async function gql(query, variables = {}, token = admin) {
+  const r = await fetch(`${origin}/graphql`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = await r.json();
+  if (body.errors?.length) throw new Error(`${query.slice(0, 60)}…: ${JSON.stringify(body.errors)}`);
+  return body.data;
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Reads until pick returns something truthy (a poll of the API: the service runs on its own). */
+async function until(what, read, pick) {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    const v = pick(await read());
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(200);
+  }
+}
+
+const toolId = '7a0d3b52-3c4e-4d1f-9b2a-6e5f4c3b2a10';
+const agentId = '4b8e2f61-0d9c-4a7b-8e3f-2c1d0b9a8f71';
+const toolSchema = {
+  type: 'object',
+  required: ['account_id'],
+  properties: { account_id: { type: 'string', minLength: 3 }, reason: { type: 'string' } },
+  additionalProperties: false,
+};
+const outcome = (state) => ({ name: 'report_outcome', input: { status: 'OPEN', state } });
+
+async function setUp() {
+  await gql(
+    `mutation($id: UUID!, $in: ActionInput!) { actions { createAction(id: $id, input: $in) { version } } }`,
+    {
+      id: toolId,
+      in: {
+        name: 'freeze-account',
+        kind: 'starlark',
+        source: 'def call(event):\n    return {"frozen": event["input"]["account_id"]}\n',
+        tool: { name: 'freeze_account', description: 'Freeze an account.', inputSchema: toolSchema },
+      },
+    },
+  );
+  await gql(`mutation($id: UUID!, $in: ActionInput!) { actions { createAction(id: $id, input: $in) { version } } }`, {
+    id: agentId,
+    in: {
+      name: 'agent-monitor',
+      kind: 'agent',
+      config: {
+        provider: 'scripted',
+        system: 'You watch accounts for fraud.',
+        tools: [{ action: toolId, approval: 'REQUIRED' }],
+        script: [
+          { step: 0, when: 'The transfer was reviewed', toolCalls: [outcome({ reviewed: true })] },
+          { step: 0, when: 'suspicious-transfer', refusal: { category: 'fraud', explanation: 'I cannot judge this transfer' } },
+          { step: 0, text: 'Freezing the account.', toolCalls: [{ id: 'call_freeze', name: 'freeze_account', input: { account_id: '3f0c9f8e', reason: 'large entry' } }] },
+          { step: 1, toolCalls: [outcome({ frozen: true })] },
+        ],
+      },
+      triggers: [
+        { name: 'opened', event: 'event.type == "account.inserted"', session: { start: { input: { account_id: 'string(event.data.account_id)' } } } },
+        { name: 'entry', event: 'event.type == "entry.inserted"', session: { resume: { id: 'string(event.data.account_id)' } } },
+      ],
+      session: { id: 'string(session.input.account_id)', turns: { on: ['entry'] } },
+    },
+  });
+  const r = await gql(
+    `mutation($p: [PolicyInput!]!) { auth { createToken(principal: "carol", policies: $p) { token } } }`,
+    { p: [{ action: 'READ', resource: `financial.Action.document:${agentId}` }, { action: 'RESPOND', resource: `financial.Action.document:${agentId}` }] },
+  );
+  return r.auth.createToken.token;
+}
+
+/** Opens account acct and writes an entry (suspicious: the model refuses), leaving its session waiting. */
+async function raise(acct, suspicious = false) {
+  await gql(`mutation($a: String!, $e: JSON!) { ledger {
+    a: putValue(namespace: "account", key: $a, value: { account_id: $a }) { key }
+    e: putValue(namespace: "entry", key: $a, value: $e) { key } } }`, {
+    a: acct,
+    e: { account_id: acct, amount: 12000, note: suspicious ? 'suspicious-transfer' : 'large entry' },
+  });
+  await until(`session ${acct} to wait`, () => session(acct), (s) => s?.status === 'WAITING' && !s.running);
+}
+
+/** A session that went on: OPEN again once its newest turn (after the first) committed. */
+const wentOn = (s) => s.status === 'OPEN' && !s.running && s.turns.nodes[0]?.number > 1 && s.turns.nodes[0].status === 'COMPLETED' && s;
+
+const session = async (acct) =>
+  (await gql(`query($a: UUID!, $s: String!) { actions { action(id: $a) { session(id: $s) {
+      status running state turns(first: 1) { nodes { number status } } } } } }`, { a: agentId, s: acct })).actions.action.session;
+
+// ---------------------------------------------------------------- the browser
+
+const launch = async (name) => {
+  const profile = mkdtempSync(join(tmpdir(), `console-page-${name}-`));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath,
+    headless: true,
+    viewport: { width: 1280, height: 900 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  context.on('request', (r) => requests.push(r.url()));
+  context.profile = profile;
+  return context;
+};
+
+const requests = [];
+const sockets = [];
+const problems = [];
+let phase = 'set-up';
+
+const watch = (page, who) => {
+  page.setDefaultTimeout(timeout);
+  page.on('websocket', (ws) => sockets.push(ws.url()));
+  page.on('pageerror', (err) => problems.push(`${who} uncaught (${phase}): ${err.stack ?? err.message}`));
+  page.on('console', (msg) => {
+    if (/Content Security Policy|Refused to/i.test(msg.text())) problems.push(`${who} CSP: ${msg.text()}`);
+  });
+  return page;
+};
+
+const row = (page, text) => page.locator('li[data-interrupt]', { hasText: text });
+
+const shot = async (page, name) => {
+  if (!shots) return;
+  mkdirSync(shots, { recursive: true });
+  for (const [w, h, suffix] of [
+    [1280, 900, '1280'],
+    [390, 844, 'phone'],
+  ]) {
+    await page.setViewportSize({ width: w, height: h });
+    await page.waitForTimeout(150); // layout settles (a screenshot, not a check)
+    await page.screenshot({ path: join(shots, `${name}-${suffix}.png`), fullPage: true });
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+  console.log(`screenshots ${join(shots, name)}-{1280,phone}.png`);
+};
+
+let one;
+let two;
+let page;
+try {
+  const carol = await setUp();
+  check(true, 'a gated tool, a scripted agent and a responder token are set up');
+  // a1: approve from the inbox; a2: held, retried; a3: approve with a
+  // replacement input; a4: closed; a5: answered by the second browser; a6:
+  // answered with the keyboard.
+  for (const [acct, suspicious] of [
+    ['acct-a1', false],
+    ['acct-a2', true],
+    ['acct-a3', false],
+    ['acct-a4', false],
+    ['acct-a5', false],
+  ]) {
+    await raise(acct, suspicious);
+  }
+  check(true, 'five sessions wait: four approvals and a held turn');
+
+  // Sign-in.
+  phase = 'sign-in';
+  one = await launch('one');
+  page = watch(one.pages()[0] ?? (await one.newPage()), 'admin');
+  const resp = await page.goto(`${base}/`);
+  check(resp?.status() === 200 && new URL(page.url()).pathname === '/console/', 'GET / lands on /console/', page.url());
+  await page.getByLabel('Token').waitFor();
+  check(true, 'the console asks for a token (AUTH=on)');
+  await shot(page, 'sign-in');
+  await page.getByLabel('Token').fill('not-a-token');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByText('This token is not valid.').waitFor();
+  check(true, 'a wrong token is refused with a message');
+  await page.getByLabel('Token').fill(admin);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: /Inbox/ }).waitFor();
+  check(true, 'signed in, the inbox is the landing page');
+  const stored = await page.evaluate(() => [sessionStorage.length, localStorage.length, document.cookie]);
+  check(stored[0] === 1 && stored[1] === 0 && stored[2] === '', 'the token is kept in sessionStorage only', JSON.stringify(stored));
+
+  // The inbox and its badge.
+  phase = 'inbox';
+  await page.locator('li[data-interrupt]').nth(4).waitFor();
+  check((await page.locator('li[data-interrupt]').count()) === 5, 'the inbox lists the five interrupts');
+  const badge = page.getByTestId('inbox-badge');
+  await page.waitForFunction(() => document.querySelector('[data-testid="inbox-badge"]')?.textContent === '5');
+  check(true, 'the badge counts 5');
+  check((await row(page, 'acct-a1').innerText()).includes('freeze_account'), 'a row names the tool');
+  check(await row(page, 'acct-a1').getByText('3f0c9f8e').isVisible(), "a row shows the call's input");
+  check(await row(page, 'acct-a2').getByText('I cannot judge this transfer').isVisible(), "the hold's explanation is shown");
+  check(await row(page, 'acct-a2').getByRole('button', { name: 'Skip its inputs' }).isEnabled(), 'skip is offered for a held turn that may be skipped');
+  await shot(page, 'inbox');
+
+  // A new interrupt appears without a reload.
+  await page.evaluate(() => (window.__noReload = true));
+  await raise('acct-a6');
+  await row(page, 'acct-a6').waitFor();
+  await page.waitForFunction(() => document.querySelector('[data-testid="inbox-badge"]')?.textContent === '6');
+  check(await page.evaluate(() => window.__noReload === true), 'a new approval appears live, and the badge counts 6');
+
+  // Approve from the inbox; the session page, open in a second tab, goes on live.
+  phase = 'approve';
+  // A tab the console opens gets a copy of its sessionStorage, so the token.
+  const [opened] = await Promise.all([one.waitForEvent('page'), page.evaluate((u) => window.open(u), `${base}/console/sessions/${agentId}/acct-a1`)]);
+  const follow = watch(opened, 'admin tab 2');
+  await follow.getByRole('heading', { name: /Session acct-a1/ }).waitFor();
+  await follow.locator('.title-line .status', { hasText: 'WAITING' }).waitFor();
+  await follow.evaluate(() => (window.__noReload = true));
+  check(true, 'the session page shows acct-a1 WAITING');
+  await shot(follow, 'session-waiting');
+  const a1 = row(page, 'acct-a1');
+  await a1.getByLabel(/Reason/).fill('Confirmed with the account owner.');
+  await a1.getByRole('button', { name: 'Approve', exact: true }).click();
+  await a1.waitFor({ state: 'detached' });
+  await page.getByText(/Approved the call of freeze_account in session acct-a1/).waitFor();
+  check(true, 'approving removes the row with a notice');
+  await follow.locator('.title-line .status', { hasText: 'OPEN' }).waitFor();
+  await follow.locator('[data-turn="2"] .msg-answer', { hasText: 'APPROVE by admin' }).waitFor();
+  await follow.locator('[data-turn="2"] .msg-tool', { hasText: 'frozen' }).waitFor();
+  check(await follow.evaluate(() => window.__noReload === true), 'the session page went on live: OPEN, turn 2 shows the approval and the tool result');
+  await shot(follow, 'session');
+  await follow.close();
+
+  // Approve with a replacement input, checked against the tool's schema first.
+  phase = 'replace';
+  const a3 = row(page, 'acct-a3');
+  await a3.getByRole('button', { name: 'Approve with changes…' }).click();
+  const editor = a3.getByLabel('Replacement input (JSON)');
+  await a3.getByText("Matches the tool's input schema.").waitFor();
+  await editor.fill('{"account_id": ');
+  await a3.getByText(/not JSON/).waitFor();
+  check(await a3.getByRole('button', { name: 'Approve with this input' }).isDisabled(), 'text that is not JSON cannot be sent');
+  await editor.fill('{"account": "3f0c9f8e"}');
+  await a3.getByRole('list', { name: 'Problems with the replacement input' }).waitFor();
+  const listed = await a3.getByRole('list', { name: 'Problems with the replacement input' }).innerText();
+  check(/account_id/.test(listed) && /account/.test(listed), "an input against the tool's inputSchema is refused, naming what is wrong", listed);
+  check(await a3.getByRole('button', { name: 'Approve with this input' }).isDisabled(), 'and cannot be sent');
+  await shot(page, 'inbox-replacement');
+  await editor.fill('{"account_id": "3f0c9f8e", "reason": "owner asked"}');
+  await a3.getByText("Matches the tool's input schema.").waitFor();
+  await a3.getByRole('button', { name: 'Approve with this input' }).click();
+  await a3.waitFor({ state: 'detached' });
+  const s3 = await until('acct-a3 to go on', () => session('acct-a3'), wentOn);
+  check(s3.state?.frozen === true, 'the replacement input was approved and the session went on');
+
+  // Retry a held turn with a note.
+  phase = 'retry';
+  const a2 = row(page, 'acct-a2');
+  await a2.getByLabel(/Note/).fill('The transfer was reviewed by the fraud desk.');
+  await a2.getByRole('button', { name: 'Retry the turn' }).click();
+  await a2.waitFor({ state: 'detached' });
+  const s2 = await until('acct-a2 to go on', () => session('acct-a2'), wentOn);
+  check(s2.state?.reviewed === true, 'retrying the held turn with a note let the session go on');
+
+  // A second browser (the responder carol) answers; the row leaves the first with a notice.
+  phase = 'second browser';
+  two = await launch('two');
+  const other = watch(two.pages()[0] ?? (await two.newPage()), 'responder');
+  await other.goto(`${base}/console/`);
+  await other.getByLabel('Token').fill(carol);
+  await other.getByRole('button', { name: 'Sign in' }).click();
+  await row(other, 'acct-a5').waitFor();
+  check((await other.getByRole('link', { name: 'Ledger' }).count()) === 0, 'the responder does not see the Ledger screen');
+  await shot(other, 'inbox-responder');
+  await row(other, 'acct-a5').getByLabel(/Reason/).fill('Not this one.');
+  await row(other, 'acct-a5').getByRole('button', { name: 'Deny' }).click();
+  await row(other, 'acct-a5').waitFor({ state: 'detached' });
+  await row(page, 'acct-a5').waitFor({ state: 'detached' });
+  await page.getByText(/carol answered the call of freeze_account in session acct-a5 elsewhere \(DENY\)/).waitFor();
+  check(true, "the second browser's decision removed the row from the first, with a notice");
+  await other.goto(`${base}/console/sessions/${agentId}/acct-a4`);
+  await other.getByRole('heading', { name: /Session acct-a4/ }).waitFor();
+  check((await other.getByRole('button', { name: /Close this session/ }).count()) === 0, 'the responder is not offered to close a session (no CLOSE)');
+  check(await other.getByRole('button', { name: 'Approve', exact: true }).isVisible(), 'but may answer its approval there');
+
+  // Keyboard only: reach acct-a6's reason field and Approve with Tab, answer with Enter.
+  phase = 'keyboard';
+  await page.goto(`${base}/console/`);
+  await row(page, 'acct-a6').waitFor();
+  await page.locator('body').focus();
+  let reached = false;
+  for (let i = 0; i < 80 && !reached; i++) {
+    await page.keyboard.press('Tab');
+    reached = await page.evaluate(() => {
+      const el = document.activeElement;
+      return el?.tagName === 'TEXTAREA' && !!el.closest('li[data-interrupt]')?.textContent?.includes('acct-a6');
+    });
+  }
+  check(reached, "Tab reaches the reason field of acct-a6's row");
+  const ring = await page.evaluate(() => getComputedStyle(document.activeElement).outlineStyle);
+  check(ring !== 'none', 'the focused field shows a focus ring', ring);
+  await page.keyboard.type('Looks right.');
+  await page.keyboard.press('Tab'); // Approve
+  const focused = await page.evaluate(() => document.activeElement?.textContent);
+  check(focused === 'Approve', 'the next Tab is Approve', String(focused));
+  await page.keyboard.press('Enter');
+  await row(page, 'acct-a6').waitFor({ state: 'detached' });
+  const after = await page.evaluate(() => document.activeElement?.tagName ?? 'none');
+  check(after !== 'BODY', 'the answer was sent with Enter, and focus stays on the page, not lost to <body>', after);
+  await until('acct-a6 to go on', () => session('acct-a6'), wentOn);
+
+  // Close a session with a reason.
+  phase = 'close';
+  await page.goto(`${base}/console/sessions/${agentId}/acct-a4`);
+  await page.getByRole('button', { name: 'Close this session…' }).click();
+  await page.getByRole('button', { name: 'Close session', exact: true }).click();
+  await page.getByText('Give a reason').waitFor();
+  check(true, 'closing without a reason is refused in the page');
+  await page.getByLabel(/Reason for closing/).fill('Account closed by the owner.');
+  await page.getByRole('button', { name: 'Close session', exact: true }).click();
+  await page.locator('.title-line .status', { hasText: 'CANCELLED' }).waitFor();
+  check((await session('acct-a4')).status === 'CANCELLED', 'the session is closed (CANCELLED), and the page shows it');
+  await page.goto(`${base}/console/`);
+  await page.waitForFunction(() => document.querySelector('[data-testid="inbox-badge"]')?.textContent === '0');
+  await page.getByText('Nothing waits for an answer.').waitFor();
+  check(true, 'the inbox is empty and the badge counts 0');
+  await shot(page, 'inbox-empty');
+
+  // Deep links.
+  phase = 'deep links';
+  await page.goto(`${base}/console/sessions/${agentId}/acct-a1/turns/1`);
+  await page.locator('[data-turn="1"].highlight').waitFor();
+  check(await page.locator('[data-turn="1"] .msg-approval').isVisible(), 'a turn link opens the turn, with its approval request inline');
+  const interrupt = await page.locator('[data-turn="1"] .msg-approval a').getAttribute('href');
+  await page.goto(`${origin}${interrupt}`);
+  await page.getByText(/was answered APPROVE by admin/).waitFor();
+  check(true, 'an interrupt link says how it was answered');
+  await page.goto(`${base}/console/sessions/${agentId}/acct-a2`);
+  await page.locator('.msg-refusal', { hasText: 'I cannot judge this transfer' }).waitFor();
+  check(true, 'a held turn shows its refusal in the conversation');
+  await shot(page, 'session-held-retried');
+  await page.goto(`${base}/console/sessions/${agentId}/no-such-session`);
+  await page.getByText('There is no such session').waitFor();
+  check(true, 'an unknown session says so');
+
+  // The other screens.
+  phase = 'screens';
+  await page.goto(`${base}/console/actions/${agentId}/sessions`);
+  await page.getByRole('link', { name: 'acct-a6' }).waitFor();
+  check((await page.locator('tbody tr').count()) === 6, 'the sessions of the agent are listed');
+  await page.getByLabel('Status').selectOption('CANCELLED');
+  await page.waitForFunction(() => document.querySelectorAll('tbody tr').length === 1);
+  check(await page.getByRole('link', { name: 'acct-a4' }).isVisible(), 'filtering by status keeps the closed one');
+  await shot(page, 'sessions');
+  await page.goto(`${base}/console/actions`);
+  await page.getByRole('link', { name: 'agent-monitor', exact: true }).waitFor();
+  check(await page.getByRole('link', { name: 'freeze-account', exact: true }).isVisible(), 'the actions are listed');
+  await shot(page, 'actions');
+  await gql(`mutation($id: UUID!, $in: ActionInput!) { actions { updateAction(id: $id, input: $in) { version } } }`, {
+    id: toolId,
+    in: {
+      name: 'freeze-account',
+      kind: 'starlark',
+      source: 'def call(event):\n    return {"frozen": event["input"]["account_id"], "by": "v2"}\n',
+      tool: { name: 'freeze_account', description: 'Freeze an account until reviewed.', inputSchema: toolSchema },
+    },
+  });
+  await page.goto(`${base}/console/actions/${toolId}`);
+  await page.getByRole('table', { name: 'Version 1 and version 2 side by side' }).waitFor();
+  check(await page.locator('.diff-added', { hasText: 'until reviewed' }).isVisible(), 'the definition view shows versions 1 and 2 side by side, the change marked');
+  await shot(page, 'action');
+  await page.goto(`${base}/console/ledger`);
+  await page.locator('.events > li').first().waitFor();
+  const reachedLink = page.locator('.events > li', { hasText: 'entry.inserted' }).first().getByRole('link', { name: /agent-monitor/ });
+  check(await reachedLink.isVisible(), 'ledger events link to the sessions they reached');
+  await gql(`mutation { ledger { appendEvent(type: "console.page", data: { n: 1 }) { position } } }`);
+  await page.locator('.events > li', { hasText: 'console.page' }).waitFor();
+  check(true, 'a new event appears live at the top of the ledger');
+  await page.getByRole('button', { name: 'Show only console.page events' }).click();
+  await page.waitForFunction(() => document.querySelectorAll('.events > li').length === 1);
+  check(true, 'filtering by type keeps that type');
+  await page.goto(`${base}/console/ledger`);
+  await page.locator('.events > li').first().waitFor();
+  await shot(page, 'ledger');
+
+  // Nothing from anywhere else.
+  phase = 'origin';
+  const foreign = requests.filter((u) => {
+    const url = new URL(u);
+    if (url.protocol === 'data:' || url.protocol === 'blob:') return false;
+    return url.host !== host || !['http:', 'https:', 'ws:', 'wss:'].includes(url.protocol);
+  });
+  check(foreign.length === 0, `all ${requests.length} requests went to ${origin}`, foreign.slice(0, 5).join(' '));
+  const foreignWS = sockets.filter((u) => new URL(u).host !== host);
+  check(sockets.length > 0 && foreignWS.length === 0, `all ${sockets.length} WebSockets went to the server`, foreignWS.join(' '));
+  check(problems.length === 0, 'no uncaught error or CSP violation', problems.slice(0, 5).join(' | '));
+} catch (err) {
+  console.error(`FAIL (${phase}) ${err.message}`);
+  process.exitCode = 1;
+  if (shots) {
+    mkdirSync(shots, { recursive: true });
+    const open = [...(one?.pages() ?? []), ...(two?.pages() ?? [])];
+    for (const [i, p] of open.entries()) {
+      const file = join(shots, `failed-${i}.png`);
+      await p.screenshot({ path: file, fullPage: true }).then(
+        () => console.error(`screenshot of the failure: ${file} (${p.url()})`),
+        () => {},
+      );
+    }
+  }
+  if (problems.length) console.error(problems.join('\n'));
+} finally {
+  for (const c of [one, two]) {
+    if (!c) continue;
+    await c.close();
+    rmSync(c.profile, { recursive: true, force: true });
+  }
+}
