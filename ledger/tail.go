@@ -23,12 +23,18 @@ type TailConfig struct {
 	Poll time.Duration
 }
 
+// Defaults of TailConfig.
+const (
+	DefaultTailEvents = 1024
+	DefaultTailBytes  = 16 << 20
+)
+
 func (c *TailConfig) defaults() {
 	if c.Events <= 0 {
-		c.Events = 1024
+		c.Events = DefaultTailEvents
 	}
 	if c.Bytes <= 0 {
-		c.Bytes = 16 << 20
+		c.Bytes = DefaultTailBytes
 	}
 	if c.Poll <= 0 {
 		c.Poll = time.Second

@@ -28,6 +28,7 @@ import (
 	"github.com/actionsledger/actionsledger/handlers/httpkind"
 	"github.com/actionsledger/actionsledger/handlers/script"
 	"github.com/actionsledger/actionsledger/internal/clock"
+	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/migrations"
@@ -88,6 +89,12 @@ type Config struct {
 	// its own; a non-loopback address is refused unless DebugPublic.
 	DebugAddr   string
 	DebugPublic bool
+	// MetricsAddr, when set, serves /metrics, /healthz and /readyz on a
+	// listener of its own at this address (METRICS_ADDR), so a worker,
+	// which has no API listener, can be scraped and probed too (issue 12).
+	// Off when empty; any address is allowed: these routes reveal counts
+	// and statuses, never ids, inputs or tokens.
+	MetricsAddr string
 	// Live tunes the change feed behind subscriptions (issue 12).
 	Live LiveConfig
 }
@@ -293,6 +300,18 @@ func (a *App) observeRoutes(mux *http.ServeMux) {
 	}.Handler())
 }
 
+// ObserveHandler returns the routes of MetricsAddr: /metrics, /healthz
+// and /readyz, as on the API's listener, and HTTP 404 for anything else.
+func (a *App) ObserveHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", healthz)
+	a.observeRoutes(mux)
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, fault.NotFound, "no such route: this listener serves /metrics, /healthz and /readyz")
+	})
+	return mux
+}
+
 // maxQuiet is how long the dispatcher may go without completing a round
 // before /readyz reports it dead: five poll intervals, at least 5 s (a
 // round waits for a notification or the poll, then dispatches a batch).
@@ -360,6 +379,16 @@ func (a *App) Run(ctx context.Context) error {
 		}
 		a.log.Warn("pprof served (DEBUG_ADDR): profiles show the process's internals; keep it off shared networks", "addr", ln.Addr().String())
 		run("debug", func() error { return serveDebug(ctx, ln) })
+	}
+	if a.cfg.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", a.cfg.MetricsAddr)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return fmt.Errorf("METRICS_ADDR: %w", err)
+		}
+		a.log.Info("metrics and health served (METRICS_ADDR)", "url", "http://"+ln.Addr().String()+"/metrics")
+		run("metrics", func() error { return Serve(ctx, ln, a.ObserveHandler(), Limits{}) })
 	}
 	if a.cfg.Addr != "" {
 		ln, err := net.Listen("tcp", a.cfg.Addr)

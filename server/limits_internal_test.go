@@ -169,3 +169,18 @@ func TestValidationWorkRefusesQuadraticShapes(t *testing.T) {
 		require.Less(t, validationWork(doc, MaxValidationSteps), 1000, f)
 	}
 }
+
+// Issue 12: the stream caps' defaults: half of the connections for streams
+// (256 of 512), 100 subscriptions per WebSocket; set values are kept.
+func TestLiveLimitDefaults(t *testing.T) {
+	t.Parallel()
+	d := Limits{}.withDefaults()
+	require.Equal(t, 512, d.MaxConns)
+	require.Equal(t, 256, d.MaxStreams)
+	require.Equal(t, MaxConnSubscriptions, d.MaxSocketSubscriptions)
+	require.Equal(t, 50, Limits{MaxConns: 100}.withDefaults().MaxStreams)
+	require.Equal(t, 1, Limits{MaxConns: 1}.withDefaults().MaxStreams)
+	set := Limits{MaxConns: 100, MaxStreams: 7, MaxSocketSubscriptions: 3}.withDefaults()
+	require.Equal(t, 7, set.MaxStreams)
+	require.Equal(t, 3, set.MaxSocketSubscriptions)
+}

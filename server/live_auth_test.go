@@ -232,10 +232,12 @@ func TestLiveHandlerCredentialCannotSubscribe(t *testing.T) {
 
 // Issue 12 item 2: streams are capped: past Limits.MaxStreams a new one is
 // refused with HTTP 503 and UNAVAILABLE (retryable) while ordinary requests
-// go on, and a WebSocket carries at most 100 subscriptions at once.
+// go on, and a WebSocket carries at most Limits.MaxSocketSubscriptions
+// subscriptions at once (LIVE_MAX_STREAMS, LIVE_MAX_SOCKET_SUBSCRIPTIONS).
 func TestLiveStreamLimits(t *testing.T) {
 	t.Parallel()
-	e := newLiveEnv(t, server.Config{Limits: server.Limits{MaxStreams: 2}})
+	const perSocket = 5
+	e := newLiveEnv(t, server.Config{Limits: server.Limits{MaxStreams: 2, MaxSocketSubscriptions: perSocket}})
 	ws, _, err := dialWS(t, e.srv.URL, nil, nil)
 	require.NoError(t, err)
 	ws.acked(t)
@@ -252,13 +254,14 @@ func TestLiveStreamLimits(t *testing.T) {
 	e.requireAlive(t)
 	first.close()
 
-	// 101 subscriptions on one WebSocket: one is refused.
-	for i := 0; i <= server.MaxConnSubscriptions; i++ {
+	// One subscription more than the socket may carry: it is refused.
+	for i := 0; i <= perSocket; i++ {
 		ws.subscribe(t, strconv.Itoa(i), ledgerEventsSub, map[string]any{"after": "0", "type": "none"})
 	}
 	m = ws.recv(t)
 	r = m.result(t)
-	requireError(t, r, "SUBSCRIPTION_LIMIT_EXCEEDED", "")
+	ge = requireError(t, r, "SUBSCRIPTION_LIMIT_EXCEEDED", "")
+	require.Contains(t, ge.Message, "at most 5 subscriptions")
 	done := ws.recv(t)
 	require.Equal(t, "complete", done.Type)
 	require.Equal(t, m.ID, done.ID)

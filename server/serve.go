@@ -37,8 +37,13 @@ type Limits struct {
 	// MaxStreams caps the subscription streams (WebSockets and SSE
 	// requests) served at once; each holds a connection, so it stays below
 	// MaxConns and ordinary requests keep connections to run on. More are
-	// refused with HTTP 503 and UNAVAILABLE (issue 12).
+	// refused with HTTP 503 and UNAVAILABLE (issue 12). Zero: half of
+	// MaxConns (256 with the default 512). LIVE_MAX_STREAMS.
 	MaxStreams int
+	// MaxSocketSubscriptions caps the subscriptions one WebSocket carries
+	// at once; more are refused with SUBSCRIPTION_LIMIT_EXCEEDED (default
+	// MaxConnSubscriptions, 100). LIVE_MAX_SOCKET_SUBSCRIPTIONS.
+	MaxSocketSubscriptions int
 }
 
 // DefaultLimits are the limits a zero Limits field takes.
@@ -49,7 +54,8 @@ var DefaultLimits = Limits{
 	RequestTimeout:    60 * time.Second,
 	MaxConns:          512,
 	MaxMutationFields: 50,
-	MaxStreams:        256,
+	// MaxStreams is zero: half of MaxConns.
+	MaxSocketSubscriptions: MaxConnSubscriptions,
 }
 
 // writeGrace is how long past reading and handling a request its response
@@ -76,7 +82,10 @@ func (l Limits) withDefaults() Limits {
 		l.MaxMutationFields = d.MaxMutationFields
 	}
 	if l.MaxStreams <= 0 {
-		l.MaxStreams = d.MaxStreams
+		l.MaxStreams = max(1, l.MaxConns/2)
+	}
+	if l.MaxSocketSubscriptions <= 0 {
+		l.MaxSocketSubscriptions = d.MaxSocketSubscriptions
 	}
 	return l
 }

@@ -37,7 +37,7 @@ import (
 //     client that stops reading is dropped, never held;
 //   - at most Limits.MaxStreams at once, so streams cannot take every
 //     connection the server serves (HTTP 503, UNAVAILABLE, retryable), and
-//     MaxConnSubscriptions subscriptions per WebSocket;
+//     Limits.MaxSocketSubscriptions subscriptions per WebSocket;
 //   - they end when the server shuts down (Serve cancels them), and when
 //     the change feed closes.
 //
@@ -46,8 +46,8 @@ import (
 // payload's "Authorization"), the field rules, the limits on operations,
 // the error presenter and panic recovery.
 
-// MaxConnSubscriptions caps the subscriptions one WebSocket carries at once
-// (SUBSCRIPTION_LIMIT_EXCEEDED).
+// MaxConnSubscriptions is the default of Limits.MaxSocketSubscriptions: the
+// subscriptions one WebSocket carries at once (SUBSCRIPTION_LIMIT_EXCEEDED).
 const MaxConnSubscriptions = 100
 
 // Keep-alive of the WebSocket transport: the server pings every
@@ -109,6 +109,7 @@ type streamKey struct{}
 
 type streamState struct {
 	timeout time.Duration
+	maxSubs int32
 	subs    atomic.Int32
 }
 
@@ -137,7 +138,7 @@ func (s *streams) serve(w http.ResponseWriter, req *http.Request, h http.Handler
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
-	ctx = context.WithValue(ctx, streamKey{}, &streamState{timeout: lim.RequestTimeout})
+	ctx = context.WithValue(ctx, streamKey{}, &streamState{timeout: lim.RequestTimeout, maxSubs: int32(lim.MaxSocketSubscriptions)})
 	sw := &streamWriter{ResponseWriter: w, rc: rc, cancel: cancel}
 	defer sw.finish()
 	h.ServeHTTP(sw, req.WithContext(ctx))
@@ -285,7 +286,7 @@ func refuseInit(ctx context.Context, code int, errCode, message string) context.
 // subscription needs a stream (on a plain POST it would hold the request
 // until its first update, then drop the rest); on a stream, an operation
 // other than a subscription still gets the request timeout, and a
-// WebSocket carries at most MaxConnSubscriptions subscriptions at once.
+// WebSocket carries at most Limits.MaxSocketSubscriptions subscriptions at once.
 type streamGuard struct{}
 
 var _ interface {
@@ -325,10 +326,10 @@ func (streamGuard) InterceptOperation(ctx context.Context, next graphql.Operatio
 			return resp
 		}
 	}
-	if st.subs.Add(1) > MaxConnSubscriptions {
+	if st.subs.Add(1) > st.maxSubs {
 		st.subs.Add(-1)
 		return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{limitError(fault.SubscriptionLimit,
-			"a connection carries at most %d subscriptions at once", MaxConnSubscriptions)}})
+			"a connection carries at most %d subscriptions at once", st.maxSubs)}})
 	}
 	context.AfterFunc(ctx, func() { st.subs.Add(-1) })
 	return next(ctx)

@@ -35,7 +35,7 @@ var (
 // early-fraud-detector monitor, accounts whose account.inserted events
 // create its sessions (each session's origin, not one of its inputs: S2),
 // entries that resume them, and the turns that take the entries. A second
-// part (agentDemo) follows the README's agent walkthrough: an approval,
+// part (agentDemo) follows the agent walkthrough of docs/agents.md: an approval,
 // then a held turn, answered with the seed's operations.
 type demoCmd struct {
 	database
@@ -158,7 +158,7 @@ func (c *demoCmd) Run(ctx context.Context, log *slog.Logger) error {
 		return nil
 	}
 
-	fmt.Fprintln(out, "\nagents: an approval, then a held turn (README walkthrough)")
+	fmt.Fprintln(out, "\nagents: an approval, then a held turn (the walkthrough of docs/agents.md)")
 	agent := &agentDemo{gql: gql, out: out, timeout: c.Timeout}
 	problems, err = agent.run(ctx)
 	if err != nil {

@@ -20,6 +20,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -33,6 +34,7 @@ import (
 	"github.com/actionsledger/actionsledger/cli"
 	"github.com/actionsledger/actionsledger/handlers/agent/provider"
 	"github.com/actionsledger/actionsledger/internal/observe"
+	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/migrations"
 	"github.com/actionsledger/actionsledger/server"
 )
@@ -87,9 +89,17 @@ type serveCmd struct {
 	Console       bool          `env:"CONSOLE" name:"console" default:"true" negatable:"" help:"Serve the web console at /console/ (/ redirects there)."`
 	HTTPAllow     []string      `env:"HTTP_ALLOW" name:"http-allow" sep:"," help:"Addresses or CIDR prefixes the http kind may send turns to besides public addresses (loopback, link-local and private ones are refused otherwise)."`
 	HTTP          httpLimits    `embed:"" prefix:"http-"`
+	Live          liveLimits    `embed:"" prefix:"live-"`
 	MaxMutations  int           `env:"MAX_MUTATION_FIELDS" name:"max-mutation-fields" default:"${max_mutation_fields}" help:"Mutation fields (writes) one GraphQL request may select."`
 	DebugAddr     string        `env:"DEBUG_ADDR" name:"debug-addr" help:"Serve net/http/pprof at this address (off when empty; loopback only unless --debug-public)."`
 	DebugPublic   bool          `env:"DEBUG_PUBLIC" name:"debug-public" help:"Allow a non-loopback DEBUG_ADDR."`
+	metricsListener
+}
+
+// metricsListener is the flag of the commands that may serve /metrics,
+// /healthz and /readyz on a listener of their own (server.Config.MetricsAddr).
+type metricsListener struct {
+	MetricsAddr string `env:"METRICS_ADDR" name:"metrics-addr" help:"Also serve /metrics, /healthz and /readyz at this address, on a listener of its own (off when empty)."`
 }
 
 // httpLimits are the HTTP server's timeouts and connection cap (issue 10
@@ -102,6 +112,53 @@ type httpLimits struct {
 	MaxConns          int           `env:"HTTP_MAX_CONNS" default:"${max_conns}" help:"Connections served at once; more wait until one closes."`
 }
 
+// liveLimits bound the live subscriptions (issue 12): server.Limits'
+// stream caps and server.LiveConfig. Each is checked against the bounds in
+// liveBounds at start.
+type liveLimits struct {
+	MaxStreams             int           `env:"LIVE_MAX_STREAMS" help:"Subscription streams (WebSockets and SSE requests) served at once, below HTTP_MAX_CONNS; 0: half of HTTP_MAX_CONNS."`
+	MaxSocketSubscriptions int           `env:"LIVE_MAX_SOCKET_SUBSCRIPTIONS" default:"${live_max_socket_subscriptions}" help:"Subscriptions one WebSocket carries at once (1-1000)."`
+	Buffer                 int           `env:"LIVE_BUFFER" default:"${live_buffer}" help:"Notifications each subscriber holds while it is busy (16-65536); past them it catches up from the database or ends with SUBSCRIPTION_LAGGED."`
+	TailEvents             int           `env:"LIVE_TAIL_EVENTS" default:"${live_tail_events}" help:"Newest ledger events kept in memory for ledgerEvents subscribers (16-1000000)."`
+	TailBytes              int           `env:"LIVE_TAIL_BYTES" default:"${live_tail_bytes}" help:"Bytes of event data the tail keeps at most (1 MiB-1 GiB)."`
+	Recheck                time.Duration `env:"LIVE_RECHECK" default:"${live_recheck}" help:"With AUTH=on, how often a stream's token is checked again (1s-1h)."`
+}
+
+// Bounds of the LIVE_* settings: below them a server could not serve its
+// subscribers sensibly, above them one process holds too much memory or
+// keeps a revoked token working too long.
+const (
+	liveMaxSocketSubscriptions = 1000
+	liveMinBuffer              = 16
+	liveMaxBuffer              = 65536
+	liveMinTailEvents          = 16
+	liveMaxTailEvents          = 1_000_000
+	liveMinTailBytes           = 1 << 20
+	liveMaxTailBytes           = 1 << 30
+	liveMinRecheck             = time.Second
+	liveMaxRecheck             = time.Hour
+)
+
+// check returns an error naming the first setting out of its bounds;
+// maxConns is HTTP_MAX_CONNS.
+func (l liveLimits) check(maxConns int) error {
+	switch {
+	case l.MaxStreams < 0 || (l.MaxStreams > 0 && l.MaxStreams >= maxConns):
+		return fmt.Errorf("LIVE_MAX_STREAMS is %d: it is 0 (half of HTTP_MAX_CONNS) or from 1 to HTTP_MAX_CONNS-1 (%d), so ordinary requests keep connections", l.MaxStreams, maxConns-1)
+	case l.MaxSocketSubscriptions < 1 || l.MaxSocketSubscriptions > liveMaxSocketSubscriptions:
+		return fmt.Errorf("LIVE_MAX_SOCKET_SUBSCRIPTIONS is %d: it is from 1 to %d", l.MaxSocketSubscriptions, liveMaxSocketSubscriptions)
+	case l.Buffer < liveMinBuffer || l.Buffer > liveMaxBuffer:
+		return fmt.Errorf("LIVE_BUFFER is %d: it is from %d to %d", l.Buffer, liveMinBuffer, liveMaxBuffer)
+	case l.TailEvents < liveMinTailEvents || l.TailEvents > liveMaxTailEvents:
+		return fmt.Errorf("LIVE_TAIL_EVENTS is %d: it is from %d to %d", l.TailEvents, liveMinTailEvents, liveMaxTailEvents)
+	case l.TailBytes < liveMinTailBytes || l.TailBytes > liveMaxTailBytes:
+		return fmt.Errorf("LIVE_TAIL_BYTES is %d: it is from %d (1 MiB) to %d (1 GiB)", l.TailBytes, liveMinTailBytes, liveMaxTailBytes)
+	case l.Recheck < liveMinRecheck || l.Recheck > liveMaxRecheck:
+		return fmt.Errorf("LIVE_RECHECK is %s: it is from %s to %s", l.Recheck, liveMinRecheck, liveMaxRecheck)
+	}
+	return nil
+}
+
 type workerCmd struct {
 	database
 	startup
@@ -110,9 +167,19 @@ type workerCmd struct {
 	Auth       string        `env:"AUTH" default:"off" enum:"on,off" help:"on: action versions run with their authors' authority (set it as for serve); off: dev mode."`
 	AdminToken string        `env:"ADMIN_TOKEN" help:"Set as for serve: versions stored with it keep ADMIN on * under AUTH=on."`
 	HTTPAllow  []string      `env:"HTTP_ALLOW" name:"http-allow" sep:"," help:"As for serve."`
+	metricsListener
 }
 
 type migrateCmd struct{ database }
+
+// Validate checks DATABASE_URL (as every database command does) and the
+// bounds of the LIVE_* settings.
+func (c *serveCmd) Validate() error {
+	if err := c.database.Validate(); err != nil {
+		return err
+	}
+	return c.Live.check(c.HTTP.MaxConns)
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], cli.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
@@ -124,29 +191,48 @@ func run(args []string, stdio cli.IO) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var g grammar
-	d := server.DefaultLimits
 	return cli.Execute(ctx, &g, &g.Globals, args, stdio,
 		kong.Description("Ledger-native actions and sessions over GraphQL: the service, and a command line client of it."),
-		kong.Vars{"read_header_timeout": d.ReadHeaderTimeout.String(), "read_timeout": d.ReadTimeout.String(),
-			"idle_timeout": d.IdleTimeout.String(), "request_timeout": d.RequestTimeout.String(),
-			"max_conns": strconv.Itoa(d.MaxConns), "max_mutation_fields": strconv.Itoa(d.MaxMutationFields)},
+		serverVars(),
 		kong.BindToProvider(func() (*slog.Logger, error) {
 			return observe.NewLogger(stdio.Stderr, g.LogFormat, g.LogLevel)
 		}))
 }
 
+// serverVars are the defaults the server commands' flags show, taken from
+// the packages that apply them.
+func serverVars() kong.Vars {
+	d := server.DefaultLimits
+	return kong.Vars{"read_header_timeout": d.ReadHeaderTimeout.String(), "read_timeout": d.ReadTimeout.String(),
+		"idle_timeout": d.IdleTimeout.String(), "request_timeout": d.RequestTimeout.String(),
+		"max_conns": strconv.Itoa(d.MaxConns), "max_mutation_fields": strconv.Itoa(d.MaxMutationFields),
+		"live_max_socket_subscriptions": strconv.Itoa(d.MaxSocketSubscriptions), "live_buffer": strconv.Itoa(ledger.DefaultFeedBuffer),
+		"live_tail_events": strconv.Itoa(ledger.DefaultTailEvents), "live_tail_bytes": strconv.Itoa(ledger.DefaultTailBytes),
+		"live_recheck": server.DefaultRecheck.String()}
+}
+
 func (c *serveCmd) Run(ctx context.Context, log *slog.Logger) error {
-	return runApp(ctx, server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease,
+	return runApp(ctx, c.config(os.Getenv), log)
+}
+
+// config is the server's configuration from the flags and environment
+// (getenv for the model providers).
+func (c *serveCmd) config(getenv func(string) string) server.Config {
+	return server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease,
 		DisableIntrospection: !c.Introspection, DisableGraphiQL: !c.GraphiQL, DisableConsole: !c.Console, Auth: c.Auth == "on", AdminToken: c.AdminToken,
-		Providers: provider.FromEnv(os.Getenv), HTTPAllow: c.HTTPAllow,
+		Providers: provider.FromEnv(getenv), HTTPAllow: c.HTTPAllow,
 		Limits: server.Limits{ReadHeaderTimeout: c.HTTP.ReadHeaderTimeout, ReadTimeout: c.HTTP.ReadTimeout,
 			IdleTimeout: c.HTTP.IdleTimeout, RequestTimeout: c.HTTP.RequestTimeout, MaxConns: c.HTTP.MaxConns,
-			MaxMutationFields: c.MaxMutations}, DebugAddr: c.DebugAddr, DebugPublic: c.DebugPublic}, log)
+			MaxMutationFields: c.MaxMutations, MaxStreams: c.Live.MaxStreams, MaxSocketSubscriptions: c.Live.MaxSocketSubscriptions},
+		Live: server.LiveConfig{Buffer: c.Live.Buffer, Recheck: c.Live.Recheck,
+			Tail: ledger.TailConfig{Events: c.Live.TailEvents, Bytes: c.Live.TailBytes}},
+		DebugAddr: c.DebugAddr, DebugPublic: c.DebugPublic, MetricsAddr: c.MetricsAddr}
 }
 
 func (c *workerCmd) Run(ctx context.Context, log *slog.Logger) error {
 	return runApp(ctx, server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Workers: c.Workers, Lease: c.Lease,
-		Auth: c.Auth == "on", AdminToken: c.AdminToken, HTTPAllow: c.HTTPAllow, Providers: provider.FromEnv(os.Getenv)}, log)
+		Auth: c.Auth == "on", AdminToken: c.AdminToken, HTTPAllow: c.HTTPAllow, Providers: provider.FromEnv(os.Getenv),
+		MetricsAddr: c.MetricsAddr}, log)
 }
 
 func runApp(ctx context.Context, cfg server.Config, log *slog.Logger) error {
