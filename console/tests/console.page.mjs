@@ -346,6 +346,8 @@ try {
   const after = await page.evaluate(() => document.activeElement?.tagName ?? 'none');
   check(after !== 'BODY', 'the answer was sent with Enter, and focus stays on the page, not lost to <body>', after);
   await until('acct-a6 to go on', () => session('acct-a6'), wentOn);
+  await page.getByText(/Approved the call of freeze_account in session acct-a6/).waitFor();
+  check((await page.getByText(/in session acct-a6 elsewhere/).count()) === 0, "this tab's own answer is not reported as answered elsewhere");
 
   // A held turn that resumed from approval responses: Skip is disabled, with the reason.
   phase = 'skip refused';

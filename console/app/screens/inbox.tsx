@@ -48,6 +48,7 @@ export function InboxScreen() {
   const loadSeq = useRef(0);
 
   const fresh = useRef(new Set<string>()); // raised since the last read began
+  const sending = useRef(new Set<string>()); // answered from this tab, answer on its way
 
   const load = useCallback(async () => {
     const seq = ++loadSeq.current;
@@ -119,6 +120,7 @@ export function InboxScreen() {
     }
     // ANSWERED or CLOSED
     if (gone.current.has(it.interruptId)) return; // answered here: its notice is out
+    if (u.kind === 'ANSWERED' && sending.current.has(it.interruptId)) return; // this tab's own answer: its notice comes with it
     const shown = items?.some((x) => x.interruptId === it.interruptId);
     remove(it.interruptId);
     if (!shown) return;
@@ -189,7 +191,14 @@ export function InboxScreen() {
       {items && items.length > 0 ? (
         <ol className="inbox" aria-label="Waiting for an answer, oldest first">
           {items.map((it) => (
-            <Row key={it.interruptId} item={it} now={now} onAnswered={answered(it)} onGone={goneElsewhere(it)} />
+            <Row
+              key={it.interruptId}
+              item={it}
+              now={now}
+              onAnswered={answered(it)}
+              onGone={goneElsewhere(it)}
+              onSending={(on) => (on ? sending.current.add(it.interruptId) : sending.current.delete(it.interruptId))}
+            />
           ))}
         </ol>
       ) : null}
@@ -198,7 +207,19 @@ export function InboxScreen() {
   );
 }
 
-function Row({ item, now, onAnswered, onGone }: { item: InboxItem; now: number; onAnswered: (a: Answered) => void; onGone: (e: APIError) => void }) {
+function Row({
+  item,
+  now,
+  onAnswered,
+  onGone,
+  onSending,
+}: {
+  item: InboxItem;
+  now: number;
+  onAnswered: (a: Answered) => void;
+  onGone: (e: APIError) => void;
+  onSending: (on: boolean) => void;
+}) {
   const titleId = `title-${item.interruptId}`;
   return (
     <li id={`row-${item.interruptId}`} className={`item item-${item.kind.toLowerCase()}`} aria-labelledby={titleId} data-interrupt={item.interruptId}>
@@ -246,7 +267,7 @@ function Row({ item, now, onAnswered, onGone }: { item: InboxItem; now: number; 
           {item.hold.explanation ? <blockquote>{item.hold.explanation}</blockquote> : null}
         </div>
       ) : null}
-      <AnswerForm item={item} onAnswered={onAnswered} onGone={onGone} />
+      <AnswerForm item={item} onAnswered={onAnswered} onGone={onGone} onSending={onSending} />
     </li>
   );
 }
