@@ -210,7 +210,9 @@ func TestSessionTurnsPrefetchMatchesSingleTurns(t *testing.T) {
 		var list struct {
 			Actions struct {
 				Action struct {
-					Session struct{ Turns struct{ Nodes []json.RawMessage } }
+					Session struct {
+						Turns struct{ Nodes []json.RawMessage }
+					}
 				}
 			}
 		}
