@@ -72,7 +72,9 @@ func (r *rig) sessionQueryTrips(ctx context.Context, dsn string, turns int) (int
 			Data struct {
 				Actions struct {
 					Action struct {
-						Session struct{ Turns struct{ Nodes []struct{ Number int } } }
+						Session struct {
+							Turns struct{ Nodes []struct{ Number int } }
+						}
 					}
 				}
 			}
