@@ -26,6 +26,8 @@
 #   make web        build the web assets only (console/dist)
 #   make lint       gofmt + go vet
 #   make pg-stop    stop the private cluster in .pgdata/, if any
+#   make tzdata     refresh the embedded timezone database (schedule/tzdata)
+#                   from the Go toolchain in use
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -34,7 +36,7 @@ GO ?= go
 BIN := bin/actionsledger
 FUZZTIME ?= 30s
 
-.PHONY: build run migrate test fuzz demo bench bench-live chaos generate lint pg-stop web
+.PHONY: build run migrate test fuzz demo bench bench-live chaos generate lint pg-stop web tzdata
 
 # The web front ends (console/: GraphiQL today) are an npm project built by
 # Vite into console/dist, which the binary embeds (console/embed.go). npm ci
@@ -120,3 +122,11 @@ lint:
 
 pg-stop:
 	scripts/pg.sh --stop
+
+# The clocks read timezones only from schedule/tzdata (schedule/doc.go):
+# copy the Go toolchain's database and record its release.
+tzdata:
+	root=$$($(GO) env GOROOT); \
+	cp "$$root/lib/time/zoneinfo.zip" schedule/tzdata/zoneinfo.zip; \
+	sed -n 's/^DATA=//p' "$$root/lib/time/update.bash" > schedule/tzdata/VERSION; \
+	echo "schedule/tzdata: $$(cat schedule/tzdata/VERSION)"

@@ -7,7 +7,7 @@
 //
 // # The workload
 //
-// Two copies of the README's monitor action (agent.echo; a session per
+// Two copies of the example monitor action (agent.echo; a session per
 // account started by account.inserted, resumed by entry.inserted, turns on
 // entries): the example as written, and one whose turns sleep 50ms so kills
 // often land inside a turn. Clients write accounts and entries with

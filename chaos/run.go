@@ -20,7 +20,7 @@ import (
 	"github.com/actionsledger/actionsledger/examples"
 )
 
-// monitorOp is the README's example monitor, the seed's CreateMonitor.
+// monitorOp is the example monitor, the seed's CreateMonitor (examples/).
 var monitorOp = examples.CreateMonitor
 
 // runPrefix names the folder of a run under os.TempDir(); keptPrefix the

@@ -29,8 +29,8 @@ const (
 	agentSessionID = agentAccount + "-account"
 )
 
-// The README walkthrough's operations ("Agents: model-driven turns,
-// approvals and held turns"), named so the demo can send operationName.
+// The operations of the agent walkthrough in docs/agents.md ("Walkthrough:
+// an approval, then a held turn"), named so the demo can send operationName.
 const (
 	createFreezeToolOp = `mutation CreateFreezeTool($id: UUID!, $source: String!) { actions { createAction(id: $id, input: {
   name: "freeze-account", kind: "starlark", source: $source
@@ -138,7 +138,7 @@ func (s *agentSession) settled(n int) bool {
 	return t != nil && t.Status != "RUNNING"
 }
 
-// agentDemo runs the README walkthrough "an approval, then a held turn"
+// agentDemo runs the walkthrough "an approval, then a held turn" of docs/agents.md
 // (SPEC P1, P3, P5, H1-H3) against the demo's app and prints each step.
 // Deviations from the walkthrough are returned as problems; an error means
 // a step could not be taken at all (a request failed, a wait timed out).

@@ -82,7 +82,7 @@ const (
 // the early-fraud-detector monitor, accounts whose account.inserted events
 // create its sessions (each session's origin, not one of its inputs: S2),
 // entries that resume them, and the turns that take the entries; then,
-// unless c.NoAgent, the README's agent walkthrough: an approval, then a
+// unless c.NoAgent, the agent walkthrough of docs/agents.md: an approval, then a
 // held turn, answered with the seed's operations. It runs the service in
 // this process and talks to it only through GraphQL. A deviation from
 // what the walkthrough expects is printed as a PROBLEM and makes Run
@@ -161,7 +161,7 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger) error {
 		return nil
 	}
 
-	fmt.Fprintln(out, "\nagents: an approval, then a held turn (README walkthrough)")
+	fmt.Fprintln(out, "\nagents: an approval, then a held turn (the walkthrough of docs/agents.md)")
 	agent := &agentDemo{gql: gql, out: out, timeout: c.Timeout}
 	problems, err = agent.run(ctx)
 	if err != nil {

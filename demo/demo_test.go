@@ -16,7 +16,7 @@ import (
 
 // The walkthrough runs to its end on a fresh database: every entry is
 // taken once by its account's session (S2, T9), then the agent part's
-// approval (P1, P5) and held turn (H1-H3) come out as the README says. Run
+// approval (P1, P5) and held turn (H1-H3) come out as docs/agents.md says. Run
 // returns an error for any deviation it finds.
 func TestDemoWalkthrough(t *testing.T) {
 	t.Parallel()

@@ -28,13 +28,23 @@
 //     times inside one gap (02:00, 02:15, 02:30, ...) and a match at the end
 //     of the gap itself (03:00) are one firing.
 //   - A wall time that occurs twice (a fall-back repeats it) fires once, at
-//     its first occurrence. So `*/15 * * * *` is silent during the repeated
-//     hour: its wall times have already fired. Use every for a period in
-//     real time.
+//     its first occurrence, unless the expression is a wildcard one: its
+//     minute or hour field starts with * (`0 * * * *`, `*/15 * * * *`,
+//     `*/10 1 * * *`, @hourly). A wildcard expression fires at both
+//     occurrences, so it runs in real time through the repeated hour and an
+//     hourly entry misses no hour. This is Vixie cron's rule for a clock
+//     moved back; fixed times (`30 1 * * *`, @daily) still fire once.
 //
-// Lord Howe's 30-minute shifts follow the same rules. The timezone database
-// is compiled into the binary (time/tzdata), so firing times do not depend
-// on the host's copy.
+// Lord Howe's 30-minute shifts follow the same rules. Day-of-week 7 is
+// Sunday, like 0 (Vixie cron accepts both): `0 9 * * 7` and `1-7` work.
+//
+// # Timezone data
+//
+// Zones are read only from the IANA database embedded in the binary
+// (tzdata/zoneinfo.zip, release TZDataVersion, which /readyz reports), never
+// from the host's zoneinfo files or ZONEINFO, so two servers built from one
+// commit fire at the same instants wherever they run. `make tzdata` copies
+// the database of the Go toolchain in use.
 //
 // # Refused entries
 //

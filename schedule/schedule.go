@@ -3,9 +3,9 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
-	_ "time/tzdata" // firing times must not depend on the host's zone files
 
 	"github.com/robfig/cron/v3"
 
@@ -43,6 +43,10 @@ type Entry struct {
 	// as UTC ("naive" times); resolve places them on the time line.
 	spec *cron.SpecSchedule
 	loc  *time.Location
+	// everyPass is set for a wildcard expression (its minute or hour field
+	// starts with *): it fires at both occurrences of a wall time repeated
+	// by a fall-back, so it runs in real time through the repeated hour.
+	everyPass bool
 }
 
 // Every returns an every entry. The period must have passed ParseEvery.
@@ -59,7 +63,7 @@ func LoadZone(name string) (*time.Location, error) {
 	case name == "Local":
 		return nil, errors.New(`"Local" depends on the server; name an IANA timezone such as America/New_York or UTC`)
 	}
-	loc, err := time.LoadLocation(name)
+	loc, err := embeddedZone(name)
 	if err != nil {
 		return nil, fmt.Errorf("%q is not an IANA timezone (such as America/New_York or UTC)", name)
 	}
@@ -89,6 +93,10 @@ func Cron(name, expr string, loc *time.Location) (e *Entry, err error) {
 			e, err = nil, fmt.Errorf("not a valid cron expression: %v", r)
 		}
 	}()
+	src, err = sundaySeven(src)
+	if err != nil {
+		return nil, err
+	}
 	s, err := parser.Parse(src)
 	if err != nil {
 		return nil, fmt.Errorf("not a valid cron expression (minute hour day-of-month month day-of-week, or @daily and the like): %v", err)
@@ -104,7 +112,86 @@ func Cron(name, expr string, loc *time.Location) (e *Entry, err error) {
 	if naive.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero() {
 		return nil, fmt.Errorf("%q never matches a date (such as the 30th of February)", src)
 	}
-	return &Entry{Name: name, spec: &naive, loc: loc}, nil
+	return &Entry{Name: name, spec: &naive, loc: loc, everyPass: wildcard(src)}, nil
+}
+
+// descriptorFields are the minute and hour fields of the descriptors.
+var descriptorFields = map[string][2]string{
+	"@yearly": {"0", "0"}, "@annually": {"0", "0"}, "@monthly": {"0", "0"},
+	"@weekly": {"0", "0"}, "@daily": {"0", "0"}, "@midnight": {"0", "0"}, "@hourly": {"0", "*"},
+}
+
+// wildcard reports whether a parsed expression's minute or hour field
+// starts with * (Vixie cron's rule for which jobs run through a repeated
+// hour in real time).
+func wildcard(src string) bool {
+	f := strings.Fields(src)
+	if len(f) == 1 {
+		d := descriptorFields[strings.ToLower(f[0])]
+		f = d[:]
+	}
+	return len(f) >= 2 && (strings.HasPrefix(f[0], "*") || strings.HasPrefix(f[1], "*"))
+}
+
+// sundaySeven rewrites day-of-week 7 into 0: Vixie cron, and most people,
+// write 7 for Sunday, robfig/cron only 0. A single 7 becomes 0; a range or
+// step that reaches 7 (1-7, 5-7/2) becomes the list of days it names.
+// Other fields and descriptors are left alone.
+func sundaySeven(src string) (string, error) {
+	f := strings.Fields(src)
+	if len(f) != 5 {
+		return src, nil
+	}
+	parts := strings.Split(f[4], ",")
+	changed := false
+	for i, part := range parts {
+		days, ok, err := expandSeven(part)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			parts[i], changed = days, true
+		}
+	}
+	if !changed {
+		return src, nil
+	}
+	f[4] = strings.Join(parts, ",")
+	return strings.Join(f, " "), nil
+}
+
+// expandSeven returns part (N, N-M, N/S or N-M/S in numbers) as a list of
+// days with 7 written 0, and ok when part names day 7; anything else is
+// left to the parser.
+func expandSeven(part string) (days string, ok bool, err error) {
+	rng, stepText, stepped := strings.Cut(part, "/")
+	loText, hiText, ranged := strings.Cut(rng, "-")
+	lo, err1 := strconv.Atoi(loText)
+	hi, err2 := lo, error(nil)
+	if ranged {
+		hi, err2 = strconv.Atoi(hiText)
+	} else if stepped {
+		hi = 7
+	}
+	if err1 != nil || err2 != nil || (lo != 7 && hi != 7) || lo < 0 || lo > hi {
+		return "", false, nil
+	}
+	step := 1
+	if stepped {
+		if step, err = strconv.Atoi(stepText); err != nil || step < 1 {
+			return "", false, fmt.Errorf("not a valid cron expression: day-of-week step %q", stepText)
+		}
+	}
+	seen := map[int]bool{}
+	var out []string
+	for d := lo; d <= hi; d += step {
+		if d%7 == 0 && seen[0] {
+			continue
+		}
+		seen[d%7] = true
+		out = append(out, strconv.Itoa(d%7))
+	}
+	return strings.Join(out, ","), true, nil
 }
 
 // ParseEvery reads an every period in Go/CEL duration syntax ("90s",
@@ -205,9 +292,17 @@ func (e *Entry) cronNext(t time.Time) time.Time {
 		}
 	}
 	w := t.UTC().Add(time.Duration(low)*time.Second - time.Second)
+	// best is the earliest firing found so far (everyPass only: the second
+	// occurrence of a repeated wall time comes after the first occurrences
+	// of later wall times, so the scan goes on until no later wall time
+	// can be placed before best).
+	var best, stop time.Time
 	for range 100_000 {
 		n := e.spec.Next(w)
 		if n.IsZero() {
+			if !best.IsZero() {
+				return best
+			}
 			// No match within five years (a leap day around 2100): look further.
 			if w.Year() > t.Year()+12 {
 				return time.Time{}
@@ -216,32 +311,64 @@ func (e *Entry) cronNext(t time.Time) time.Time {
 			continue
 		}
 		w = n
-		if at := resolve(w, e.loc); at.After(t) {
+		if !best.IsZero() && !w.Before(stop) {
+			return best
+		}
+		at := resolve(w, e.loc, t, e.everyPass)
+		if at.IsZero() || (!best.IsZero() && !at.Before(best)) {
+			continue
+		}
+		if !e.everyPass {
 			return at
 		}
+		best = at
+		offsets, _ := zoneChanges(e.loc, at.Add(-15*time.Hour), at.Add(15*time.Hour))
+		highest := offsets[0]
+		for _, o := range offsets {
+			highest = max(highest, o)
+		}
+		// A wall time w' names instants no earlier than w' - highest.
+		stop = at.Add(time.Duration(highest) * time.Second)
 	}
-	return time.Time{}
+	return best
 }
 
-// resolve places the wall time w (its fields read as a UTC time) in loc:
-// the instant it names, its first occurrence when it occurs twice, or the
-// first instant after the gap when it does not occur at all.
-func resolve(w time.Time, loc *time.Location) time.Time {
+// resolve places the wall time w (its fields read as a UTC time) in loc
+// and returns the first such instant strictly after t, or zero: the instant
+// w names; when it occurs twice, its first occurrence, or either occurrence
+// when every is set; when it does not occur at all, the first instant after
+// the gap.
+func resolve(w time.Time, loc *time.Location, t time.Time, every bool) time.Time {
 	if loc == time.UTC {
-		return w
+		if w.After(t) {
+			return w
+		}
+		return time.Time{}
 	}
 	// Offsets lie within -12h..+14h, so every instant that shows w lies
 	// within 15 hours of w read as UTC.
 	offsets, shifts := zoneChanges(loc, w.Add(-15*time.Hour), w.Add(15*time.Hour))
-	var first time.Time
+	var first, next time.Time
 	for _, off := range offsets {
-		t := w.Add(-time.Duration(off) * time.Second)
-		if _, got := t.In(loc).Zone(); got == off && (first.IsZero() || t.Before(first)) {
-			first = t
+		at := w.Add(-time.Duration(off) * time.Second)
+		if _, got := at.In(loc).Zone(); got != off {
+			continue
+		}
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(t) && (next.IsZero() || at.Before(next)) {
+			next = at
 		}
 	}
 	if !first.IsZero() {
-		return first
+		if every {
+			return next
+		}
+		if first.After(t) {
+			return first
+		}
+		return time.Time{}
 	}
 	for _, s := range shifts {
 		if s.after <= s.before {
@@ -250,11 +377,17 @@ func resolve(w time.Time, loc *time.Location) time.Time {
 		gapStart := s.at.Add(time.Duration(s.before) * time.Second)
 		gapEnd := s.at.Add(time.Duration(s.after) * time.Second)
 		if !w.Before(gapStart) && w.Before(gapEnd) {
-			return s.at
+			if s.at.After(t) {
+				return s.at
+			}
+			return time.Time{}
 		}
 	}
 	// Unreachable for a consistent zone; Go's own normalisation as a last resort.
-	return time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), w.Nanosecond(), loc).UTC()
+	if at := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), w.Nanosecond(), loc).UTC(); at.After(t) {
+		return at
+	}
+	return time.Time{}
 }
 
 // shift is a change of a zone's UTC offset (seconds) at an instant.

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/actionsledger/actionsledger/schedule"
@@ -81,19 +82,56 @@ func TestCronDST_C2(t *testing.T) {
 			want: []time.Time{utc(2025, 11, 2, 5, 30), utc(2025, 11, 3, 6, 30)},
 		},
 		{
-			name: "New York fall back: the repeated hour is silent for wall-clock minutes",
+			name: "New York fall back: a wildcard expression runs through the repeated hour",
 			expr: "*/15 * * * *", tz: "America/New_York",
 			from: utc(2025, 11, 2, 4, 50), // 00:50 EDT
 			want: []time.Time{
 				utc(2025, 11, 2, 5, 0), utc(2025, 11, 2, 5, 15), utc(2025, 11, 2, 5, 30), utc(2025, 11, 2, 5, 45), // 01:xx EDT
-				utc(2025, 11, 2, 7, 0), // 02:00 EST; 01:xx EST already fired
+				utc(2025, 11, 2, 6, 0), utc(2025, 11, 2, 6, 15), utc(2025, 11, 2, 6, 30), utc(2025, 11, 2, 6, 45), // 01:xx EST
+				utc(2025, 11, 2, 7, 0), // 02:00 EST
 			},
 		},
 		{
 			name: "New York fall back: from inside the repeated hour",
 			expr: "*/15 * * * *", tz: "America/New_York",
 			from: utc(2025, 11, 2, 6, 20), // 01:20 EST, the second pass
-			want: []time.Time{utc(2025, 11, 2, 7, 0)},
+			want: []time.Time{utc(2025, 11, 2, 6, 30), utc(2025, 11, 2, 6, 45), utc(2025, 11, 2, 7, 0)},
+		},
+		{
+			name: "New York fall back: hourly has no missing hour",
+			expr: "0 * * * *", tz: "America/New_York",
+			from: utc(2025, 11, 2, 4, 30), // 00:30 EDT
+			want: []time.Time{utc(2025, 11, 2, 5, 0), utc(2025, 11, 2, 6, 0), utc(2025, 11, 2, 7, 0), utc(2025, 11, 2, 8, 0)},
+		},
+		{
+			name: "New York fall back: @hourly is a wildcard expression",
+			expr: "@hourly", tz: "America/New_York",
+			from: utc(2025, 11, 2, 5, 30), // 01:30 EDT
+			want: []time.Time{utc(2025, 11, 2, 6, 0), utc(2025, 11, 2, 7, 0)},
+		},
+		{
+			name: "New York fall back: a wildcard minute in a fixed hour runs both passes",
+			expr: "*/30 1 * * *", tz: "America/New_York",
+			from: utc(2025, 11, 1, 12, 0),
+			want: []time.Time{utc(2025, 11, 2, 5, 0), utc(2025, 11, 2, 5, 30), utc(2025, 11, 2, 6, 0), utc(2025, 11, 2, 6, 30), utc(2025, 11, 3, 6, 0)},
+		},
+		{
+			name: "New York fall back: a fixed time in the repeated hour fires once",
+			expr: "0 1 * * *", tz: "America/New_York",
+			from: utc(2025, 11, 1, 12, 0),
+			want: []time.Time{utc(2025, 11, 2, 5, 0), utc(2025, 11, 3, 6, 0)},
+		},
+		{
+			// 2025-04-06 02:00 +11 -> 01:30 +10:30: 01:30-01:59 occur twice.
+			name: "Lord Howe fall back: a wildcard expression runs through the repeated half hour",
+			expr: "*/20 * * * *", tz: "Australia/Lord_Howe",
+			from: utc(2025, 4, 5, 14, 15), // 01:15 +11
+			want: []time.Time{
+				utc(2025, 4, 5, 14, 20), utc(2025, 4, 5, 14, 40), // 01:20, 01:40 +11
+				utc(2025, 4, 5, 15, 10), // 01:40 +10:30, the second pass (the clock went back at 15:00)
+				utc(2025, 4, 5, 15, 30), // 02:00 +10:30
+				utc(2025, 4, 5, 15, 50),
+			},
 		},
 		{
 			// 2025-10-05 02:00 +10:30 -> 02:30 +11: a 30-minute gap.
@@ -250,11 +288,14 @@ func TestParseRefuses_C1(t *testing.T) {
 		{"61 * * * *", "not a valid cron expression"},
 		{"@reboot", "not a valid cron expression"},
 		{"", "required"},
+		{"0 9 * * 8", "not a valid cron expression"},
+		{"0 9 * * 6-8", "not a valid cron expression"},
+		{"0 9 * * 1-7/0", "day-of-week step"},
 	} {
 		_, err := schedule.Cron("c", tc.expr, time.UTC)
 		require.ErrorContains(t, err, tc.want, "cron %q", tc.expr)
 	}
-	for _, ok := range []string{"0 0 29 2 *", "@daily", "@hourly", "*/5 9-17 * * mon-fri", " 0 9 * * * "} {
+	for _, ok := range []string{"0 0 29 2 *", "@daily", "@hourly", "*/5 9-17 * * mon-fri", " 0 9 * * * ", "0 9 * * 7", "0 9 * * 1-7", "0 9 * * 5-7/2,3"} {
 		_, err := schedule.Cron("c", ok, time.UTC)
 		require.NoError(t, err, "cron %q", ok)
 	}
@@ -291,4 +332,89 @@ func TestDueCountsLongOutages_C5(t *testing.T) {
 	latest, n := e.Due(start, start, now, nil)
 	require.Equal(t, now, latest)
 	require.Equal(t, 30*24*60, n)
+}
+
+// C1: day-of-week 7 is Sunday, as in Vixie cron: 7, 0 and sun name the same
+// day, and a range up to 7 includes Sunday.
+func TestSundayIsSeven_C1(t *testing.T) {
+	t.Parallel()
+	from := utc(2026, 3, 2, 12, 0) // a Monday
+	sunday := firings(cronEntry(t, "0 9 * * 0", ""), from, from, 3)
+	for _, expr := range []string{"0 9 * * 7", "0 9 * * sun", "0 9 * * 7,0"} {
+		require.Equal(t, sunday, firings(cronEntry(t, expr, ""), from, from, 3), expr)
+	}
+	every := firings(cronEntry(t, "0 9 * * *", ""), from, from, 14)
+	require.Equal(t, every, firings(cronEntry(t, "0 9 * * 1-7", ""), from, from, 14), "1-7 is every day")
+	require.Equal(t, every, firings(cronEntry(t, "0 9 * * 0-7", ""), from, from, 14), "0-7 is every day")
+	weekend := firings(cronEntry(t, "0 9 * * 6,0", ""), from, from, 4)
+	require.Equal(t, weekend, firings(cronEntry(t, "0 9 * * 6-7", ""), from, from, 4))
+	require.Equal(t, sunday, firings(cronEntry(t, "0 9 * * 7/3", ""), from, from, 3), "7/3 is Sunday alone")
+}
+
+// C2: the embedded timezone database is the one used, whatever the host
+// has: every zone in it loads, and its release is reported.
+func TestEmbeddedZones_C2(t *testing.T) {
+	t.Parallel()
+	require.Regexp(t, `^20[0-9]{2}[a-z]$`, schedule.TZDataVersion())
+	ny := zone(t, "America/New_York")
+	require.Equal(t, "America/New_York", ny.String())
+	_, off := time.Date(2026, 7, 1, 12, 0, 0, 0, ny).Zone()
+	require.Equal(t, -4*3600, off)
+	for _, bad := range []string{"america/new_york", "America/", "/etc/passwd", "zone1970.tab.missing"} {
+		_, err := schedule.LoadZone(bad)
+		require.Error(t, err, bad)
+	}
+	n, err := schedule.ZoneCount()
+	require.NoError(t, err)
+	require.Greater(t, n, 400)
+}
+
+// C2: a wildcard expression (minute or hour field starting with *) fires at
+// every real-time instant whose wall clock matches, through a repeated hour
+// included, and nowhere else except at the end of a gap. Checked minute by
+// minute across the 2026 DST changes of several zones.
+func TestWildcardRealTime_C2(t *testing.T) {
+	t.Parallel()
+	parser := cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+	days := map[string][]time.Time{
+		"America/New_York":    {utc(2026, 3, 7, 12, 0), utc(2026, 10, 31, 12, 0)},
+		"Europe/Berlin":       {utc(2026, 3, 28, 12, 0), utc(2026, 10, 24, 12, 0)},
+		"Australia/Lord_Howe": {utc(2026, 4, 4, 0, 0), utc(2026, 10, 3, 0, 0)},
+		"America/Santiago":    {utc(2026, 4, 4, 0, 0), utc(2026, 9, 5, 0, 0)},
+	}
+	for tz, froms := range days {
+		loc := zone(t, tz)
+		for _, expr := range []string{"*/15 * * * *", "0 * * * *", "*/7 0-3 * * *", "5,35 * * * *"} {
+			spec, err := parser.Parse(expr)
+			require.NoError(t, err)
+			matches := func(at time.Time) bool {
+				w := at.In(loc)
+				naive := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), 0, 0, time.UTC)
+				return spec.Next(naive.Add(-time.Second)).Equal(naive)
+			}
+			e := cronEntry(t, expr, tz)
+			for _, from := range froms {
+				want := map[time.Time]bool{}
+				for at := from.Add(time.Minute); at.Before(from.Add(48 * time.Hour)); at = at.Add(time.Minute) {
+					if matches(at) {
+						want[at] = true
+					}
+				}
+				got := firings(e, from, from, 400)
+				for _, f := range got {
+					if !f.Before(from.Add(48 * time.Hour)) {
+						break
+					}
+					if !want[f] {
+						// Only a gap's end may fire without its own match.
+						_, off := f.In(loc).Zone()
+						_, before := f.Add(-time.Second).In(loc).Zone()
+						require.Greater(t, off, before, "%s %s: %s fired without a matching wall time", tz, expr, f)
+					}
+					delete(want, f)
+				}
+				require.Empty(t, want, "%s %s: matching instants that did not fire", tz, expr)
+			}
+		}
+	}
 }

@@ -8,7 +8,10 @@
 #   scripts/pg.sh --status   exit 0 if the private cluster is running
 #
 # Where the server comes from, first match wins:
-#   1. DATABASE_URL is set: it is printed unchanged; nothing is created.
+#   1. DATABASE_URL is set: it is printed unchanged. When it is a
+#      postgres:// URL whose database is missing and psql can reach the
+#      server (as the URL's user, connecting to database postgres), the
+#      database is created; otherwise the server reports what is wrong.
 #   2. Something answers on 127.0.0.1:5432: that server is used (user
 #      postgres, no password) and DBNAME is created there with psql if missing.
 #   3. Otherwise a private cluster in .pgdata/ at the repo root is used (and
@@ -104,6 +107,27 @@ ensure_db() {
 		# Lost a race with another pg.sh? Fine if it exists now.
 		exists=$("${q[@]}" -tAc "select 1 from pg_database where datname = '$db'") || true
 		[[ $exists == 1 ]] || die "could not create database $db: $out"
+	fi
+}
+
+# ensure_url_db URL: create the database a postgres:// URL names if it is
+# missing, when psql can ask the server. Anything unusual (no psql, a name
+# that needs quoting, a server that cannot be asked) is left as it is.
+ensure_url_db() {
+	local url=$1
+	[[ $url =~ ^postgres(ql)?://[^/?]*/([^/?]+) ]] || return 0
+	local db=${BASH_REMATCH[2]}
+	[[ $db =~ ^[A-Za-z_][A-Za-z0-9_]*$ && $db != postgres ]] || return 0
+	command -v psql >/dev/null 2>&1 || return 0
+	local admin exists out
+	admin=$(printf '%s' "$url" | sed -E 's#^([a-zA-Z]+://[^/?]*)/[^?]*#\1/postgres#')
+	local q=(env PGCONNECT_TIMEOUT=10 psql -X -q -v ON_ERROR_STOP=1 -d "$admin")
+	exists=$("${q[@]}" -tAc "select 1 from pg_database where datname = '$db'" 2>/dev/null) || return 0
+	[[ $exists == 1 ]] && return 0
+	log "creating database $db"
+	if ! out=$("${q[@]}" -c "create database \"$db\"" 2>&1); then
+		exists=$("${q[@]}" -tAc "select 1 from pg_database where datname = '$db'" 2>/dev/null) || true
+		[[ $exists == 1 ]] || log "could not create database $db: $out"
 	fi
 }
 
@@ -214,6 +238,7 @@ main() {
 
 	# 1. An explicit URL wins.
 	if [[ -n ${DATABASE_URL:-} ]]; then
+		ensure_url_db "$DATABASE_URL"
 		printf '%s\n' "$DATABASE_URL"
 		return
 	fi

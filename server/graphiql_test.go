@@ -202,7 +202,7 @@ func TestGraphiQLInBrowser(t *testing.T) {
 	_, err := os.Stat(chromium)
 	requireWeb(t, err == nil, chromium+" is missing: apt-get install chromium (.ci/run does)")
 	node, err := exec.LookPath("node")
-	requireWeb(t, err == nil, "node is missing: install Node.js and npm (see README)")
+	requireWeb(t, err == nil, "node is missing: install Node.js and npm (see docs/development.md)")
 	requireWeb(t, console.Built(console.GraphiQL()), "GraphiQL's assets are not built into this test binary: run make build (or make test)")
 	web := filepath.Join("..", "console")
 	_, err = os.Stat(filepath.Join(web, "node_modules", "playwright-core"))

@@ -24,6 +24,7 @@ import (
 
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/internal/observe"
+	"github.com/actionsledger/actionsledger/schedule"
 )
 
 // requestInfo is what the layers of one request learn about it for its
@@ -306,7 +307,8 @@ type check struct {
 // fails, with {"ready": bool, "checks": [{"name", "ok", "detail"}]}; the
 // checks are database (reachable), migrations (the database's schema
 // version is the newest this binary embeds) and dispatcher (it completed a
-// round within MaxQuiet).
+// round within MaxQuiet); "tzdata" names the release of the embedded
+// timezone database that clocks use.
 func (rd Readiness) Handler() http.Handler {
 	timeout := rd.Timeout
 	if timeout <= 0 {
@@ -348,7 +350,7 @@ func (rd Readiness) Handler() http.Handler {
 		if !ready {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"ready": ready, "checks": checks})
+		_ = json.NewEncoder(w).Encode(map[string]any{"ready": ready, "checks": checks, "tzdata": schedule.TZDataVersion()})
 	})
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/internal/pgtest"
+	"github.com/actionsledger/actionsledger/schedule"
 	"github.com/actionsledger/actionsledger/server"
 )
 
@@ -387,6 +388,7 @@ func TestIssue12ReadyzFollowsTheDatabase(t *testing.T) {
 			OK     bool
 			Detail string
 		}
+		TZData string
 	}
 	ready := func() (int, answer) {
 		resp, err := noKeepAlive.Get(srv.URL + "/readyz")
@@ -410,6 +412,7 @@ func TestIssue12ReadyzFollowsTheDatabase(t *testing.T) {
 	require.Equal(t, http.StatusOK, st)
 	require.True(t, a.Ready)
 	require.Len(t, a.Checks, 3)
+	require.Equal(t, schedule.TZDataVersion(), a.TZData, "the embedded timezone database's release")
 	require.Empty(t, failed(a))
 	for _, path := range []string{"/metrics", "/healthz"} {
 		resp, err := noKeepAlive.Get(srv.URL + path)

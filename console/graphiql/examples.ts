@@ -90,11 +90,11 @@ export const examples: Example[] = [
   {
     title: 'Approve a tool call',
     description:
-      'Answers a pending approval of session 3f0c9f8e-account of an agent action (the README\'s agent-monitor). Fill in that action\'s id and the interruptId its session lists.',
+      'Answers a pending approval of session 3f0c9f8e-account of an agent action (agent-monitor in docs/agents.md). Fill in that action\'s id and the interruptId its session lists.',
     source: 'approve.graphql',
     query: approve,
     variables: `{
-  // the id of the agent action (agent-monitor in the README)
+  // the id of the agent action (agent-monitor in docs/agents.md)
   "actionId": "",
   // session(id: "3f0c9f8e-account") { approvals(status: PENDING) { interruptId } }
   "interruptId": ""
@@ -106,7 +106,7 @@ export const examples: Example[] = [
     source: 'retry_held_turn.graphql',
     query: retryHeldTurn,
     variables: `{
-  // the id of the agent action (agent-monitor in the README)
+  // the id of the agent action (agent-monitor in docs/agents.md)
   "actionId": "",
   // session(id: "3f0c9f8e-account") { holds(status: PENDING) { interruptId } }
   "interruptId": ""

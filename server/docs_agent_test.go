@@ -13,17 +13,18 @@ import (
 	"github.com/actionsledger/actionsledger/server"
 )
 
-// TestReadmeAgentWalkthrough runs the README's agent walkthrough as written
-// (its GraphQL and Starlark blocks, in order), so the README stays true.
-func TestReadmeAgentWalkthrough(t *testing.T) {
+// TestDocsAgentWalkthrough runs the agent walkthrough of docs/agents.md as
+// written (its GraphQL and Starlark blocks, in order), so the page stays
+// true (P1-P3, H1-H3: an approval, then a held turn retried).
+func TestDocsAgentWalkthrough(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile("../README.md")
+	raw, err := os.ReadFile("../docs/agents.md")
 	require.NoError(t, err)
-	readme := string(raw)
-	start := strings.Index(readme, "### Walkthrough: an approval, then a held turn")
-	end := strings.Index(readme, "### The rules")
-	require.True(t, start > 0 && end > start, "the README's walkthrough section moved")
-	section := readme[start:end]
+	doc := string(raw)
+	start := strings.Index(doc, "## Walkthrough: an approval, then a held turn")
+	end := strings.Index(doc, "## The rules")
+	require.True(t, start > 0 && end > start, "the walkthrough section of docs/agents.md moved")
+	section := doc[start:end]
 	blocks := regexp.MustCompile("(?s)```graphql\n(.*?)```").FindAllStringSubmatch(section, -1)
 	source := regexp.MustCompile("(?s)```python\n(.*?)```").FindStringSubmatch(section)
 	require.Len(t, blocks, 5, "tool, agent, account and entry, approvals query, suspicious entry")
