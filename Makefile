@@ -13,7 +13,10 @@
 #                   (default 30s), one after the other, stopping at the first
 #                   failure; prints each target's run time and corpus size
 #   make demo       run the demo against a fresh database actionsledger_demo
-#   make bench      run the benchmark against a fresh database actionsledger_bench
+#   make bench      throughput against a fresh database actionsledger_bench: the
+#                   insert ceiling, writes, bulk writes, end to end, latency and
+#                   the session query's round trips, as ratios to the ceiling
+#                   (docs/throughput.md; BENCH_FLAGS='--runs 3')
 #   make bench-live memory per idle subscriber (SSE, WebSocket) and the cost of
 #                   one notification with 1,000 subscribers, on a fresh
 #                   database actionsledger_bench_live (docs/subscriptions.md)
@@ -113,7 +116,7 @@ demo: build
 
 bench: build
 	$(call fresh_db,actionsledger_bench); \
-	DATABASE_URL="$$url" exec $(BIN) bench
+	DATABASE_URL="$$url" exec $(BIN) bench $(BENCH_FLAGS)
 
 bench-live:
 	$(GO) build -o bin/bench-live ./bench/live

@@ -348,14 +348,9 @@ func (s *Store) GetMany(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*Ac
 	if err != nil {
 		return nil, fmt.Errorf("action: get: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Action, error) {
-		var a Action
-		err := r.Scan(&a.ID, &a.CurrentVersion, &a.Status, &a.CreatedAt, &a.UpdatedAt)
-		a.CreatedAt, a.UpdatedAt = a.CreatedAt.UTC(), a.UpdatedAt.UTC()
-		return &a, err
-	})
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Action, error) { return scanAction(r) })
 	if err != nil {
-		return nil, fmt.Errorf("action: get: %w", err)
+		return nil, err
 	}
 	out := make(map[uuid.UUID]*Action, len(list))
 	for _, a := range list {
@@ -435,6 +430,11 @@ func scanVersion(r pgx.CollectableRow) (Version, error) {
 	if err := r.Scan(&v.ActionID, &v.Version, &raw, &v.FromPosition, &v.CreatedAt, &v.Author); err != nil {
 		return v, err
 	}
+	return decodeVersion(v, raw)
+}
+
+// decodeVersion completes a version scanned with its definition's JSON raw.
+func decodeVersion(v Version, raw []byte) (Version, error) {
 	v.CreatedAt = v.CreatedAt.UTC()
 	if err := json.Unmarshal(raw, &v.Definition); err != nil {
 		return v, fmt.Errorf("action: decode definition: %w", err)

@@ -19,9 +19,11 @@ import (
 type loadersKey struct{}
 
 // loaders batch the lookups a deep query repeats per parent (events,
-// actions, action versions, executions and turns by id), so a list of N
-// items costs one query per kind of lookup, not N. Each loader is made on
-// first use: a subscription's update that needs none costs none.
+// actions, action versions, executions and turns by id; a turn's inputs,
+// an execution's transcript and children), so a list of N items costs one
+// query per kind of lookup, not N. Each loader is made on first use: a
+// subscription's update that needs none costs none. A connection's
+// resolver may fill them ahead (prefetch.go).
 type loaders struct {
 	r          *Resolver
 	mu         sync.Mutex
@@ -31,6 +33,10 @@ type loaders struct {
 	executions *dataloadgen.Loader[uuid.UUID, *turns.Execution]
 	turns      *dataloadgen.Loader[turns.TurnKey, *turns.Turn]
 	reached    *dataloadgen.Loader[uuid.UUID, []session.Session]
+	// per-parent lists (lists.go)
+	turnInputs  *dataloadgen.Loader[session.TurnRef, []session.Input]
+	transcripts *dataloadgen.Loader[transcriptKey, []turns.Entry]
+	children    *dataloadgen.Loader[childrenKey, []turns.Execution]
 }
 
 // byKey adapts a store's batch lookup (a map of what it found) to a

@@ -153,6 +153,7 @@ func (r *actionSessionResolver) Turns(ctx context.Context, obj *session.Session,
 	if err != nil {
 		return nil, err
 	}
+	r.prefetchTurns(ctx, list)
 	return &model.ActionSessionTurnConnection{Nodes: list, PageInfo: info}, nil
 }
 
@@ -177,6 +178,7 @@ func (r *actionSessionResolver) Inputs(ctx context.Context, obj *session.Session
 	if err != nil {
 		return nil, err
 	}
+	r.prefetchInputs(ctx, list)
 	return &model.ActionSessionInputConnection{Nodes: list, PageInfo: info}, nil
 }
 
@@ -218,7 +220,7 @@ func (r *actionSessionInputResolver) Execution(ctx context.Context, obj *session
 	if obj.ExecutionID == nil {
 		return nil, nil
 	}
-	return r.TurnStore.Execution(ctx, *obj.ExecutionID)
+	return r.execution(ctx, *obj.ExecutionID)
 }
 
 // Caller is the resolver for the caller field.
@@ -226,7 +228,7 @@ func (r *actionSessionInputResolver) Caller(ctx context.Context, obj *session.In
 	if obj.CallerExecutionID == nil {
 		return nil, nil
 	}
-	return r.TurnStore.Execution(ctx, *obj.CallerExecutionID)
+	return r.execution(ctx, *obj.CallerExecutionID)
 }
 
 // Status is the resolver for the status field.
@@ -236,7 +238,7 @@ func (r *actionSessionTurnResolver) Status(ctx context.Context, obj *turns.Turn)
 
 // Inputs is the resolver for the inputs field.
 func (r *actionSessionTurnResolver) Inputs(ctx context.Context, obj *turns.Turn) ([]session.Input, error) {
-	return r.SessionStore.TurnInputs(ctx, obj.SID, obj.Number)
+	return r.turnInputs(ctx, obj.SID, obj.Number)
 }
 
 // Checkpoint is the resolver for the checkpoint field.
@@ -514,7 +516,7 @@ func (r *executionResolver) Children(ctx context.Context, obj *turns.Execution, 
 		if err != nil {
 			return nil, err
 		}
-		return r.TurnStore.Children(ctx, obj.ID, afterID, limit)
+		return r.childrenPage(ctx, childrenKey{parent: obj.ID, afterID: afterID, limit: limit})
 	}, func(x turns.Execution) string { return x.ID.String() })
 	if err != nil {
 		return nil, err
@@ -641,7 +643,7 @@ func (r *invocationResolver) Transcript(ctx context.Context, obj *model.Invocati
 		if err != nil {
 			return nil, err
 		}
-		return r.TurnStore.Transcript(ctx, obj.ExecutionID, int(afterSeq), limit)
+		return r.transcriptPage(ctx, transcriptKey{exec: obj.ExecutionID, afterSeq: int(afterSeq), limit: limit})
 	}, func(e turns.Entry) string { return strconv.Itoa(e.Seq) })
 	if err != nil {
 		return nil, err

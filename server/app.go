@@ -251,7 +251,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	}
 	a.Tail = ledger.NewTail(pool, a.Feed, tail)
 	a.Resolver = &graph.Resolver{LedgerStore: a.Ledger, ActionStore: a.Actions, SessionStore: a.Sessions,
-		TurnStore: a.Turns, Tools: a.Tools, AuthStore: a.Auth, Clock: a.Clock, Log: log, Feed: a.Feed, Tail: a.Tail}
+		TurnStore: a.Turns, Tools: a.Tools, AuthStore: a.Auth, Clock: a.Clock, Log: log, Feed: a.Feed, Tail: a.Tail, DB: pool}
 	a.Metrics.WatchDatabase(session.NewGauges(pool, a.Clock).Read, cfg.MetricsCacheTTL)
 	a.Metrics.WatchPools(map[string]*pgxpool.Pool{"main": pool, "tools": a.Tools.SessionPool()})
 	return a, nil
