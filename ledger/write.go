@@ -117,16 +117,21 @@ head AS (
 	   SET position = position + n.n,
 	       commit_time = greatest(commit_time + interval '1 microsecond', $7::timestamptz)
 	  FROM n WHERE n.n > 0
-	RETURNING ledger_head.position, ledger_head.commit_time, n.n, pg_notify($8, ledger_head.position::text) AS notified),
+	RETURNING ledger_head.position - n.n AS base, ledger_head.commit_time, pg_notify($8, ledger_head.position::text) AS notified),
 ins AS (
 	INSERT INTO events (id, position, type, data, commit_time, record_namespace, record_key, record_version)
-	SELECT t.id, h.position - h.n + t.rn,
+	SELECT t.id, (SELECT base FROM head) + t.rn,
 	       coalesce(t.type, t.ns || CASE WHEN v.version - t.later + 1 = 1 THEN '.inserted' ELSE '.updated' END),
-	       t.data::jsonb, h.commit_time, t.ns, t.key, v.version - t.later + 1
-	  FROM todo t CROSS JOIN head h
+	       t.data::jsonb, (SELECT commit_time FROM head), t.ns, t.key, v.version - t.later + 1
+	  FROM todo t
 	  LEFT JOIN kv_values v ON v.namespace = t.ns AND v.key = t.key
-	RETURNING id, position, type, record_version)
-SELECT ins.id, ins.position, ins.type, ins.record_version, h.commit_time FROM ins CROSS JOIN head h`
+	RETURNING id, position, type, record_version, commit_time)
+SELECT id, position, type, record_version, commit_time FROM ins`
+
+// The head is read through scalar subqueries rather than joined: the
+// planner has no statistics on the one-row ledger_head of a new database
+// and, joined, estimated its statements so costly that PostgreSQL compiled
+// them with JIT, which took seconds each.
 
 // pipeline queues a group's statements on b: recordsSQL when the group
 // has putValues or idempotency keys, keysSQL when it has keys, appendSQL
