@@ -151,13 +151,10 @@ func (s *Store) bulk(ctx context.Context, ws []write, arg string) ([]outcome, er
 		return nil, err
 	}
 	defer conn.Release()
-	out, err := runAtomic(ctx, conn.Conn(), send, s.clock.Now(), func(ws []write, keys map[string]stored) error {
-		for _, w := range ws {
-			if w.idem == "" {
-				continue
-			}
-			if st, ok := keys[w.idem]; ok && (st.eventID == nil || *st.eventID != w.id.String()) && st.conflict(w) {
-				return fault.New(fault.IdempotencyConflict, fmt.Sprintf("%s[%d].idempotencyKey", arg, first[w.idem]),
+	out, err := runAtomic(ctx, conn.Conn(), send, s.clock.Now(), func(ws []write, out []outcome) error {
+		for i, o := range out {
+			if fe := fault.As(o.err); fe != nil && fe.Code == fault.IdempotencyConflict {
+				return fault.New(fault.IdempotencyConflict, fmt.Sprintf("%s[%d].idempotencyKey", arg, first[ws[i].idem]),
 					"this idempotency key was used for a different request")
 			}
 		}

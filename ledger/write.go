@@ -56,140 +56,101 @@ func (o outcome) kv() KVValue {
 	return kv
 }
 
-// The statements of a group of writes, sent together in one pipeline
-// (pgx.Batch) and run in one transaction:
+// writeSQL writes a group of writes in one statement, in this order:
 //
-//  1. recordsSQL inserts the idempotency keys (each storing its write's
-//     event id) and upserts the records of the putValues whose key was not
-//     there before, locking keys and records in sorted order;
-//  2. keysSQL reads back every idempotency key of the group: one that holds
-//     another event id is a replay (its event joined) or a conflict;
-//  3. appendSQL takes the ledger head for the writes that are to happen (a
-//     write whose key now stores its own event id, or with no key) and
-//     inserts their events, positions in group order.
+//  1. k inserts the idempotency keys, each storing its write's event id;
+//     a key already there is left alone (its write is a replay or a
+//     conflict and writes nothing);
+//  2. rec upserts the records of the putValues to be written, once per
+//     key with the count of its writes in the group;
+//  3. only then head takes the ledger head (its count waits for rec), so
+//     the head is held from here to the COMMIT that follows in the same
+//     pipeline, never while record rows are waited for;
+//  4. ins inserts the events at consecutive positions in group order; a
+//     key written several times gets consecutive versions, counting back
+//     from the record's new version;
+//  5. old reads what a key that was already there holds, with its event.
 //
-// The head is taken by the last statement, so it is held only from then to
-// the COMMIT that follows it in the same pipeline (package doc). A key
-// written twice in one group gets consecutive versions: its record is
-// upserted once with the count of its writes, and each event takes its
-// version from the record's new version counting back.
-const recordsSQL = `
+// It returns one row per write, in group order. Keys and records are
+// locked in sorted order, so two groups cannot deadlock on them.
+//
+// The head is read through scalar subqueries rather than joined: the
+// planner has no statistics on the one-row ledger_head of a new database
+// and, joined, estimated the statement so costly that PostgreSQL compiled
+// it with JIT, which took seconds. Lookups in the big tables are LATERAL
+// ... LIMIT 1, so they stay index lookups per row whatever the statistics
+// say (joined, an unanalysed table was scanned whole, or hashed).
+const writeSQL = `
 WITH i AS (
-	SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
-	       WITH ORDINALITY AS i (id, ns, key, value, idem, op, hash, ord)),
+	SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
+	       WITH ORDINALITY AS i (id, type, data, ns, key, idem, op, hash, ord)),
 k AS (
 	INSERT INTO idempotency_keys (key, operation, request_hash, response, created_at)
-	SELECT idem, op, hash, jsonb_build_object('event', id), $8 FROM i WHERE idem IS NOT NULL ORDER BY idem
+	SELECT idem, op, hash, jsonb_build_object('event', id), $9 FROM i WHERE idem IS NOT NULL ORDER BY idem
 	ON CONFLICT (key) DO NOTHING
 	RETURNING key),
 todo AS (
-	SELECT i.* FROM i WHERE i.ns IS NOT NULL AND (i.idem IS NULL OR i.idem IN (SELECT key FROM k))),
-last AS (
-	SELECT DISTINCT ON (ns, key) ns, key, value, id, count(*) OVER (PARTITION BY ns, key) AS n
-	  FROM todo ORDER BY ns, key, ord DESC)
-INSERT INTO kv_values AS v (namespace, key, value, version, event_id, created_at, updated_at)
-SELECT ns, key, value::jsonb, n, id, $8, $8 FROM last ORDER BY ns, key
-ON CONFLICT (namespace, key) DO UPDATE
-   SET value = EXCLUDED.value, version = v.version + EXCLUDED.version, event_id = EXCLUDED.event_id, updated_at = EXCLUDED.updated_at
-RETURNING v.namespace, v.key, v.created_at`
-
-const keysSQL = `
-SELECT k.key, k.operation, k.request_hash, k.response, k.response->>'event',
-       e.id, e.position, e.type, e.data, e.commit_time, e.record_namespace, e.record_key, e.record_version, v.created_at
-  FROM idempotency_keys k
-  LEFT JOIN events e ON e.id = (k.response->>'event')::uuid
-  LEFT JOIN kv_values v ON v.namespace = e.record_namespace AND v.key = e.record_key
- WHERE k.key = ANY($1)`
-
-const appendSQL = `
-WITH i AS (
-	SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
-	       WITH ORDINALITY AS i (id, type, data, ns, key, idem, ord)),
-todo AS (
 	SELECT i.*, row_number() OVER (ORDER BY ord) AS rn,
-	       row_number() OVER (PARTITION BY ns, key ORDER BY ord DESC) AS later
-	  FROM i
-	 WHERE i.idem IS NULL
-	    OR EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.key = i.idem AND k.response->>'event' = i.id::text)),
-n AS (SELECT count(*) AS n FROM todo),
+	       row_number() OVER (PARTITION BY ns, key ORDER BY ord DESC) AS later,
+	       count(*) OVER (PARTITION BY ns, key) AS writes
+	  FROM i WHERE i.idem IS NULL OR i.idem IN (SELECT key FROM k)),
+rec AS (
+	INSERT INTO kv_values AS v (namespace, key, value, version, event_id, created_at, updated_at)
+	SELECT ns, key, data::jsonb, writes, id, $9, $9 FROM todo WHERE ns IS NOT NULL AND later = 1 ORDER BY ns, key
+	ON CONFLICT (namespace, key) DO UPDATE
+	   SET value = EXCLUDED.value, version = v.version + EXCLUDED.version, event_id = EXCLUDED.event_id, updated_at = EXCLUDED.updated_at
+	RETURNING v.namespace, v.key, v.version, v.created_at),
+n AS (SELECT count(*) AS n FROM todo WHERE (SELECT count(*) FROM rec) >= 0),
 head AS (
 	UPDATE ledger_head
 	   SET position = position + n.n,
-	       commit_time = greatest(commit_time + interval '1 microsecond', $7::timestamptz)
+	       commit_time = greatest(commit_time + interval '1 microsecond', $9::timestamptz)
 	  FROM n WHERE n.n > 0
-	RETURNING ledger_head.position - n.n AS base, ledger_head.commit_time, pg_notify($8, ledger_head.position::text) AS notified),
+	RETURNING ledger_head.position - n.n AS base, ledger_head.commit_time, pg_notify($10, ledger_head.position::text) AS notified),
 ins AS (
 	INSERT INTO events (id, position, type, data, commit_time, record_namespace, record_key, record_version)
 	SELECT t.id, (SELECT base FROM head) + t.rn,
-	       coalesce(t.type, t.ns || CASE WHEN v.version - t.later + 1 = 1 THEN '.inserted' ELSE '.updated' END),
-	       t.data::jsonb, (SELECT commit_time FROM head), t.ns, t.key, v.version - t.later + 1
-	  FROM todo t
-	  LEFT JOIN kv_values v ON v.namespace = t.ns AND v.key = t.key
-	RETURNING id, position, type, record_version, commit_time)
-SELECT id, position, type, record_version, commit_time FROM ins`
+	       coalesce(t.type, t.ns || CASE WHEN r.version - t.later + 1 = 1 THEN '.inserted' ELSE '.updated' END),
+	       t.data::jsonb, (SELECT commit_time FROM head), t.ns, t.key, r.version - t.later + 1
+	  FROM todo t LEFT JOIN rec r ON r.namespace = t.ns AND r.key = t.key
+	RETURNING id, position, type, record_version, commit_time),
+old AS (
+	SELECT i.idem, x.operation, x.request_hash, x.response, x.response->>'event' AS event,
+	       e.id AS eid, e.position, e.type, e.data, e.commit_time, e.record_namespace, e.record_key, e.record_version, v.created_at
+	  FROM i
+	  JOIN LATERAL (SELECT * FROM idempotency_keys x WHERE x.key = i.idem LIMIT 1) x ON true
+	  LEFT JOIN LATERAL (SELECT * FROM events e WHERE e.id = (x.response->>'event')::uuid LIMIT 1) e ON true
+	  LEFT JOIN LATERAL (SELECT v.created_at FROM kv_values v WHERE v.namespace = e.record_namespace AND v.key = e.record_key LIMIT 1) v ON true
+	 WHERE i.idem IS NOT NULL AND i.idem NOT IN (SELECT key FROM k))
+SELECT ins.position, ins.type, ins.record_version, ins.commit_time, r.created_at,
+       o.operation, o.request_hash, o.response, o.event,
+       o.eid, o.position, o.type, o.data, o.commit_time, o.record_namespace, o.record_key, o.record_version, o.created_at
+  FROM i
+  LEFT JOIN ins ON ins.id = i.id
+  LEFT JOIN rec r ON r.namespace = i.ns AND r.key = i.key
+  LEFT JOIN old o ON o.idem = i.idem
+ ORDER BY i.ord`
 
-// The head is read through scalar subqueries rather than joined: the
-// planner has no statistics on the one-row ledger_head of a new database
-// and, joined, estimated its statements so costly that PostgreSQL compiled
-// them with JIT, which took seconds each.
+// keysSQL reads what idempotency keys hold, with their events: for a key
+// another transaction committed while writeSQL ran (its snapshot did not
+// show it), read after.
+const keysSQL = `
+SELECT k.key, k.operation, k.request_hash, k.response, k.response->>'event',
+       e.id, e.position, e.type, e.data, e.commit_time, e.record_namespace, e.record_key, e.record_version, v.created_at
+  FROM unnest($1::text[]) AS want (key)
+  JOIN LATERAL (SELECT * FROM idempotency_keys k WHERE k.key = want.key LIMIT 1) k ON true
+  LEFT JOIN LATERAL (SELECT * FROM events e WHERE e.id = (k.response->>'event')::uuid LIMIT 1) e ON true
+  LEFT JOIN LATERAL (SELECT v.created_at FROM kv_values v WHERE v.namespace = e.record_namespace AND v.key = e.record_key LIMIT 1) v ON true`
 
-// pipeline queues a group's statements on b: recordsSQL when the group
-// has putValues or idempotency keys, keysSQL when it has keys, appendSQL
-// always. read takes their results in the same order.
-type pipeline struct {
-	ws      []write
-	records bool
-	keys    []string
-	created map[recordKey]time.Time // filled by readFirst
-}
-
-func newPipeline(ws []write) *pipeline {
-	p := &pipeline{ws: ws}
-	for _, w := range ws {
-		if w.idem != "" {
-			p.keys = append(p.keys, w.idem)
-		}
-		if w.op == opPut {
-			p.records = true
-		}
-	}
-	p.records = p.records || len(p.keys) > 0
-	return p
-}
-
-// queueFirst queues the statements before the head is taken.
-func (p *pipeline) queueFirst(b *pgx.Batch, now time.Time) {
-	n := len(p.ws)
-	if p.records {
-		ids := make([]uuid.UUID, n)
-		nss, keys, vals, idems, ops, hashes := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]string, n), make([]string, n)
-		for i := range p.ws {
-			w := &p.ws[i]
-			ids[i], ops[i], hashes[i] = w.id, w.op, w.hash
-			if w.op == opPut {
-				v := string(w.data)
-				nss[i], keys[i], vals[i] = &w.ns, &w.key, &v
-			}
-			if w.idem != "" {
-				idems[i] = &w.idem
-			}
-		}
-		b.Queue(recordsSQL, ids, nss, keys, vals, idems, ops, hashes, now)
-	}
-	if len(p.keys) > 0 {
-		b.Queue(keysSQL, p.keys)
-	}
-}
-
-// queueAppend queues the statement that takes the head.
-func (p *pipeline) queueAppend(b *pgx.Batch, now time.Time) {
-	n := len(p.ws)
+// queueWrite queues writeSQL for ws.
+func queueWrite(b *pgx.Batch, ws []write, now time.Time) {
+	n := len(ws)
 	ids := make([]uuid.UUID, n)
 	types, nss, keys, idems := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
-	datas := make([]string, n)
-	for i := range p.ws {
-		w := &p.ws[i]
-		ids[i], datas[i] = w.id, string(w.data)
+	datas, ops, hashes := make([]string, n), make([]string, n), make([]string, n)
+	for i := range ws {
+		w := &ws[i]
+		ids[i], datas[i], ops[i], hashes[i] = w.id, string(w.data), w.op, w.hash
 		if w.op == opPut {
 			nss[i], keys[i] = &w.ns, &w.key
 		} else {
@@ -199,10 +160,10 @@ func (p *pipeline) queueAppend(b *pgx.Batch, now time.Time) {
 			idems[i] = &w.idem
 		}
 	}
-	b.Queue(appendSQL, ids, types, datas, nss, keys, idems, now, NotifyChannel)
+	b.Queue(writeSQL, ids, types, datas, nss, keys, idems, ops, hashes, now, NotifyChannel)
 }
 
-// stored is what keysSQL read for one idempotency key.
+// stored is what an idempotency key held by an earlier write holds.
 type stored struct {
 	op, hash string
 	response []byte
@@ -211,117 +172,124 @@ type stored struct {
 	created  *time.Time
 }
 
-// recordKey identifies a record in maps.
-type recordKey struct{ ns, key string }
+// storedCols are the scan targets of a stored key and its event.
+type storedCols struct {
+	op, hash, eventID, typ, ns, rkey *string
+	response, data                   []byte
+	id                               *uuid.UUID
+	pos, ver                         *int64
+	ct, created                      *time.Time
+}
 
-// readFirst reads the results of queueFirst's statements: when each
-// record written was created, and what each idempotency key holds.
-func (p *pipeline) readFirst(br pgx.BatchResults) (map[string]stored, error) {
-	if p.records {
-		rows, err := br.Query()
-		if err != nil {
-			return nil, fmt.Errorf("ledger: write records: %w", err)
-		}
-		for rows.Next() {
-			var k recordKey
-			var created time.Time
-			if err := rows.Scan(&k.ns, &k.key, &created); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("ledger: write records: %w", err)
-			}
-			if p.created == nil {
-				p.created = map[recordKey]time.Time{}
-			}
-			p.created[k] = created.UTC()
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("ledger: write records: %w", err)
-		}
+func (c *storedCols) targets() []any {
+	return []any{&c.op, &c.hash, &c.response, &c.eventID, &c.id, &c.pos, &c.typ, &c.data, &c.ct, &c.ns, &c.rkey, &c.ver, &c.created}
+}
+
+// stored returns what the key holds, or nil when the row had no key.
+func (c *storedCols) stored() *stored {
+	if c.op == nil {
+		return nil
 	}
-	if len(p.keys) == 0 {
-		return nil, nil
+	s := &stored{op: *c.op, hash: *c.hash, response: c.response, eventID: c.eventID, created: c.created}
+	if c.id != nil {
+		ev := Event{ID: *c.id, Position: *c.pos, Type: *c.typ, Data: c.data, CommitTime: c.ct.UTC()}
+		if c.ns != nil {
+			ev.Record = &RecordRef{Namespace: *c.ns, Key: *c.rkey, Version: *c.ver}
+		}
+		s.ev = &ev
 	}
+	return s
+}
+
+// readWrite reads writeSQL's rows into one outcome per write. The keys of
+// writes that were not written and whose key's holder the statement could
+// not see are returned as missing, for readKeys.
+func readWrite(br pgx.BatchResults, ws []write) (out []outcome, missing []string, err error) {
 	rows, err := br.Query()
 	if err != nil {
-		return nil, fmt.Errorf("ledger: read idempotency keys: %w", err)
+		return nil, nil, fmt.Errorf("ledger: write: %w", err)
 	}
 	defer rows.Close()
-	out := make(map[string]stored, len(p.keys))
+	out = make([]outcome, 0, len(ws))
+	for rows.Next() {
+		var pos, ver *int64
+		var typ *string
+		var ct, created *time.Time
+		var c storedCols
+		if err := rows.Scan(append([]any{&pos, &typ, &ver, &ct, &created}, c.targets()...)...); err != nil {
+			return nil, nil, fmt.Errorf("ledger: write: %w", err)
+		}
+		if len(out) == len(ws) {
+			return nil, nil, errors.New("ledger: write: more rows than writes")
+		}
+		w := ws[len(out)]
+		var o outcome
+		switch st := c.stored(); {
+		case pos != nil:
+			o.ev = Event{ID: w.id, Position: *pos, Type: *typ, Data: w.data, CommitTime: ct.UTC()}
+			if w.op == opPut {
+				o.ev.Record = &RecordRef{Namespace: w.ns, Key: w.key, Version: *ver}
+				if created != nil {
+					o.created = created.UTC()
+				}
+			}
+		case st != nil:
+			o = st.replay(w)
+		case w.idem != "":
+			missing = append(missing, w.idem)
+		default:
+			o.err = fmt.Errorf("ledger: write %s was not appended", w.id)
+		}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("ledger: write: %w", err)
+	}
+	if len(out) != len(ws) {
+		return nil, nil, fmt.Errorf("ledger: write: %d rows for %d writes", len(out), len(ws))
+	}
+	return out, missing, nil
+}
+
+// readKeys fills in the outcomes of the writes whose keys readWrite could
+// not see, reading them through q after the statement, when what committed
+// meanwhile is visible.
+func readKeys(ctx context.Context, q Querier, ws []write, out []outcome, missing []string) error {
+	if len(missing) == 0 {
+		return nil
+	}
+	rows, err := q.Query(ctx, keysSQL, missing)
+	if err != nil {
+		return fmt.Errorf("ledger: read idempotency keys: %w", err)
+	}
+	defer rows.Close()
+	found := map[string]*stored{}
 	for rows.Next() {
 		var key string
-		var s stored
-		var id *uuid.UUID
-		var pos, ver *int64
-		var typ, ns, rkey *string
-		var data []byte
-		var ct *time.Time
-		if err := rows.Scan(&key, &s.op, &s.hash, &s.response, &s.eventID, &id, &pos, &typ, &data, &ct, &ns, &rkey, &ver, &s.created); err != nil {
-			return nil, fmt.Errorf("ledger: read idempotency keys: %w", err)
+		var c storedCols
+		if err := rows.Scan(append([]any{&key}, c.targets()...)...); err != nil {
+			return fmt.Errorf("ledger: read idempotency keys: %w", err)
 		}
-		if id != nil {
-			ev := Event{ID: *id, Position: *pos, Type: *typ, Data: data, CommitTime: ct.UTC()}
-			if ns != nil {
-				ev.Record = &RecordRef{Namespace: *ns, Key: *rkey, Version: *ver}
-			}
-			s.ev = &ev
-		}
-		out[key] = s
+		found[key] = c.stored()
 	}
-	return out, rows.Err()
-}
-
-// appended is one row of appendSQL's result.
-type appended struct {
-	position int64
-	typ      string
-	version  *int64
-	ct       time.Time
-}
-
-// readAppend reads appendSQL's result, by event id.
-func (p *pipeline) readAppend(br pgx.BatchResults) (map[uuid.UUID]appended, error) {
-	rows, err := br.Query()
-	if err != nil {
-		return nil, fmt.Errorf("ledger: append: %w", err)
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ledger: read idempotency keys: %w", err)
 	}
-	defer rows.Close()
-	out := make(map[uuid.UUID]appended, len(p.ws))
-	for rows.Next() {
-		var id uuid.UUID
-		var a appended
-		if err := rows.Scan(&id, &a.position, &a.typ, &a.version, &a.ct); err != nil {
-			return nil, fmt.Errorf("ledger: append: %w", err)
-		}
-		a.ct = a.ct.UTC()
-		out[id] = a
+	want := map[string]bool{}
+	for _, k := range missing {
+		want[k] = true
 	}
-	return out, rows.Err()
-}
-
-// outcomes gives each write its outcome: its own event when appendSQL
-// inserted it, else the replay or conflict its idempotency key found.
-func (p *pipeline) outcomes(keys map[string]stored, evs map[uuid.UUID]appended) []outcome {
-	out := make([]outcome, len(p.ws))
-	for i, w := range p.ws {
-		if a, ok := evs[w.id]; ok {
-			ev := Event{ID: w.id, Position: a.position, Type: a.typ, Data: w.data, CommitTime: a.ct}
-			if w.op == opPut {
-				ev.Record = &RecordRef{Namespace: w.ns, Key: w.key, Version: *a.version}
-				out[i].created = p.created[recordKey{w.ns, w.key}]
-			}
-			out[i].ev = ev
+	for i, w := range ws {
+		if w.idem == "" || !want[w.idem] {
 			continue
 		}
-		s, ok := keys[w.idem]
-		if w.idem == "" || !ok {
-			// Not written and no key to explain why: the statements disagree.
-			out[i].err = fmt.Errorf("ledger: write %s was not appended", w.id)
-			continue
+		if st := found[w.idem]; st != nil {
+			out[i] = st.replay(w)
+		} else {
+			out[i] = outcome{err: fmt.Errorf("ledger: idempotency key %q of write %s is neither written nor held", w.idem, w.id)}
 		}
-		out[i] = s.replay(w)
 	}
-	return out
+	return nil
 }
 
 // conflict reports whether the key stores another request than w's.
@@ -358,40 +326,42 @@ func (s stored) replay(w write) outcome {
 	return outcome{ev: ev}
 }
 
-// runImplicit sends the whole group in one pipeline with no BEGIN: the
+// runImplicit sends the group as one pipeline with no BEGIN: the
 // statements before the Sync run in one implicit transaction, which
 // PostgreSQL commits at the Sync, right after the head is taken. The
 // outcomes are returned only once the commit is acknowledged (the batch
 // closed without error), so every acknowledged write is durable.
 func runImplicit(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time) ([]outcome, error) {
-	p := newPipeline(ws)
 	b := &pgx.Batch{}
-	p.queueFirst(b, now)
-	p.queueAppend(b, now)
+	queueWrite(b, ws, now)
 	br := conn.SendBatch(ctx, b)
-	keys, err := p.readFirst(br)
-	var evs map[uuid.UUID]appended
-	if err == nil {
-		evs, err = p.readAppend(br)
-	}
+	out, missing, err := readWrite(br, ws)
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("ledger: commit: %w", cerr)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return p.outcomes(keys, evs), nil
+	// A key another transaction held and committed while the statement
+	// ran: its holder is read now (the rare case, one more round trip).
+	if err := readKeys(ctx, conn, ws, out, missing); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
-// runAtomic writes the group all or nothing: when a write's idempotency
-// key holds a different request, nothing is written and check's error is
-// returned. Without keys there is nothing to check before the head is
-// taken and it runs as runImplicit. With keys it is two round trips in an
-// explicit transaction: BEGIN and the first statements; then, if check
-// passes, the append and COMMIT together.
-func runAtomic(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time, check func([]write, map[string]stored) error) (out []outcome, err error) {
-	p := newPipeline(ws)
-	if len(p.keys) == 0 {
+// runAtomic writes the group all or nothing: when check refuses the
+// outcomes (a write whose idempotency key holds another request), nothing
+// is written and check's error is returned. Without keys there is nothing
+// to check and it runs as runImplicit; with keys it runs in an explicit
+// transaction: BEGIN and the write together, then COMMIT once the
+// outcomes are checked.
+func runAtomic(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time, check func([]write, []outcome) error) (out []outcome, err error) {
+	keyed := false
+	for _, w := range ws {
+		keyed = keyed || w.idem != ""
+	}
+	if !keyed {
 		return runImplicit(ctx, conn, ws, now)
 	}
 	defer func() {
@@ -405,40 +375,29 @@ func runAtomic(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time, c
 	}()
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	p.queueFirst(b, now)
+	queueWrite(b, ws, now)
 	br := conn.SendBatch(ctx, b)
 	_, err = br.Exec()
-	var keys map[string]stored
+	var missing []string
 	if err == nil {
-		keys, err = p.readFirst(br)
+		out, missing, err = readWrite(br, ws)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return nil, err
-	}
-	if err := check(ws, keys); err != nil {
-		return nil, err
-	}
-	b = &pgx.Batch{}
-	p.queueAppend(b, now)
-	b.Queue("COMMIT")
-	br = conn.SendBatch(ctx, b)
-	evs, err := p.readAppend(br)
 	if err == nil {
-		_, err = br.Exec()
-		if err != nil {
-			err = fmt.Errorf("ledger: commit: %w", err)
-		}
+		err = readKeys(ctx, conn, ws, out, missing)
 	}
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("ledger: commit: %w", cerr)
+	if err == nil {
+		err = check(ws, out)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return p.outcomes(keys, evs), nil
+	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+		return nil, fmt.Errorf("ledger: commit: %w", err)
+	}
+	return out, nil
 }
 
 // statementFailed reports whether err is PostgreSQL refusing a statement
