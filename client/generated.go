@@ -170,8 +170,9 @@ func (v *ActionVersionResponse) GetActions() ActionVersionActionsActionsQuery { 
 // The GraphQL type's documentation follows.
 //
 // Ledger writes. Fields run one after another in the order written, each in
-// its own transaction. Results are nullable so that a failed field does not
-// hide the fields before it that committed: check each alias.
+// its own transaction. Results of the single writes are nullable so that a
+// failed field does not hide the fields before it that committed: check each
+// alias. The bulk writes (appendEvents, putValues) take up to 1,000 items each.
 type AppendEventLedgerLedgerMutation struct {
 	// Appends an event with no record. A repeated idempotencyKey returns the first result.
 	AppendEvent *AppendResult `json:"appendEvent"`
@@ -1653,8 +1654,9 @@ func (v *PutResultEvent) GetPosition() string { return v.Position }
 // The GraphQL type's documentation follows.
 //
 // Ledger writes. Fields run one after another in the order written, each in
-// its own transaction. Results are nullable so that a failed field does not
-// hide the fields before it that committed: check each alias.
+// its own transaction. Results of the single writes are nullable so that a
+// failed field does not hide the fields before it that committed: check each
+// alias. The bulk writes (appendEvents, putValues) take up to 1,000 items each.
 type PutValueLedgerLedgerMutation struct {
 	// Writes a key-value record and appends `<namespace>.inserted` (first write of
 	// the key) or `<namespace>.updated`, whose data is the value and whose record
@@ -2032,7 +2034,8 @@ type SessionUpdate struct {
 	// Inputs delivered and waiting for a turn.
 	PendingInputs int                               `json:"pendingInputs"`
 	Session       SessionUpdateSessionActionSession `json:"session"`
-	// The session's newest turn, if it has one.
+	// SESSION: the session's newest turn, if it has one. When several turns
+	// changed between two reads, each gets an update of its own, oldest first.
 	Turn *SessionUpdateTurnActionSessionTurn `json:"turn"`
 	// TRANSCRIPT: the entry the running turn wrote. A turn that does not commit keeps no entries, unless it is held.
 	TranscriptEntry *SessionUpdateTranscriptEntry `json:"transcriptEntry"`
@@ -2230,7 +2233,8 @@ func (v *SessionUpdateTurnActionSessionTurn) GetFinishedAt() *time.Time { return
 type SessionUpdatesResponse struct {
 	// The session as it is when subscribing, then after every change (status,
 	// state, newest turn, pending inputs), and each transcript entry a running
-	// turn writes, as it writes it. Needs READ on the action.
+	// turn writes, as it writes it. Needs READ on the action. Completes once the
+	// session is closed and its last turn has settled.
 	SessionUpdates SessionUpdate `json:"sessionUpdates"`
 }
 
