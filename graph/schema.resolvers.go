@@ -674,6 +674,24 @@ func (r *ledgerMutationResolver) AppendEvent(ctx context.Context, obj *model.Led
 	return &ev, nil
 }
 
+// AppendEvents is the resolver for the appendEvents field.
+func (r *ledgerMutationResolver) AppendEvents(ctx context.Context, obj *model.LedgerMutation, events []ledger.EventInput) ([]ledger.Event, error) {
+	evs, err := r.LedgerStore.AppendEvents(ctx, events)
+	if err != nil {
+		return nil, reportEach(ctx, err)
+	}
+	return evs, nil
+}
+
+// PutValues is the resolver for the putValues field.
+func (r *ledgerMutationResolver) PutValues(ctx context.Context, obj *model.LedgerMutation, records []ledger.ValueInput) ([]ledger.KVValue, error) {
+	kvs, err := r.LedgerStore.PutValues(ctx, records)
+	if err != nil {
+		return nil, reportEach(ctx, err)
+	}
+	return kvs, nil
+}
+
 // Events is the resolver for the events field.
 func (r *ledgerQueryResolver) Events(ctx context.Context, obj *model.LedgerQuery, first *int, after *string, typeArg *string) (*model.EventConnection, error) {
 	var pos int64
