@@ -30,6 +30,7 @@ import (
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/ledger"
+	"github.com/actionsledger/actionsledger/mcp"
 	"github.com/actionsledger/actionsledger/migrations"
 	"github.com/actionsledger/actionsledger/session"
 	"github.com/actionsledger/actionsledger/tools"
@@ -134,6 +135,8 @@ type App struct {
 	Feed     *ledger.Feed
 	Tail     *ledger.Tail
 	Resolver *graph.Resolver
+	// MCP serves tool actions to MCP clients at /mcp (issue 17).
+	MCP *mcp.Server
 	// Metrics are served at /metrics (issue 12).
 	Metrics *observe.Metrics
 	cfg     Config
@@ -242,6 +245,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Tail = ledger.NewTail(pool, a.Feed, tail)
 	a.Resolver = &graph.Resolver{LedgerStore: a.Ledger, ActionStore: a.Actions, SessionStore: a.Sessions,
 		TurnStore: a.Turns, Tools: a.Tools, AuthStore: a.Auth, Clock: a.Clock, Log: log, Feed: a.Feed, Tail: a.Tail}
+	lim := cfg.Limits.withDefaults()
+	a.MCP = mcp.NewServer(mcp.Options{Actions: a.Actions, Tools: a.Tools, Log: log, CallTimeout: lim.RequestTimeout,
+		MaxInFlight: lim.MaxStreams, MaxBodyBytes: MaxBodyBytes, Unavailable: unavailable})
 	a.Metrics.WatchDatabase(session.NewGauges(pool, a.Clock).Read, cfg.MetricsCacheTTL)
 	a.Metrics.WatchPools(map[string]*pgxpool.Pool{"main": pool, "tools": a.Tools.SessionPool()})
 	return a, nil
@@ -259,6 +265,7 @@ func (a *App) Handler() http.Handler {
 	front := Front{Introspection: !a.cfg.DisableIntrospection, GraphiQL: !a.cfg.DisableGraphiQL, Limits: a.cfg.Limits}
 	mux := Mux(ObserveGraphQL(a.tracer, a.Metrics, GraphQL(a.Resolver, a.log, front)), front)
 	a.observeRoutes(mux)
+	a.mcpRoutes(mux, nil)
 	return AccessLog(a.log, DevPrincipal(mux))
 }
 
@@ -268,6 +275,7 @@ func (a *App) AuthHandler() http.Handler {
 	front := Front{Introspection: !a.cfg.DisableIntrospection, GraphiQL: !a.cfg.DisableGraphiQL, Limits: a.cfg.Limits}
 	mux := Mux(ObserveGraphQL(a.tracer, a.Metrics, authenticate(a.Auth, a.cfg.AdminToken, a.log, a.cfg.Live.recheck(), GraphQL(a.Resolver, a.log, front))), front)
 	a.observeRoutes(mux)
+	a.mcpRoutes(mux, tokenAuthenticator(a.Auth, a.cfg.AdminToken, a.log))
 	return AccessLog(a.log, mux)
 }
 
