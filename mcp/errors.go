@@ -61,7 +61,8 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 	if !ok {
 		rpc = codeInvalidRequest
 	}
-	body, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{Error: rpcError(rpc, code, "%s: %s", code, message)})
+	// A response to no request has a null id (JSON-RPC 2.0, section 5).
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": rpcError(rpc, code, "%s: %s", code, message)})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
