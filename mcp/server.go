@@ -67,6 +67,10 @@ const ScopePrefix = "/mcp/actions/"
 // Endpoint is the path of the MCP endpoint that serves action id alone.
 func Endpoint(id uuid.UUID) string { return ScopePrefix + id.String() }
 
+// Serves reports whether the endpoint serves the action version comp: a
+// tool (as the tool), when the caller may call it.
+func Serves(comp *action.Compiled) bool { return comp != nil && comp.Tool != nil }
+
 // NewServer returns a Server.
 func NewServer(opts Options) *Server {
 	if opts.CallTimeout <= 0 {

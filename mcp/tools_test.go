@@ -210,3 +210,51 @@ func TestMCPAuthUsesTheGraphQLTokenAndPolicies(t *testing.T) { // issue 17, issu
 	_, err = call(t, cs2, "mine", map[string]any{})
 	require.Error(t, err)
 }
+
+// Issue 17 (I4's `calls`, the action's MCP endpoint): a CALL input counts
+// the tool calls its execution made; an action shows the path that serves
+// it alone when it is a tool.
+func TestMCPCallsAndEndpointInGraphQL(t *testing.T) {
+	e := newEnv(t, false)
+	inner := e.createTool(t, "inner", echoSource, map[string]any{"name": "inner"})
+	outer := uuid.New()
+	src := `def call(event):
+    a = call_tool("` + inner.String() + `", {"n": 1})
+    b = call_tool("` + inner.String() + `", {"n": 2})
+    return {"a": a, "b": b}
+`
+	e.gql(t, `mutation($id: UUID!, $in: ActionInput!) { actions { createAction(id: $id, input: $in) { actionId } } }`,
+		map[string]any{"id": outer, "in": map[string]any{"name": "outer", "kind": "starlark", "source": src,
+			"tool":    map[string]any{"name": "outer", "inputSchema": accountSchema, "session": map[string]any{"start": map[string]any{"input": map[string]any{"account_id": "tool.input.account_id"}}}},
+			"session": toolSessionDef, "permissions": map[string]any{"tools": []string{inner.String()}}}}, nil)
+	cs := e.mustConnect(t, "/mcp", "")
+	r, err := call(t, cs, "outer", map[string]any{"account_id": "a-9"})
+	require.NoError(t, err)
+	require.False(t, r.IsError, "%s", text(t, r))
+
+	var out struct {
+		Actions struct {
+			Outer struct {
+				McpEndpoint *string
+				Session     struct {
+					Inputs struct {
+						Nodes []struct {
+							Kind  string
+							Calls *int
+						}
+					}
+				}
+			}
+			Inner struct{ McpEndpoint *string }
+		}
+	}
+	e.gql(t, `query($o: UUID!, $i: UUID!) { actions {
+		outer: action(id: $o) { mcpEndpoint session(id: "a-9") { inputs { nodes { kind calls } } } }
+		inner: action(id: $i) { mcpEndpoint } } }`, map[string]any{"o": outer, "i": inner}, &out)
+	require.Equal(t, mcp.Endpoint(outer), *out.Actions.Outer.McpEndpoint)
+	require.Equal(t, "/mcp/actions/"+inner.String(), *out.Actions.Inner.McpEndpoint)
+	nodes := out.Actions.Outer.Session.Inputs.Nodes
+	require.Len(t, nodes, 1)
+	require.Equal(t, "CALL", nodes[0].Kind)
+	require.Equal(t, 2, *nodes[0].Calls)
+}
