@@ -35,6 +35,38 @@ type env struct {
 
 func newEnv(t *testing.T, auth bool, mutate ...func(*server.Config)) *env {
 	t.Helper()
+	return startEnv(t, auth, true, mutate...)
+}
+
+// newSteppedEnv is newEnv without the background loops: step runs the
+// dispatcher and the executor until they have nothing left to do.
+func newSteppedEnv(t *testing.T, auth bool, mutate ...func(*server.Config)) *env {
+	t.Helper()
+	return startEnv(t, auth, false, mutate...)
+}
+
+// step dispatches every event and runs every runnable turn.
+func (e *env) step(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for {
+		n, err := e.app.Dispatcher.DispatchOnce(ctx)
+		require.NoError(t, err)
+		if n == 0 {
+			break
+		}
+	}
+	for {
+		ran, err := e.app.Executor.RunOnce(ctx)
+		require.NoError(t, err)
+		if !ran {
+			return
+		}
+	}
+}
+
+func startEnv(t *testing.T, auth, run bool, mutate ...func(*server.Config)) *env {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &logBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -54,7 +86,11 @@ func newEnv(t *testing.T, auth bool, mutate ...func(*server.Config)) *env {
 	}
 	srv := httptest.NewServer(h)
 	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
+	if run {
+		go func() { done <- app.Run(ctx) }()
+	} else {
+		done <- nil
+	}
 	t.Cleanup(func() {
 		srv.Close()
 		cancel()

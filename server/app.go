@@ -151,7 +151,7 @@ type App struct {
 // agents' tool references and egress is where the http kind may send turns.
 func Kinds(c clock.Clock, providers map[string]provider.Provider, tools agent.ToolDirectory, egress *httpkind.Egress) *turns.Registry {
 	return turns.NewRegistry(echo.Kind(), script.Kind(), httpkind.Kind(c, egress),
-		agent.Kind(agent.Options{Providers: providers, Tools: tools, Now: c.Now}))
+		agent.Kind(agent.Options{Providers: providers, Tools: tools, Now: c.Now, Egress: egress}))
 }
 
 // New migrates the database and builds the parts (nothing runs yet).
