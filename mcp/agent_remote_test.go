@@ -140,7 +140,9 @@ func TestMCPAgentUsesAnExternalMCPServer(t *testing.T) { // issue 17
 	// The secret is write-only: queries show it redacted.
 	var def struct {
 		Actions struct {
-			Action struct{ Definition struct{ Config map[string]any } }
+			Action struct {
+				Definition struct{ Config map[string]any }
+			}
 		}
 	}
 	e.gql(t, `query($a: UUID!) { actions { action(id: $a) { definition { config } } } }`, map[string]any{"a": agent}, &def)

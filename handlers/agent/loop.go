@@ -63,18 +63,18 @@ type tool struct {
 
 // loop is one turn's conversation.
 type loop struct {
-	h       *handler
-	req     *turns.Request
-	rec     recorder
-	tools   map[string]*tool // by model-facing name
-	names   []string         // model-facing names of config.tools, in order
+	h     *handler
+	req   *turns.Request
+	rec   recorder
+	tools map[string]*tool // by model-facing name
+	names []string         // model-facing names of config.tools, in order
 	// remote are the tools of config.mcpServers by model-facing name, in
 	// order in remoteNames; sessions the turn's connections (issue 17).
 	remote      map[string]*remoteTool
 	remoteNames []string
 	sessions    []*remote.Session
-	specs   []provider.ToolSpec
-	allowed []string // statuses report_outcome offers (E2)
+	specs       []provider.ToolSpec
+	allowed     []string // statuses report_outcome offers (E2)
 
 	msgs   []provider.Message
 	steps  int // model calls
