@@ -399,6 +399,15 @@ func (s *Store) List(ctx context.Context, after uuid.UUID, first int) ([]Action,
 	})
 }
 
+// Current returns the current versions of the ACTIVE actions whose
+// definition has a tool block (tools: true) or whose kind is one of kinds,
+// ordered by action id: what the MCP endpoint lists (issue 17). One query.
+func (s *Store) Current(ctx context.Context, tools bool, kinds []string) ([]Version, error) {
+	return s.versions(ctx, `WHERE (action_id, version) IN (SELECT id, current_version FROM actions WHERE status = 'ACTIVE')
+		AND (($1 AND jsonb_typeof(definition->'tool') = 'object') OR definition->>'kind' = ANY($2))
+		ORDER BY action_id`, tools, kinds)
+}
+
 // Version returns one version. Errors: fault.NotFound.
 func (s *Store) Version(ctx context.Context, id uuid.UUID, version int) (Version, error) {
 	vs, err := s.versions(ctx, `WHERE action_id = $1 AND version = $2`, id, version)

@@ -76,6 +76,7 @@ type ComplexityRoot struct {
 		Definition         func(childComplexity int) int
 		ID                 func(childComplexity int) int
 		IntakeRecords      func(childComplexity int, first *int, after *string) int
+		McpEndpoint        func(childComplexity int) int
 		Session            func(childComplexity int, id string) int
 		Sessions           func(childComplexity int, first *int, after *string, status *model.SessionStatus) int
 		Status             func(childComplexity int) int
@@ -130,6 +131,7 @@ type ComplexityRoot struct {
 
 	ActionSessionInput struct {
 		Caller      func(childComplexity int) int
+		Calls       func(childComplexity int) int
 		DeliveredAt func(childComplexity int) int
 		Event       func(childComplexity int) int
 		Execution   func(childComplexity int) int
@@ -527,6 +529,7 @@ type ActionResolver interface {
 	Sessions(ctx context.Context, obj *action.Action, first *int, after *string, status *model.SessionStatus) (*model.ActionSessionConnection, error)
 	IntakeRecords(ctx context.Context, obj *action.Action, first *int, after *string) (*model.IntakeRecordConnection, error)
 	TriggerDiagnostics(ctx context.Context, obj *action.Action) ([]session.Diagnostic, error)
+	McpEndpoint(ctx context.Context, obj *action.Action) (*string, error)
 }
 type ActionDefinitionResolver interface {
 	Config(ctx context.Context, obj *action.Definition) (jsonvalue.Value, error)
@@ -554,6 +557,7 @@ type ActionSessionInputResolver interface {
 
 	Execution(ctx context.Context, obj *session.Input) (*turns.Execution, error)
 	Caller(ctx context.Context, obj *session.Input) (*turns.Execution, error)
+	Calls(ctx context.Context, obj *session.Input) (*int, error)
 }
 type ActionSessionTurnResolver interface {
 	Status(ctx context.Context, obj *turns.Turn) (model.TurnStatus, error)
@@ -743,6 +747,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Action.IntakeRecords(childComplexity, args["first"].(*int), args["after"].(*string)), true
+	case "Action.mcpEndpoint":
+		if e.ComplexityRoot.Action.McpEndpoint == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Action.McpEndpoint(childComplexity), true
 	case "Action.session":
 		if e.ComplexityRoot.Action.Session == nil {
 			break
@@ -1022,6 +1032,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSessionInput.Caller(childComplexity), true
+	case "ActionSessionInput.calls":
+		if e.ComplexityRoot.ActionSessionInput.Calls == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSessionInput.Calls(childComplexity), true
 	case "ActionSessionInput.deliveredAt":
 		if e.ComplexityRoot.ActionSessionInput.DeliveredAt == nil {
 			break
@@ -3163,6 +3179,12 @@ type Action {
   intakeRecords(first: Int, after: String): IntakeRecordConnection!
   "Trigger predicates that failed to evaluate on some event (each failure is a non-match)."
   triggerDiagnostics: [TriggerDiagnostic!]!
+  """
+  The path of the MCP endpoint serving this action alone, /mcp/actions/<id>,
+  when its newest definition is a tool; null otherwise. /mcp serves every
+  tool the caller may call (docs/mcp.md).
+  """
+  mcpEndpoint: String
 }
 
 type ActionVersion {
@@ -3577,6 +3599,14 @@ type ActionSessionInput {
   execution: Execution
   "CALL inputs: the execution that made the call; null for a direct call."
   caller: Execution
+  """
+  How many tool calls the input's execution made: the committed calls of tool
+  actions it started (its children). For a REQUEST input (I4) the execution
+  that answered the request, for a CALL input the call's own. Null for an
+  input without an execution. Calls to an agent's external MCP servers are
+  in its transcript, not counted here (docs/mcp.md).
+  """
+  calls: Int
 }
 
 type ActionSessionInputConnection {
@@ -3760,6 +3790,8 @@ func (ec *executionContext) childFields_Action(ctx context.Context, field graphq
 		return ec.fieldContext_Action_intakeRecords(ctx, field)
 	case "triggerDiagnostics":
 		return ec.fieldContext_Action_triggerDiagnostics(ctx, field)
+	case "mcpEndpoint":
+		return ec.fieldContext_Action_mcpEndpoint(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Action", field.Name)
 }
@@ -3872,6 +3904,8 @@ func (ec *executionContext) childFields_ActionSessionInput(ctx context.Context, 
 		return ec.fieldContext_ActionSessionInput_execution(ctx, field)
 	case "caller":
 		return ec.fieldContext_ActionSessionInput_caller(ctx, field)
+	case "calls":
+		return ec.fieldContext_ActionSessionInput_calls(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionSessionInput", field.Name)
 }
@@ -5941,6 +5975,29 @@ func (ec *executionContext) fieldContext_Action_triggerDiagnostics(_ context.Con
 	return fc, nil
 }
 
+func (ec *executionContext) _Action_mcpEndpoint(ctx context.Context, field graphql.CollectedField, obj *action.Action) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Action_mcpEndpoint(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Action().McpEndpoint(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Action_mcpEndpoint(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Action", field, true, true, "String")
+}
+
 func (ec *executionContext) _ActionConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.ActionConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7113,6 +7170,29 @@ func (ec *executionContext) fieldContext_ActionSessionInput_caller(_ context.Con
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _ActionSessionInput_calls(ctx context.Context, field graphql.CollectedField, obj *session.Input) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSessionInput_calls(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionSessionInput().Calls(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSessionInput_calls(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActionSessionInput", field, true, true, "Int")
 }
 
 func (ec *executionContext) _ActionSessionInputConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.ActionSessionInputConnection) (ret graphql.Marshaler) {
@@ -15447,6 +15527,12 @@ func (ec *executionContext) _Action(ctx context.Context, sel ast.SelectionSet, o
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Action_triggerDiagnostics(ctx, field, obj)
 				})
+		case "mcpEndpoint":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Action_mcpEndpoint(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -15807,6 +15893,12 @@ func (ec *executionContext) _ActionSessionInput(ctx context.Context, sel ast.Sel
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._ActionSessionInput_caller(ctx, field, obj)
+				})
+		case "calls":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionSessionInput_calls(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))

@@ -37,6 +37,7 @@ type loaders struct {
 	turnInputs  *dataloadgen.Loader[session.TurnRef, []session.Input]
 	transcripts *dataloadgen.Loader[transcriptKey, []turns.Entry]
 	children    *dataloadgen.Loader[childrenKey, []turns.Execution]
+	calls       *dataloadgen.Loader[uuid.UUID, int]
 }
 
 // byKey adapts a store's batch lookup (a map of what it found) to a
@@ -176,4 +177,13 @@ func (r *Resolver) turn(ctx context.Context, sid int64, number int) (*turns.Turn
 		return lazy(l, &l.turns, r.TurnStore.TurnsByKey).Load(ctx, k)
 	}
 	return r.TurnStore.Turn(ctx, sid, number)
+}
+
+// calls loads how many tool calls an execution made (issue 17), batched.
+func (r *Resolver) calls(ctx context.Context, id uuid.UUID) (int, error) {
+	if l := loadersFrom(ctx); l != nil {
+		return lazy(l, &l.calls, r.TurnStore.CallCounts).Load(ctx, id)
+	}
+	m, err := r.TurnStore.CallCounts(ctx, []uuid.UUID{id})
+	return m[id], err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
+	"github.com/actionsledger/actionsledger/mcp"
 	"github.com/actionsledger/actionsledger/session"
 	"github.com/actionsledger/actionsledger/tools"
 	"github.com/actionsledger/actionsledger/turns"
@@ -111,6 +112,16 @@ func (r *actionResolver) IntakeRecords(ctx context.Context, obj *action.Action, 
 // TriggerDiagnostics is the resolver for the triggerDiagnostics field.
 func (r *actionResolver) TriggerDiagnostics(ctx context.Context, obj *action.Action) ([]session.Diagnostic, error) {
 	return r.SessionStore.Diagnostics(ctx, obj.ID)
+}
+
+// McpEndpoint is the resolver for the mcpEndpoint field.
+func (r *actionResolver) McpEndpoint(ctx context.Context, obj *action.Action) (*string, error) {
+	comp, err := r.ActionStore.Compiled(ctx, obj.ID, obj.CurrentVersion)
+	if err != nil || !mcp.Serves(comp) {
+		return nil, err
+	}
+	path := mcp.Endpoint(obj.ID)
+	return &path, nil
 }
 
 // Config is the resolver for the config field.
@@ -229,6 +240,18 @@ func (r *actionSessionInputResolver) Caller(ctx context.Context, obj *session.In
 		return nil, nil
 	}
 	return r.execution(ctx, *obj.CallerExecutionID)
+}
+
+// Calls is the resolver for the calls field.
+func (r *actionSessionInputResolver) Calls(ctx context.Context, obj *session.Input) (*int, error) {
+	if obj.ExecutionID == nil {
+		return nil, nil
+	}
+	n, err := r.calls(ctx, *obj.ExecutionID)
+	if err != nil {
+		return nil, err
+	}
+	return &n, nil
 }
 
 // Status is the resolver for the status field.

@@ -319,13 +319,7 @@ const DefaultRecheck = 30 * time.Second
 // authenticate is Authenticate with the interval at which a stream's
 // credential is checked again (see watchCredential).
 func authenticate(store *auth.Store, adminToken string, log *slog.Logger, recheck time.Duration, h http.Handler) http.Handler {
-	var adminHash []byte
-	if adminToken != "" {
-		adminHash = auth.Hash(adminToken)
-	}
-	authn := authenticator(func(ctx context.Context, header string) (auth.Principal, *authFailure) {
-		return principalFor(ctx, store, adminHash, log, header)
-	})
+	authn := tokenAuthenticator(store, adminToken, log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		header := r.Header.Get("Authorization")
 		if header == "" && isWebSocket(r) {
