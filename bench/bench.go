@@ -20,7 +20,7 @@ type Config struct {
 	Workers     int           // concurrent turns of the service
 	Duration    time.Duration // each write pass
 	Ceiling     time.Duration // each ceiling measurement
-	BulkSize    int           // events per appendEvents request
+	BulkSize    int           // records per putValues request
 	BulkMax     int64         // events of the bulk pass at most
 	Paced       time.Duration // the paced latency pass
 	Timeout     time.Duration // longest wait for a pass's entries to be taken by turns
@@ -57,7 +57,7 @@ func (r result) e2e() float64 {
 // over HTTP and the seed's monitor active (docs/throughput.md, "Benchmark"):
 // the single-row INSERT ceiling of PostgreSQL at 1 and 8 connections
 // before and after the service's passes; putValue writes from the keep-alive
-// clients; bulk writes with appendEvents; inputs taken by turns end to end,
+// clients; bulk writes with putValues; inputs taken by turns end to end,
 // fed by either; the latency from an entry's commit to its turn's commit
 // when paced at half the highest end-to-end rate; and the round trips of
 // the seed's session query. Each figure is printed with its ratio to the
@@ -188,7 +188,7 @@ func measure(ctx context.Context, r *rig, ceil *ceiling, c Config, prefix string
 			return res, err
 		}
 		res.bulk = res.bulkW.rate()
-		say("  bulk writes: %d events in %.1fs, %d per appendEvents request, from %d clients: %.0f/s",
+		say("  bulk writes: %d events in %.1fs, %d per putValues request, from %d clients: %.0f/s",
 			res.bulkW.n, res.bulkW.took.Seconds(), c.BulkSize, len(r.clients), res.bulk)
 		var got int64
 		res.bulkDone, got, err = r.awaitConsumed(ctx, base+res.bulkW.n, res.bulkW.start, c.Timeout)
@@ -237,9 +237,9 @@ func (res result) table(out io.Writer, trips int64) {
 	fmt.Fprintf(tw, "  ceiling, 8 connections (mean of before and after)\t%.0f/s\t\t\n", c8)
 	fmt.Fprintf(tw, "  putValue writes, 8 clients\t%.0f/s\twrites/ceiling8=%.2f, /ceiling1=%.2f\t>= 0.40 of ceiling8, >= 1 of ceiling1\n", res.writes, res.writes/c8, res.writes/c1)
 	if res.bulkSkipped != "" {
-		fmt.Fprintf(tw, "  bulk writes (appendEvents)\tskipped\tbulk/ceiling8=0.00\t>= 2\n")
+		fmt.Fprintf(tw, "  bulk writes (putValues)\tskipped\tbulk/ceiling8=0.00\t>= 2\n")
 	} else {
-		fmt.Fprintf(tw, "  bulk writes (appendEvents)\t%.0f/s\tbulk/ceiling8=%.2f\t>= 2\n", res.bulk, res.bulk/c8)
+		fmt.Fprintf(tw, "  bulk writes (putValues)\t%.0f/s\tbulk/ceiling8=%.2f\t>= 2\n", res.bulk, res.bulk/c8)
 		fmt.Fprintf(tw, "  end to end, fed by bulk writes\t%.0f/s\te2e/ceiling8=%.2f\t>= 0.50\n", res.e2eBulk, res.e2eBulk/c8)
 	}
 	fmt.Fprintf(tw, "  end to end, fed by single writes\t%.0f/s\t%.2f of ceiling8\t>= 0.30\n", res.e2eSingle, res.e2eSingle/c8)

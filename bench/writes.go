@@ -76,24 +76,27 @@ func (r *rig) singleWrites(ctx context.Context, prefix string, d time.Duration, 
 	return w, nil
 }
 
-const appendEventsOp = `mutation($evs: [EventInput!]!) { ledger { appendEvents(events: $evs) { id } } }`
+// putValuesOp is the bulk write: entry records, whose entry.inserted
+// events the monitor's sessions take (appendEvents refuses the .inserted
+// types, which only record writes append).
+const putValuesOp = `mutation($recs: [ValueInput!]!) { ledger { putValues(records: $recs) { key } } }`
 
-// errNoBulk is returned when the server has no appendEvents mutation.
-var errNoBulk = errors.New("the server has no ledger.appendEvents mutation (bulk writes, issue 14): the bulk figures are skipped")
+// errNoBulk is returned when the server has no putValues mutation.
+var errNoBulk = errors.New("the server has no ledger.putValues mutation (bulk writes, issue 14): the bulk figures are skipped")
 
-// probeBulk checks that the server offers appendEvents, with one event
-// that no trigger matches.
+// probeBulk checks that the server offers putValues, with one record that
+// no trigger matches.
 func (r *rig) probeBulk(ctx context.Context) error {
-	err := r.clients[0].do(ctx, appendEventsOp, map[string]any{"evs": []any{
-		map[string]any{"type": "bench.probe", "data": map[string]any{}, "idempotencyKey": uuid.NewString()}}}, nil)
+	err := r.clients[0].do(ctx, putValuesOp, map[string]any{"recs": []any{
+		map[string]any{"namespace": "bench_probe", "key": uuid.NewString(), "value": map[string]any{}}}}, nil)
 	var ae *answerError
-	if errors.As(err, &ae) && ae.has("GRAPHQL_VALIDATION_FAILED", "appendEvents") {
+	if errors.As(err, &ae) && ae.has("GRAPHQL_VALIDATION_FAILED", "putValues") {
 		return errNoBulk
 	}
 	return err
 }
 
-// bulkWrites appends entry.inserted events with appendEvents, size per
+// bulkWrites writes entry records (entry.inserted events) with putValues, size per
 // request (one transaction each), from every client, round-robin over the
 // accounts, until d has passed or max events are written.
 func (r *rig) bulkWrites(ctx context.Context, prefix string, size int, d time.Duration, maxEvents int64) (writes, error) {
@@ -117,11 +120,12 @@ func (r *rig) bulkWrites(ctx context.Context, prefix string, size int, d time.Du
 				evs := make([]any, n)
 				for j := range evs {
 					i := int(from) + j
-					evs[j] = map[string]any{"type": "entry.inserted", "data": entry(r.accounts[i%len(r.accounts)], i),
-						"idempotencyKey": fmt.Sprintf("%s-%d", prefix, i)}
+					key := fmt.Sprintf("%s-%d", prefix, i)
+					evs[j] = map[string]any{"namespace": "entry", "key": key, "value": entry(r.accounts[i%len(r.accounts)], i),
+						"idempotencyKey": key}
 				}
-				if err := c.do(ctx, appendEventsOp, map[string]any{"evs": evs}, nil); err != nil {
-					errs <- fmt.Errorf("bench: appendEvents: %w", err)
+				if err := c.do(ctx, putValuesOp, map[string]any{"recs": evs}, nil); err != nil {
+					errs <- fmt.Errorf("bench: putValues: %w", err)
 					cancel()
 					return
 				}
