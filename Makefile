@@ -8,12 +8,16 @@
 #   make run        serve on $ADDR (default 127.0.0.1:8080)
 #   make migrate    apply the schema migrations
 #   make test       the web checks (tsc, vitest), then go test -race against a
-#                   real server (TEST_DATABASE_URL), the browser test included
+#                   real server (TEST_DATABASE_URL), the browser test and the
+#                   TypeScript MCP client's test included
 #   make fuzz       run every Fuzz* target of the module for FUZZTIME each
 #                   (default 30s), one after the other, stopping at the first
 #                   failure; prints each target's run time and corpus size
 #   make demo       run the demo against a fresh database actionsledger_demo
-#   make bench      run the benchmark against a fresh database actionsledger_bench
+#   make bench      throughput against a fresh database actionsledger_bench: the
+#                   insert ceiling, writes, bulk writes, end to end, latency and
+#                   the session query's round trips, as ratios to the ceiling
+#                   (docs/throughput.md; BENCH_FLAGS='--runs 3')
 #   make bench-live memory per idle subscriber (SSE, WebSocket) and the cost of
 #                   one notification with 1,000 subscribers, on a fresh
 #                   database actionsledger_bench_live (docs/subscriptions.md)
@@ -55,6 +59,15 @@ CONSOLE_SOURCES := $(WEB_COMMON) $(shell find $(WEB)/app -type f ! -name '*.test
 
 web: $(WEB_BUILT)
 
+# The MCP tests run the official TypeScript MCP client (mcp/tsclient_test.go)
+# from this npm project.
+MCP_TS := mcp/testdata/tsclient
+MCP_TS_INSTALLED := $(MCP_TS)/node_modules/.installed
+
+$(MCP_TS_INSTALLED): $(MCP_TS)/package-lock.json $(MCP_TS)/package.json
+	NPM_DIR=$(MCP_TS) scripts/npm.sh ci --no-audit --no-fund
+	touch $@
+
 $(WEB_INSTALLED): $(WEB)/package-lock.json $(WEB)/package.json
 	scripts/npm.sh ci --no-audit --no-fund
 	touch $@
@@ -78,7 +91,7 @@ migrate: build
 
 # The assets are built first so that the Go tests serve the real page and
 # the browser test (server/graphiql_test.go) runs it in Chromium.
-test: $(WEB_BUILT)
+test: $(WEB_BUILT) $(MCP_TS_INSTALLED)
 	scripts/npm.sh run check
 	url=$${TEST_DATABASE_URL:-$$(scripts/pg.sh postgres)}; \
 	TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 -timeout 30m ./...
@@ -113,7 +126,7 @@ demo: build
 
 bench: build
 	$(call fresh_db,actionsledger_bench); \
-	DATABASE_URL="$$url" exec $(BIN) bench
+	DATABASE_URL="$$url" exec $(BIN) bench $(BENCH_FLAGS)
 
 bench-live:
 	$(GO) build -o bin/bench-live ./bench/live

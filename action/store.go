@@ -348,14 +348,9 @@ func (s *Store) GetMany(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*Ac
 	if err != nil {
 		return nil, fmt.Errorf("action: get: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Action, error) {
-		var a Action
-		err := r.Scan(&a.ID, &a.CurrentVersion, &a.Status, &a.CreatedAt, &a.UpdatedAt)
-		a.CreatedAt, a.UpdatedAt = a.CreatedAt.UTC(), a.UpdatedAt.UTC()
-		return &a, err
-	})
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Action, error) { return scanAction(r) })
 	if err != nil {
-		return nil, fmt.Errorf("action: get: %w", err)
+		return nil, err
 	}
 	out := make(map[uuid.UUID]*Action, len(list))
 	for _, a := range list {
@@ -404,6 +399,15 @@ func (s *Store) List(ctx context.Context, after uuid.UUID, first int) ([]Action,
 	})
 }
 
+// Current returns the current versions of the ACTIVE actions whose
+// definition has a tool block (tools: true) or whose kind is one of kinds,
+// ordered by action id: what the MCP endpoint lists (issue 17). One query.
+func (s *Store) Current(ctx context.Context, tools bool, kinds []string) ([]Version, error) {
+	return s.versions(ctx, `WHERE (action_id, version) IN (SELECT id, current_version FROM actions WHERE status = 'ACTIVE')
+		AND (($1 AND jsonb_typeof(definition->'tool') = 'object') OR definition->>'kind' = ANY($2))
+		ORDER BY action_id`, tools, kinds)
+}
+
 // Version returns one version. Errors: fault.NotFound.
 func (s *Store) Version(ctx context.Context, id uuid.UUID, version int) (Version, error) {
 	vs, err := s.versions(ctx, `WHERE action_id = $1 AND version = $2`, id, version)
@@ -435,6 +439,11 @@ func scanVersion(r pgx.CollectableRow) (Version, error) {
 	if err := r.Scan(&v.ActionID, &v.Version, &raw, &v.FromPosition, &v.CreatedAt, &v.Author); err != nil {
 		return v, err
 	}
+	return decodeVersion(v, raw)
+}
+
+// decodeVersion completes a version scanned with its definition's JSON raw.
+func decodeVersion(v Version, raw []byte) (Version, error) {
 	v.CreatedAt = v.CreatedAt.UTC()
 	if err := json.Unmarshal(raw, &v.Definition); err != nil {
 		return v, fmt.Errorf("action: decode definition: %w", err)

@@ -170,8 +170,9 @@ func (v *ActionVersionResponse) GetActions() ActionVersionActionsActionsQuery { 
 // The GraphQL type's documentation follows.
 //
 // Ledger writes. Fields run one after another in the order written, each in
-// its own transaction. Results are nullable so that a failed field does not
-// hide the fields before it that committed: check each alias.
+// its own transaction. Results of the single writes are nullable so that a
+// failed field does not hide the fields before it that committed: check each
+// alias. The bulk writes (appendEvents, putValues) take up to 1,000 items each.
 type AppendEventLedgerLedgerMutation struct {
 	// Appends an event with no record. A repeated idempotencyKey returns the first result.
 	AppendEvent *AppendResult `json:"appendEvent"`
@@ -1653,8 +1654,9 @@ func (v *PutResultEvent) GetPosition() string { return v.Position }
 // The GraphQL type's documentation follows.
 //
 // Ledger writes. Fields run one after another in the order written, each in
-// its own transaction. Results are nullable so that a failed field does not
-// hide the fields before it that committed: check each alias.
+// its own transaction. Results of the single writes are nullable so that a
+// failed field does not hide the fields before it that committed: check each
+// alias. The bulk writes (appendEvents, putValues) take up to 1,000 items each.
 type PutValueLedgerLedgerMutation struct {
 	// Writes a key-value record and appends `<namespace>.inserted` (first write of
 	// the key) or `<namespace>.updated`, whose data is the value and whose record

@@ -26,6 +26,17 @@ func reportAll(ctx context.Context, err error, arg string) error {
 	return err
 }
 
+// reportEach adds every error of a joined error to the response, fields
+// as they are (a bulk write's items name their own index), and returns the
+// first.
+func reportEach(ctx context.Context, err error) error {
+	errs := action.Errors(err)
+	for _, e := range errs[1:] {
+		graphql.AddError(ctx, e)
+	}
+	return errs[0]
+}
+
 func deref(s *string) string {
 	if s == nil {
 		return ""

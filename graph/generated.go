@@ -76,6 +76,7 @@ type ComplexityRoot struct {
 		Definition         func(childComplexity int) int
 		ID                 func(childComplexity int) int
 		IntakeRecords      func(childComplexity int, first *int, after *string) int
+		McpEndpoint        func(childComplexity int) int
 		Session            func(childComplexity int, id string) int
 		Sessions           func(childComplexity int, first *int, after *string, status *model.SessionStatus) int
 		Status             func(childComplexity int) int
@@ -130,6 +131,7 @@ type ComplexityRoot struct {
 
 	ActionSessionInput struct {
 		Caller      func(childComplexity int) int
+		Calls       func(childComplexity int) int
 		DeliveredAt func(childComplexity int) int
 		Event       func(childComplexity int) int
 		Execution   func(childComplexity int) int
@@ -353,8 +355,10 @@ type ComplexityRoot struct {
 	}
 
 	LedgerMutation struct {
-		AppendEvent func(childComplexity int, typeArg string, data jsonvalue.Value, idempotencyKey *string) int
-		PutValue    func(childComplexity int, namespace string, key string, value jsonvalue.Value, idempotencyKey *string) int
+		AppendEvent  func(childComplexity int, typeArg string, data jsonvalue.Value, idempotencyKey *string) int
+		AppendEvents func(childComplexity int, events []ledger.EventInput) int
+		PutValue     func(childComplexity int, namespace string, key string, value jsonvalue.Value, idempotencyKey *string) int
+		PutValues    func(childComplexity int, records []ledger.ValueInput) int
 	}
 
 	LedgerQuery struct {
@@ -525,6 +529,7 @@ type ActionResolver interface {
 	Sessions(ctx context.Context, obj *action.Action, first *int, after *string, status *model.SessionStatus) (*model.ActionSessionConnection, error)
 	IntakeRecords(ctx context.Context, obj *action.Action, first *int, after *string) (*model.IntakeRecordConnection, error)
 	TriggerDiagnostics(ctx context.Context, obj *action.Action) ([]session.Diagnostic, error)
+	McpEndpoint(ctx context.Context, obj *action.Action) (*string, error)
 }
 type ActionDefinitionResolver interface {
 	Config(ctx context.Context, obj *action.Definition) (jsonvalue.Value, error)
@@ -552,6 +557,7 @@ type ActionSessionInputResolver interface {
 
 	Execution(ctx context.Context, obj *session.Input) (*turns.Execution, error)
 	Caller(ctx context.Context, obj *session.Input) (*turns.Execution, error)
+	Calls(ctx context.Context, obj *session.Input) (*int, error)
 }
 type ActionSessionTurnResolver interface {
 	Status(ctx context.Context, obj *turns.Turn) (model.TurnStatus, error)
@@ -646,6 +652,8 @@ type KVValueResolver interface {
 type LedgerMutationResolver interface {
 	PutValue(ctx context.Context, obj *model.LedgerMutation, namespace string, key string, value jsonvalue.Value, idempotencyKey *string) (*ledger.KVValue, error)
 	AppendEvent(ctx context.Context, obj *model.LedgerMutation, typeArg string, data jsonvalue.Value, idempotencyKey *string) (*ledger.Event, error)
+	AppendEvents(ctx context.Context, obj *model.LedgerMutation, events []ledger.EventInput) ([]ledger.Event, error)
+	PutValues(ctx context.Context, obj *model.LedgerMutation, records []ledger.ValueInput) ([]ledger.KVValue, error)
 }
 type LedgerQueryResolver interface {
 	Events(ctx context.Context, obj *model.LedgerQuery, first *int, after *string, typeArg *string) (*model.EventConnection, error)
@@ -739,6 +747,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Action.IntakeRecords(childComplexity, args["first"].(*int), args["after"].(*string)), true
+	case "Action.mcpEndpoint":
+		if e.ComplexityRoot.Action.McpEndpoint == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Action.McpEndpoint(childComplexity), true
 	case "Action.session":
 		if e.ComplexityRoot.Action.Session == nil {
 			break
@@ -1018,6 +1032,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSessionInput.Caller(childComplexity), true
+	case "ActionSessionInput.calls":
+		if e.ComplexityRoot.ActionSessionInput.Calls == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSessionInput.Calls(childComplexity), true
 	case "ActionSessionInput.deliveredAt":
 		if e.ComplexityRoot.ActionSessionInput.DeliveredAt == nil {
 			break
@@ -1973,6 +1993,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.LedgerMutation.AppendEvent(childComplexity, args["type"].(string), args["data"].(jsonvalue.Value), args["idempotencyKey"].(*string)), true
+	case "LedgerMutation.appendEvents":
+		if e.ComplexityRoot.LedgerMutation.AppendEvents == nil {
+			break
+		}
+
+		args, err := ec.field_LedgerMutation_appendEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.LedgerMutation.AppendEvents(childComplexity, args["events"].([]ledger.EventInput)), true
 	case "LedgerMutation.putValue":
 		if e.ComplexityRoot.LedgerMutation.PutValue == nil {
 			break
@@ -1984,6 +2015,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.LedgerMutation.PutValue(childComplexity, args["namespace"].(string), args["key"].(string), args["value"].(jsonvalue.Value), args["idempotencyKey"].(*string)), true
+	case "LedgerMutation.putValues":
+		if e.ComplexityRoot.LedgerMutation.PutValues == nil {
+			break
+		}
+
+		args, err := ec.field_LedgerMutation_putValues_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.LedgerMutation.PutValues(childComplexity, args["records"].([]ledger.ValueInput)), true
 
 	case "LedgerQuery.event":
 		if e.ComplexityRoot.LedgerQuery.Event == nil {
@@ -2541,6 +2583,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("ActionInput", ec.unmarshalInputActionInput),
 			graphql.NewInputUnmarshaler("ApprovalResponseInput", ec.unmarshalInputApprovalResponseInput),
+			graphql.NewInputUnmarshaler("EventInput", ec.unmarshalInputEventInput),
 			graphql.NewInputUnmarshaler("HoldResponseInput", ec.unmarshalInputHoldResponseInput),
 			graphql.NewInputUnmarshaler("PermissionsInput", ec.unmarshalInputPermissionsInput),
 			graphql.NewInputUnmarshaler("PolicyInput", ec.unmarshalInputPolicyInput),
@@ -2554,6 +2597,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("TriggerInput", ec.unmarshalInputTriggerInput),
 			graphql.NewInputUnmarshaler("TriggerSessionInput", ec.unmarshalInputTriggerSessionInput),
 			graphql.NewInputUnmarshaler("TurnsInput", ec.unmarshalInputTurnsInput),
+			graphql.NewInputUnmarshaler("ValueInput", ec.unmarshalInputValueInput),
 		)
 	}
 	first := true
@@ -2831,8 +2875,9 @@ type LedgerQuery {
 
 """
 Ledger writes. Fields run one after another in the order written, each in
-its own transaction. Results are nullable so that a failed field does not
-hide the fields before it that committed: check each alias.
+its own transaction. Results of the single writes are nullable so that a
+failed field does not hide the fields before it that committed: check each
+alias. The bulk writes (appendEvents, putValues) take up to 1,000 items each.
 """
 type LedgerMutation {
   """
@@ -2843,6 +2888,39 @@ type LedgerMutation {
   putValue(namespace: String!, key: String!, value: JSON!, idempotencyKey: String): KVValue
   "Appends an event with no record. A repeated idempotencyKey returns the first result."
   appendEvent(type: String!, data: JSON!, idempotencyKey: String): Event
+  """
+  Appends 1 to 1,000 events with no record in one transaction, all or
+  nothing, and returns them in the order given (consecutive positions, one
+  commit time). An invalid item fails the call and is named by its index
+  (` + "`" + `extensions.field` + "`" + `: ` + "`" + `events[3].data` + "`" + `); nothing is written. Each item's
+  idempotencyKey works as appendEvent's: a key used before for the same event
+  returns that event, for a different one fails the call with
+  IDEMPOTENCY_CONFLICT; a key repeated within the call returns one event for
+  both items (the same event) or fails the call (different ones).
+  """
+  appendEvents(events: [EventInput!]!): [Event!]!
+  """
+  Writes 1 to 1,000 key-value records in one transaction, all or nothing,
+  each as putValue does, and returns each record as its write left it. A key
+  written by several items takes consecutive versions. Errors and
+  idempotency keys as for appendEvents (fields ` + "`" + `records[i].namespace` + "`" + `, ...).
+  """
+  putValues(records: [ValueInput!]!): [KVValue!]!
+}
+
+"One event of appendEvents."
+input EventInput {
+  type: String!
+  data: JSON!
+  idempotencyKey: String
+}
+
+"One record write of putValues."
+input ValueInput {
+  namespace: String!
+  key: String!
+  value: JSON!
+  idempotencyKey: String
 }
 
 "One committed ledger event."
@@ -3101,6 +3179,12 @@ type Action {
   intakeRecords(first: Int, after: String): IntakeRecordConnection!
   "Trigger predicates that failed to evaluate on some event (each failure is a non-match)."
   triggerDiagnostics: [TriggerDiagnostic!]!
+  """
+  The path of the MCP endpoint serving this action alone, /mcp/actions/<id>,
+  when its newest definition is a tool; null otherwise. /mcp serves every
+  tool the caller may call (docs/mcp.md).
+  """
+  mcpEndpoint: String
 }
 
 type ActionVersion {
@@ -3515,6 +3599,14 @@ type ActionSessionInput {
   execution: Execution
   "CALL inputs: the execution that made the call; null for a direct call."
   caller: Execution
+  """
+  How many tool calls the input's execution made: the committed calls of tool
+  actions it started (its children). For a REQUEST input (I4) the execution
+  that answered the request, for a CALL input the call's own. Null for an
+  input without an execution. Calls to an agent's external MCP servers are
+  in its transcript, not counted here (docs/mcp.md).
+  """
+  calls: Int
 }
 
 type ActionSessionInputConnection {
@@ -3698,6 +3790,8 @@ func (ec *executionContext) childFields_Action(ctx context.Context, field graphq
 		return ec.fieldContext_Action_intakeRecords(ctx, field)
 	case "triggerDiagnostics":
 		return ec.fieldContext_Action_triggerDiagnostics(ctx, field)
+	case "mcpEndpoint":
+		return ec.fieldContext_Action_mcpEndpoint(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Action", field.Name)
 }
@@ -3810,6 +3904,8 @@ func (ec *executionContext) childFields_ActionSessionInput(ctx context.Context, 
 		return ec.fieldContext_ActionSessionInput_execution(ctx, field)
 	case "caller":
 		return ec.fieldContext_ActionSessionInput_caller(ctx, field)
+	case "calls":
+		return ec.fieldContext_ActionSessionInput_calls(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionSessionInput", field.Name)
 }
@@ -4242,6 +4338,10 @@ func (ec *executionContext) childFields_LedgerMutation(ctx context.Context, fiel
 		return ec.fieldContext_LedgerMutation_putValue(ctx, field)
 	case "appendEvent":
 		return ec.fieldContext_LedgerMutation_appendEvent(ctx, field)
+	case "appendEvents":
+		return ec.fieldContext_LedgerMutation_appendEvents(ctx, field)
+	case "putValues":
+		return ec.fieldContext_LedgerMutation_putValues(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type LedgerMutation", field.Name)
 }
@@ -5142,6 +5242,20 @@ func (ec *executionContext) field_LedgerMutation_appendEvent_args(ctx context.Co
 	return args, nil
 }
 
+func (ec *executionContext) field_LedgerMutation_appendEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "events",
+		func(ctx context.Context, v any) ([]ledger.EventInput, error) {
+			return ec.unmarshalNEventInput2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEventInputᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["events"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_LedgerMutation_putValue_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5177,6 +5291,20 @@ func (ec *executionContext) field_LedgerMutation_putValue_args(ctx context.Conte
 		return nil, err
 	}
 	args["idempotencyKey"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_LedgerMutation_putValues_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "records",
+		func(ctx context.Context, v any) ([]ledger.ValueInput, error) {
+			return ec.unmarshalNValueInput2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐValueInputᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["records"] = arg0
 	return args, nil
 }
 
@@ -5845,6 +5973,29 @@ func (ec *executionContext) fieldContext_Action_triggerDiagnostics(_ context.Con
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Action_mcpEndpoint(ctx context.Context, field graphql.CollectedField, obj *action.Action) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Action_mcpEndpoint(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Action().McpEndpoint(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Action_mcpEndpoint(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Action", field, true, true, "String")
 }
 
 func (ec *executionContext) _ActionConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.ActionConnection) (ret graphql.Marshaler) {
@@ -7019,6 +7170,29 @@ func (ec *executionContext) fieldContext_ActionSessionInput_caller(_ context.Con
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _ActionSessionInput_calls(ctx context.Context, field graphql.CollectedField, obj *session.Input) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSessionInput_calls(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionSessionInput().Calls(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSessionInput_calls(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActionSessionInput", field, true, true, "Int")
 }
 
 func (ec *executionContext) _ActionSessionInputConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.ActionSessionInputConnection) (ret graphql.Marshaler) {
@@ -10801,6 +10975,94 @@ func (ec *executionContext) fieldContext_LedgerMutation_appendEvent(ctx context.
 	return fc, nil
 }
 
+func (ec *executionContext) _LedgerMutation_appendEvents(ctx context.Context, field graphql.CollectedField, obj *model.LedgerMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LedgerMutation_appendEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.LedgerMutation().AppendEvents(ctx, obj, fc.Args["events"].([]ledger.EventInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []ledger.Event) graphql.Marshaler {
+			return ec.marshalNEvent2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEventᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LedgerMutation_appendEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "LedgerMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Event(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_LedgerMutation_appendEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _LedgerMutation_putValues(ctx context.Context, field graphql.CollectedField, obj *model.LedgerMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LedgerMutation_putValues(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.LedgerMutation().PutValues(ctx, obj, fc.Args["records"].([]ledger.ValueInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []ledger.KVValue) graphql.Marshaler {
+			return ec.marshalNKVValue2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐKVValueᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LedgerMutation_putValues(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "LedgerMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_KVValue(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_LedgerMutation_putValues_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _LedgerQuery_events(ctx context.Context, field graphql.CollectedField, obj *model.LedgerQuery) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14330,6 +14592,62 @@ func UnmarshalApprovalResponseInput(ctx context.Context, raw any) (session.Appro
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputEventInput(ctx context.Context, obj any) (ledger.EventInput, error) {
+	var it ledger.EventInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"type", "data", "idempotencyKey"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "type":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("type"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Type = data
+		case "data":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("data"))
+			data, err := ec.unmarshalNJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Data = data
+		case "idempotencyKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKey"))
+			data, err := ec.unmarshalOString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKey = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalEventInput unmarshals raw into the EventInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalEventInput(ctx context.Context, raw any) (ledger.EventInput, error) {
+	var out ledger.EventInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "EventInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputHoldResponseInput(ctx context.Context, obj any) (session.HoldResponse, error) {
 	var it session.HoldResponse
 	if obj == nil {
@@ -15039,6 +15357,69 @@ func UnmarshalTurnsInput(ctx context.Context, raw any) (action.Turns, error) {
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputValueInput(ctx context.Context, obj any) (ledger.ValueInput, error) {
+	var it ledger.ValueInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"namespace", "key", "value", "idempotencyKey"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "namespace":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("namespace"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Namespace = data
+		case "key":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("key"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Key = data
+		case "value":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("value"))
+			data, err := ec.unmarshalNJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Value = data
+		case "idempotencyKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKey"))
+			data, err := ec.unmarshalOString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKey = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalValueInput unmarshals raw into the ValueInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalValueInput(ctx context.Context, raw any) (ledger.ValueInput, error) {
+	var out ledger.ValueInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ValueInput", raw, &out)
+	return out, err
+}
+
 // endregion **************************** input.gotpl *****************************
 
 // region    ************************** interface.gotpl ***************************
@@ -15145,6 +15526,12 @@ func (ec *executionContext) _Action(ctx context.Context, sel ast.SelectionSet, o
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Action_triggerDiagnostics(ctx, field, obj)
+				})
+		case "mcpEndpoint":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Action_mcpEndpoint(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -15506,6 +15893,12 @@ func (ec *executionContext) _ActionSessionInput(ctx context.Context, sel ast.Sel
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._ActionSessionInput_caller(ctx, field, obj)
+				})
+		case "calls":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionSessionInput_calls(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -16983,6 +17376,16 @@ func (ec *executionContext) _LedgerMutation(ctx context.Context, sel ast.Selecti
 		case "appendEvent":
 			out.Values[i] = ec._LedgerMutation_appendEvent(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "appendEvents":
+			out.Values[i] = ec._LedgerMutation_appendEvents(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "putValues":
+			out.Values[i] = ec._LedgerMutation_putValues(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -18777,6 +19180,25 @@ func (ec *executionContext) marshalNEventConnection2ᚖgithubᚗcomᚋactionsled
 	return ec._EventConnection(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNEventInput2githubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEventInput(ctx context.Context, v any) (ledger.EventInput, error) {
+	res, err := ec.unmarshalInputEventInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNEventInput2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEventInputᚄ(ctx context.Context, v any) ([]ledger.EventInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]ledger.EventInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNEventInput2githubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEventInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
 func (ec *executionContext) marshalNExecution2githubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐExecution(ctx context.Context, sel ast.SelectionSet, v turns.Execution) graphql.Marshaler {
 	return ec._Execution(ctx, sel, &v)
 }
@@ -19450,6 +19872,25 @@ func (ec *executionContext) marshalNUUID2ᚕgithubᚗcomᚋgoogleᚋuuidᚐUUID�
 	}
 
 	return ret
+}
+
+func (ec *executionContext) unmarshalNValueInput2githubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐValueInput(ctx context.Context, v any) (ledger.ValueInput, error) {
+	res, err := ec.unmarshalInputValueInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNValueInput2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐValueInputᚄ(ctx context.Context, v any) ([]ledger.ValueInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]ledger.ValueInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNValueInput2githubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐValueInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }
 
 func (ec *executionContext) marshalNViewer2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐViewer(ctx context.Context, sel ast.SelectionSet, v *model.Viewer) graphql.Marshaler {

@@ -19,9 +19,11 @@ import (
 type loadersKey struct{}
 
 // loaders batch the lookups a deep query repeats per parent (events,
-// actions, action versions, executions and turns by id), so a list of N
-// items costs one query per kind of lookup, not N. Each loader is made on
-// first use: a subscription's update that needs none costs none.
+// actions, action versions, executions and turns by id; a turn's inputs,
+// an execution's transcript and children), so a list of N items costs one
+// query per kind of lookup, not N. Each loader is made on first use: a
+// subscription's update that needs none costs none. A connection's
+// resolver may fill them ahead (prefetch.go).
 type loaders struct {
 	r          *Resolver
 	mu         sync.Mutex
@@ -31,6 +33,11 @@ type loaders struct {
 	executions *dataloadgen.Loader[uuid.UUID, *turns.Execution]
 	turns      *dataloadgen.Loader[turns.TurnKey, *turns.Turn]
 	reached    *dataloadgen.Loader[uuid.UUID, []session.Session]
+	// per-parent lists (lists.go)
+	turnInputs  *dataloadgen.Loader[session.TurnRef, []session.Input]
+	transcripts *dataloadgen.Loader[transcriptKey, []turns.Entry]
+	children    *dataloadgen.Loader[childrenKey, []turns.Execution]
+	calls       *dataloadgen.Loader[uuid.UUID, int]
 }
 
 // byKey adapts a store's batch lookup (a map of what it found) to a
@@ -170,4 +177,13 @@ func (r *Resolver) turn(ctx context.Context, sid int64, number int) (*turns.Turn
 		return lazy(l, &l.turns, r.TurnStore.TurnsByKey).Load(ctx, k)
 	}
 	return r.TurnStore.Turn(ctx, sid, number)
+}
+
+// calls loads how many tool calls an execution made (issue 17), batched.
+func (r *Resolver) calls(ctx context.Context, id uuid.UUID) (int, error) {
+	if l := loadersFrom(ctx); l != nil {
+		return lazy(l, &l.calls, r.TurnStore.CallCounts).Load(ctx, id)
+	}
+	m, err := r.TurnStore.CallCounts(ctx, []uuid.UUID{id})
+	return m[id], err
 }

@@ -30,4 +30,7 @@ type Resolver struct {
 	// subscription is refused with NOT_IMPLEMENTED.
 	Feed *ledger.Feed
 	Tail *ledger.Tail
+	// DB sends the batched reads of per-parent lists (dataloaders and
+	// prefetches, issue 14); the service's pool.
+	DB ledger.Batcher
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
+	"github.com/actionsledger/actionsledger/mcp"
 	"github.com/actionsledger/actionsledger/session"
 	"github.com/actionsledger/actionsledger/tools"
 	"github.com/actionsledger/actionsledger/turns"
@@ -113,6 +114,16 @@ func (r *actionResolver) TriggerDiagnostics(ctx context.Context, obj *action.Act
 	return r.SessionStore.Diagnostics(ctx, obj.ID)
 }
 
+// McpEndpoint is the resolver for the mcpEndpoint field.
+func (r *actionResolver) McpEndpoint(ctx context.Context, obj *action.Action) (*string, error) {
+	comp, err := r.ActionStore.Compiled(ctx, obj.ID, obj.CurrentVersion)
+	if err != nil || !mcp.Serves(comp) {
+		return nil, err
+	}
+	path := mcp.Endpoint(obj.ID)
+	return &path, nil
+}
+
 // Config is the resolver for the config field.
 func (r *actionDefinitionResolver) Config(ctx context.Context, obj *action.Definition) (jsonvalue.Value, error) {
 	return r.ActionStore.RedactConfig(obj.Kind, obj.Config), nil
@@ -153,6 +164,7 @@ func (r *actionSessionResolver) Turns(ctx context.Context, obj *session.Session,
 	if err != nil {
 		return nil, err
 	}
+	r.prefetchTurns(ctx, list)
 	return &model.ActionSessionTurnConnection{Nodes: list, PageInfo: info}, nil
 }
 
@@ -177,6 +189,7 @@ func (r *actionSessionResolver) Inputs(ctx context.Context, obj *session.Session
 	if err != nil {
 		return nil, err
 	}
+	r.prefetchInputs(ctx, list)
 	return &model.ActionSessionInputConnection{Nodes: list, PageInfo: info}, nil
 }
 
@@ -218,7 +231,7 @@ func (r *actionSessionInputResolver) Execution(ctx context.Context, obj *session
 	if obj.ExecutionID == nil {
 		return nil, nil
 	}
-	return r.TurnStore.Execution(ctx, *obj.ExecutionID)
+	return r.execution(ctx, *obj.ExecutionID)
 }
 
 // Caller is the resolver for the caller field.
@@ -226,7 +239,19 @@ func (r *actionSessionInputResolver) Caller(ctx context.Context, obj *session.In
 	if obj.CallerExecutionID == nil {
 		return nil, nil
 	}
-	return r.TurnStore.Execution(ctx, *obj.CallerExecutionID)
+	return r.execution(ctx, *obj.CallerExecutionID)
+}
+
+// Calls is the resolver for the calls field.
+func (r *actionSessionInputResolver) Calls(ctx context.Context, obj *session.Input) (*int, error) {
+	if obj.ExecutionID == nil {
+		return nil, nil
+	}
+	n, err := r.calls(ctx, *obj.ExecutionID)
+	if err != nil {
+		return nil, err
+	}
+	return &n, nil
 }
 
 // Status is the resolver for the status field.
@@ -236,7 +261,7 @@ func (r *actionSessionTurnResolver) Status(ctx context.Context, obj *turns.Turn)
 
 // Inputs is the resolver for the inputs field.
 func (r *actionSessionTurnResolver) Inputs(ctx context.Context, obj *turns.Turn) ([]session.Input, error) {
-	return r.SessionStore.TurnInputs(ctx, obj.SID, obj.Number)
+	return r.turnInputs(ctx, obj.SID, obj.Number)
 }
 
 // Checkpoint is the resolver for the checkpoint field.
@@ -514,7 +539,7 @@ func (r *executionResolver) Children(ctx context.Context, obj *turns.Execution, 
 		if err != nil {
 			return nil, err
 		}
-		return r.TurnStore.Children(ctx, obj.ID, afterID, limit)
+		return r.childrenPage(ctx, childrenKey{parent: obj.ID, afterID: afterID, limit: limit})
 	}, func(x turns.Execution) string { return x.ID.String() })
 	if err != nil {
 		return nil, err
@@ -641,7 +666,7 @@ func (r *invocationResolver) Transcript(ctx context.Context, obj *model.Invocati
 		if err != nil {
 			return nil, err
 		}
-		return r.TurnStore.Transcript(ctx, obj.ExecutionID, int(afterSeq), limit)
+		return r.transcriptPage(ctx, transcriptKey{exec: obj.ExecutionID, afterSeq: int(afterSeq), limit: limit})
 	}, func(e turns.Entry) string { return strconv.Itoa(e.Seq) })
 	if err != nil {
 		return nil, err
@@ -670,6 +695,24 @@ func (r *ledgerMutationResolver) AppendEvent(ctx context.Context, obj *model.Led
 		return nil, err
 	}
 	return &ev, nil
+}
+
+// AppendEvents is the resolver for the appendEvents field.
+func (r *ledgerMutationResolver) AppendEvents(ctx context.Context, obj *model.LedgerMutation, events []ledger.EventInput) ([]ledger.Event, error) {
+	evs, err := r.LedgerStore.AppendEvents(ctx, events)
+	if err != nil {
+		return nil, reportEach(ctx, err)
+	}
+	return evs, nil
+}
+
+// PutValues is the resolver for the putValues field.
+func (r *ledgerMutationResolver) PutValues(ctx context.Context, obj *model.LedgerMutation, records []ledger.ValueInput) ([]ledger.KVValue, error) {
+	kvs, err := r.LedgerStore.PutValues(ctx, records)
+	if err != nil {
+		return nil, reportEach(ctx, err)
+	}
+	return kvs, nil
 }
 
 // Events is the resolver for the events field.

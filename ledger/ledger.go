@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -99,10 +98,23 @@ type Querier interface {
 type Store struct {
 	pool  *pgxpool.Pool
 	clock clock.Clock
+	group *committer
+
+	// Group commit of concurrent single writes (group.go); zero fields
+	// take the defaults. MaxGroup is the most writes per transaction,
+	// MaxGroupBytes their data in bytes, GroupRunners how many group
+	// transactions may be in flight at once. Set before first use.
+	MaxGroup      int
+	MaxGroupBytes int
+	GroupRunners  int
 }
 
 // NewStore returns a Store using pool and clock.
-func NewStore(pool *pgxpool.Pool, c clock.Clock) *Store { return &Store{pool: pool, clock: c} }
+func NewStore(pool *pgxpool.Pool, c clock.Clock) *Store {
+	s := &Store{pool: pool, clock: c}
+	s.group = &committer{s: s}
+	return s
+}
 
 // ValidateType checks a client-supplied event type. Types ending in
 // .inserted, .updated or .deleted are written by record writes, and the
@@ -150,9 +162,9 @@ func ValidateKey(key, field string) error {
 	return nil
 }
 
-func validateIdemKey(k string) error {
+func validateIdemKey(k, field string) error {
 	if len(k) > MaxIdemKeyLen || strings.IndexByte(k, 0) >= 0 || !utf8.ValidString(k) {
-		return fault.New(fault.BadInput, "idempotencyKey", "an idempotency key is at most %d bytes of UTF-8 without NUL", MaxIdemKeyLen)
+		return fault.New(fault.BadInput, field, "an idempotency key is at most %d bytes of UTF-8 without NUL", MaxIdemKeyLen)
 	}
 	return nil
 }
@@ -239,94 +251,75 @@ func Put(ctx context.Context, tx pgx.Tx, now time.Time, ns, key string, value js
 }
 
 // AppendEvent appends one event with no record (L3). A repeated
-// idempotencyKey (non-empty) returns the first call's event. Errors:
-// fault.BadInput, fault.ReservedEventType, fault.InvalidJSON,
+// idempotencyKey (non-empty) returns the first call's event. Concurrent
+// calls are committed together (see group.go); each keeps its own outcome.
+// Errors: fault.BadInput, fault.ReservedEventType, fault.InvalidJSON,
 // fault.PayloadTooLarge, fault.IdempotencyConflict.
 func (s *Store) AppendEvent(ctx context.Context, typ string, data jsonvalue.Value, idemKey string) (Event, error) {
-	if err := ValidateType(typ, "type"); err != nil {
+	w, err := eventWrite(typ, data, idemKey, "")
+	if err != nil {
 		return Event{}, err
 	}
-	if err := jsonvalue.Check(data, "data"); err != nil {
-		return Event{}, err
-	}
-	if err := validateIdemKey(idemKey); err != nil {
-		return Event{}, err
-	}
-	var out Event
-	err := s.idempotent(ctx, "appendEvent", idemKey, []any{typ, data}, &out, func(tx pgx.Tx) error {
-		evs, err := Append(ctx, tx, s.clock.Now(), NewEvent{Type: typ, Data: data})
-		if err != nil {
-			return err
-		}
-		out = evs[0]
-		return nil
-	})
-	return out, err
+	o := s.group.submit(ctx, w)
+	return o.ev, o.err
 }
 
 // PutValue writes a key-value record and appends its event (L2, L3). A
 // repeated idempotencyKey (non-empty) returns the first call's record.
-// Errors: fault.BadInput, fault.InvalidJSON, fault.PayloadTooLarge,
-// fault.IdempotencyConflict.
+// Concurrent calls are committed together (see group.go); each keeps its
+// own outcome. Errors: fault.BadInput, fault.InvalidJSON,
+// fault.PayloadTooLarge, fault.IdempotencyConflict.
 func (s *Store) PutValue(ctx context.Context, ns, key string, value jsonvalue.Value, idemKey string) (KVValue, error) {
-	if err := ValidateNamespace(ns, "namespace"); err != nil {
+	w, err := valueWrite(ns, key, value, idemKey, "")
+	if err != nil {
 		return KVValue{}, err
 	}
-	if err := ValidateKey(key, "key"); err != nil {
-		return KVValue{}, err
+	o := s.group.submit(ctx, w)
+	if o.err != nil {
+		return KVValue{}, o.err
 	}
-	if err := jsonvalue.Check(value, "value"); err != nil {
-		return KVValue{}, err
-	}
-	if err := validateIdemKey(idemKey); err != nil {
-		return KVValue{}, err
-	}
-	var out KVValue
-	err := s.idempotent(ctx, "putValue", idemKey, []any{ns, key, value}, &out, func(tx pgx.Tx) error {
-		kv, _, err := Put(ctx, tx, s.clock.Now(), ns, key, value)
-		out = kv
-		return err
-	})
-	return out, err
+	return o.kv(), nil
 }
 
-// idempotent runs fn in a transaction. With a non-empty key, the first call
-// stores out as the response; later calls with the same key and request get
-// that response without running fn, and a different request is refused.
-// Concurrent calls with one key wait on the key's row, so fn runs once.
-func (s *Store) idempotent(ctx context.Context, op, key string, req []any, out any, fn func(pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if key == "" {
-			return fn(tx)
-		}
-		h := requestHash(op, req)
-		tag, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (key, operation, request_hash, response, created_at)
-			VALUES ($1, $2, $3, 'null', $4) ON CONFLICT (key) DO NOTHING`, key, op, h, s.clock.Now())
-		if err != nil {
-			return fmt.Errorf("ledger: idempotency key: %w", err)
-		}
-		if tag.RowsAffected() == 0 {
-			var gotOp, gotHash string
-			var resp []byte
-			if err := tx.QueryRow(ctx, `SELECT operation, request_hash, response FROM idempotency_keys WHERE key = $1`, key).
-				Scan(&gotOp, &gotHash, &resp); err != nil {
-				return fmt.Errorf("ledger: idempotency key: %w", err)
-			}
-			if gotOp != op || gotHash != h {
-				return fault.New(fault.IdempotencyConflict, "idempotencyKey", "this idempotency key was used for a different request")
-			}
-			return json.Unmarshal(resp, out)
-		}
-		if err := fn(tx); err != nil {
-			return err
-		}
-		resp, err := json.Marshal(out)
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `UPDATE idempotency_keys SET response = $2 WHERE key = $1`, key, resp)
-		return err
-	})
+// eventWrite validates an appendEvent (or an item of appendEvents, whose
+// fields are named under prefix) and makes its write.
+func eventWrite(typ string, data jsonvalue.Value, idemKey, prefix string) (write, error) {
+	if err := ValidateType(typ, prefix+"type"); err != nil {
+		return write{}, err
+	}
+	if err := jsonvalue.Check(data, prefix+"data"); err != nil {
+		return write{}, err
+	}
+	if err := validateIdemKey(idemKey, prefix+"idempotencyKey"); err != nil {
+		return write{}, err
+	}
+	w := write{op: opAppend, id: uuid.New(), typ: typ, data: data, idem: idemKey}
+	if idemKey != "" {
+		w.hash = requestHash(opAppend, []any{typ, data})
+	}
+	return w, nil
+}
+
+// valueWrite validates a putValue (or an item of putValues, whose fields
+// are named under prefix) and makes its write.
+func valueWrite(ns, key string, value jsonvalue.Value, idemKey, prefix string) (write, error) {
+	if err := ValidateNamespace(ns, prefix+"namespace"); err != nil {
+		return write{}, err
+	}
+	if err := ValidateKey(key, prefix+"key"); err != nil {
+		return write{}, err
+	}
+	if err := jsonvalue.Check(value, prefix+"value"); err != nil {
+		return write{}, err
+	}
+	if err := validateIdemKey(idemKey, prefix+"idempotencyKey"); err != nil {
+		return write{}, err
+	}
+	w := write{op: opPut, id: uuid.New(), ns: ns, key: key, data: value, idem: idemKey}
+	if idemKey != "" {
+		w.hash = requestHash(opPut, []any{ns, key, value})
+	}
+	return w, nil
 }
 
 func requestHash(op string, req []any) string {

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # scripts/npm.sh — run npm in console/ (the web front ends' npm project),
-# after checking that Node.js and npm are there and new enough.
+# or in the project directory NPM_DIR names (relative to the repository, e.g.
+# mcp/testdata/tsclient, the MCP tests' TypeScript client), after checking
+# that Node.js and npm are there and new enough.
 #
 # Usage: scripts/npm.sh ARGS...   e.g. scripts/npm.sh ci, scripts/npm.sh run build
+#        NPM_DIR=mcp/testdata/tsclient scripts/npm.sh ci
 #
 # The Makefile builds the web assets with it (`make build`, `make run`,
 # `make test`). Vite 7 needs Node.js 20.19 or newer (22.12 on the 22 line).
 # Without them it stops with what to install, and how to build the server
 # without the web assets.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/../console"
+cd "$(dirname "${BASH_SOURCE[0]}")/../${NPM_DIR:-console}"
 
 fail() {
 	cat >&2 <<MSG

@@ -31,6 +31,7 @@ import (
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/ledger"
+	"github.com/actionsledger/actionsledger/mcp"
 	"github.com/actionsledger/actionsledger/migrations"
 	"github.com/actionsledger/actionsledger/session"
 	"github.com/actionsledger/actionsledger/tools"
@@ -144,6 +145,8 @@ type App struct {
 	Feed     *ledger.Feed
 	Tail     *ledger.Tail
 	Resolver *graph.Resolver
+	// MCP serves tool actions to MCP clients at /mcp (issue 17).
+	MCP *mcp.Server
 	// Metrics are served at /metrics (issue 12).
 	Metrics *observe.Metrics
 	cfg     Config
@@ -158,7 +161,7 @@ type App struct {
 // agents' tool references and egress is where the http kind may send turns.
 func Kinds(c clock.Clock, providers map[string]provider.Provider, tools agent.ToolDirectory, egress *httpkind.Egress) *turns.Registry {
 	return turns.NewRegistry(echo.Kind(), script.Kind(), httpkind.Kind(c, egress),
-		agent.Kind(agent.Options{Providers: providers, Tools: tools, Now: c.Now}))
+		agent.Kind(agent.Options{Providers: providers, Tools: tools, Now: c.Now, Egress: egress}))
 }
 
 // New migrates the database and builds the parts (nothing runs yet).
@@ -251,7 +254,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	}
 	a.Tail = ledger.NewTail(pool, a.Feed, tail)
 	a.Resolver = &graph.Resolver{LedgerStore: a.Ledger, ActionStore: a.Actions, SessionStore: a.Sessions,
-		TurnStore: a.Turns, Tools: a.Tools, AuthStore: a.Auth, Clock: a.Clock, Log: log, Feed: a.Feed, Tail: a.Tail}
+		TurnStore: a.Turns, Tools: a.Tools, AuthStore: a.Auth, Clock: a.Clock, Log: log, Feed: a.Feed, Tail: a.Tail, DB: pool}
+	lim := cfg.Limits.withDefaults()
+	a.MCP = mcp.NewServer(mcp.Options{Actions: a.Actions, Tools: a.Tools, Log: log, CallTimeout: lim.RequestTimeout,
+		MaxInFlight: lim.MaxStreams, MaxBodyBytes: MaxBodyBytes, Unavailable: unavailable})
 	a.Metrics.WatchDatabase(session.NewGauges(pool, a.Clock).Read, cfg.MetricsCacheTTL)
 	a.Metrics.WatchPools(map[string]*pgxpool.Pool{"main": pool, "tools": a.Tools.SessionPool()})
 	return a, nil
@@ -275,6 +281,7 @@ func (a *App) Handler() http.Handler {
 	front := a.front()
 	mux := Mux(ObserveGraphQL(a.tracer, a.Metrics, GraphQL(a.Resolver, a.log, front)), front)
 	a.observeRoutes(mux)
+	a.mcpRoutes(mux, nil)
 	return AccessLog(a.log, DevPrincipal(mux))
 }
 
@@ -285,6 +292,7 @@ func (a *App) AuthHandler() http.Handler {
 	front := a.front()
 	mux := Mux(ObserveGraphQL(a.tracer, a.Metrics, authenticate(a.Auth, a.cfg.AdminToken, a.log, a.cfg.Live.recheck(), GraphQL(a.Resolver, a.log, front))), front)
 	a.observeRoutes(mux)
+	a.mcpRoutes(mux, tokenAuthenticator(a.Auth, a.cfg.AdminToken, a.log))
 	return AccessLog(a.log, mux)
 }
 

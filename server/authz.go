@@ -21,6 +21,7 @@ import (
 	"github.com/actionsledger/actionsledger/graph"
 	"github.com/actionsledger/actionsledger/graph/model"
 	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/session"
 	"github.com/actionsledger/actionsledger/turns"
 )
@@ -31,6 +32,9 @@ import (
 type rule struct {
 	action   string
 	resource func(args map[string]any) string
+	// each, when set instead of resource, names one resource per item of a
+	// bulk write: the principal needs action on every one.
+	each func(args map[string]any) []string
 }
 
 func fixed(action, resource string) rule {
@@ -41,6 +45,19 @@ func namespaceArg(action string) rule {
 	return rule{action: action, resource: func(a map[string]any) string {
 		ns, _ := a["namespace"].(string)
 		return auth.NamespaceResource(ns)
+	}}
+}
+
+// recordNamespaces is putValues' rule: WRITE on the namespace of every
+// record, as putValue needs for one.
+func recordNamespaces(action string) rule {
+	return rule{action: action, each: func(a map[string]any) []string {
+		recs, _ := a["records"].([]ledger.ValueInput)
+		out := make([]string, len(recs))
+		for i, r := range recs {
+			out[i] = auth.NamespaceResource(r.Namespace)
+		}
+		return out
 	}}
 }
 
@@ -95,6 +112,9 @@ var fieldRules = map[string]rule{
 	"LedgerQuery.values":         namespaceArg(auth.Read),
 	"LedgerMutation.putValue":    namespaceArg(auth.Write),
 	"LedgerMutation.appendEvent": fixed(auth.Write, auth.LedgerPrefix),
+	// The bulk writes need what the single writes need, for every item.
+	"LedgerMutation.appendEvents": fixed(auth.Write, auth.LedgerPrefix),
+	"LedgerMutation.putValues":    recordNamespaces(auth.Write),
 
 	"ActionsQuery.action":             actionArg(auth.Read, "id"),
 	"ActionsQuery.actions":            fixed(auth.Read, auth.ActionsDoc),
@@ -148,6 +168,13 @@ func authorize(ctx context.Context, next graphql.Resolver) (any, error) {
 	}
 	if r.resource != nil && !p.Allows(r.action, r.resource(fc.Args)) {
 		return nil, auth.Forbidden()
+	}
+	if r.each != nil {
+		for _, res := range r.each(fc.Args) {
+			if !p.Allows(r.action, res) {
+				return nil, auth.Forbidden()
+			}
+		}
 	}
 	return next(ctx)
 }
@@ -297,13 +324,7 @@ const DefaultRecheck = 30 * time.Second
 // authenticate is Authenticate with the interval at which a stream's
 // credential is checked again (see watchCredential).
 func authenticate(store *auth.Store, adminToken string, log *slog.Logger, recheck time.Duration, h http.Handler) http.Handler {
-	var adminHash []byte
-	if adminToken != "" {
-		adminHash = auth.Hash(adminToken)
-	}
-	authn := authenticator(func(ctx context.Context, header string) (auth.Principal, *authFailure) {
-		return principalFor(ctx, store, adminHash, log, header)
-	})
+	authn := tokenAuthenticator(store, adminToken, log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		header := r.Header.Get("Authorization")
 		if header == "" && isWebSocket(r) {

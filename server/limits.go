@@ -17,6 +17,7 @@ import (
 	"github.com/actionsledger/actionsledger/graph"
 	"github.com/actionsledger/actionsledger/graph/model"
 	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/ledger"
 )
 
 // The walks below run before any field does. Each visits a fragment's
@@ -530,6 +531,13 @@ func complexity() graph.ComplexityRoot {
 	c.ActionSession.Inputs = func(cc int, first *int, _ *string, _ *model.InputStatus) int { return page(cc, first) }
 	c.Execution.Children = func(cc int, first *int, _ *string) int { return page(cc, first) }
 	c.Invocation.Transcript = func(cc int, first *int, _ *string) int { return page(cc, first) }
+	// A bulk write returns one node per item; more than ledger.MaxBulk
+	// items are refused by the resolver, so weigh at most that many.
+	bulk := func(childComplexity, items int) int {
+		return satMul(min(max(items, 1), ledger.MaxBulk), satAdd(childComplexity, 1))
+	}
+	c.LedgerMutation.AppendEvents = func(cc int, events []ledger.EventInput) int { return bulk(cc, len(events)) }
+	c.LedgerMutation.PutValues = func(cc int, records []ledger.ValueInput) int { return bulk(cc, len(records)) }
 	// a turn's inputs are bounded by maxInputs (at most 1000); weigh them as a default page
 	c.ActionSessionTurn.Inputs = func(cc int) int { return satMul(graph.DefaultPage, satAdd(cc, 1)) }
 	return c

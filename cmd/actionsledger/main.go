@@ -52,7 +52,7 @@ type grammar struct {
 	Migrate      migrateCmd    `cmd:"" group:"database" help:"Bring the database schema up to date (harmless to repeat)."`
 	Token        tokenCmd      `cmd:"" group:"database" help:"Create a bearer token by writing to the database directly (bootstrap; the API's equivalent is tokens)."`
 	Demo         demoCmd       `cmd:"" group:"database" help:"Create the example monitor, open accounts, write entries, print sessions and turns; then an agent approval and a held turn."`
-	Bench        benchCmd      `cmd:"" group:"database" help:"Measure ledger commit rate, end-to-end events/s and event-to-turn latency."`
+	Bench        benchCmd      `cmd:"" group:"database" help:"Measure the insert ceiling, write, bulk and end-to-end rates, commit-to-turn latency and the session query's round trips (docs/throughput.md)."`
 	BenchClock   benchClockCmd `cmd:"" name:"bench-clock" group:"database" help:"Measure idle CPU with many clocked sessions and firing lag."`
 }
 

@@ -126,6 +126,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/actionsledger/actionsledger/handlers/agent/provider"
+	"github.com/actionsledger/actionsledger/internal/egress"
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/turns"
@@ -165,6 +166,9 @@ type Options struct {
 	// Now is the clock run_code's time.now() falls back to when a turn has
 	// no Env; optional (time.Now).
 	Now func() time.Time
+	// Egress is where config.mcpServers may be (HTTP_ALLOW); nil allows
+	// public addresses only.
+	Egress *egress.Egress
 }
 
 // resolveTimeout bounds the directory look-ups of Kind's New, which has
@@ -196,6 +200,7 @@ func Kind(opts Options) turns.Kind {
 			checkTools(ctx, &p, opts.Tools, cfg.Tools)
 			cancel()
 		}
+		checkEgress(&p, opts.Egress, cfg.MCPServers)
 		if err := p.err(); err != nil {
 			return nil, err
 		}
@@ -204,7 +209,7 @@ func Kind(opts Options) turns.Kind {
 			prov = NewScripted(cfg.Script)
 		}
 		return &handler{cfg: cfg, opts: opts, provider: prov}, nil
-	}, ToolRefs: toolRefs}
+	}, ToolRefs: toolRefs, Secrets: []string{"secrets"}}
 }
 
 // toolRefs lists the tool actions of config.tools (issue 11: a version may
@@ -321,5 +326,6 @@ func (h *handler) run(ctx context.Context, req *turns.Request, rec recorder) (*t
 	if err != nil {
 		return nil, err
 	}
+	defer l.closeMCP()
 	return l.run(ctx)
 }

@@ -59,6 +59,12 @@ type Config struct {
 	Programmatic   bool      `json:"programmatic,omitempty"`
 	// Script is the scripted provider's replies (provider "scripted" only).
 	Script []ScriptReply `json:"script,omitempty"`
+	// MCPServers are external MCP servers whose tools join config.tools
+	// (issue 17).
+	MCPServers []MCPServer `json:"mcpServers,omitempty"`
+	// Secrets are values other settings name (an MCP server's
+	// authorization): write-only, queries show "(redacted)".
+	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
 // ToolRef is one entry of config.tools: a tool action the agent may call.
@@ -133,15 +139,19 @@ func decodeConfig(p *problems, raw json.RawMessage, configured func(string) bool
 		p.add("config.provider", "an agent needs a config with a provider (%s, %s or %s)", ProviderOpenAI, ProviderAnthropic, ProviderScripted)
 		return cfg
 	}
-	var tools, script []json.RawMessage
+	var tools, script, servers []json.RawMessage
+	var secrets json.RawMessage
 	var maxSteps, maxTokens, attempts, maxTotal *int
 	if !object(p, raw, "config", fields{
 		"provider": &cfg.Provider, "model": &cfg.Model, "system": &cfg.System,
 		"tools": &tools, "maxSteps": &maxSteps, "maxTokens": &maxTokens, "maxTotalTokens": &maxTotal,
 		"attempts": &attempts, "programmatic": &cfg.Programmatic, "script": &script,
+		"mcpServers": &servers, "secrets": &secrets,
 	}) {
 		return cfg
 	}
+	cfg.Secrets = parseSecrets(p, secrets)
+	cfg.MCPServers = parseMCPServers(p, servers, cfg.Secrets)
 	known := false // the provider is one this server offers
 	switch {
 	case p.has("config.provider"):

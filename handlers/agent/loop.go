@@ -16,6 +16,7 @@ import (
 	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/internal/text"
 	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/mcp/remote"
 	"github.com/actionsledger/actionsledger/turns"
 )
 
@@ -62,13 +63,18 @@ type tool struct {
 
 // loop is one turn's conversation.
 type loop struct {
-	h       *handler
-	req     *turns.Request
-	rec     recorder
-	tools   map[string]*tool // by model-facing name
-	names   []string         // model-facing names of config.tools, in order
-	specs   []provider.ToolSpec
-	allowed []string // statuses report_outcome offers (E2)
+	h     *handler
+	req   *turns.Request
+	rec   recorder
+	tools map[string]*tool // by model-facing name
+	names []string         // model-facing names of config.tools, in order
+	// remote are the tools of config.mcpServers by model-facing name, in
+	// order in remoteNames; sessions the turn's connections (issue 17).
+	remote      map[string]*remoteTool
+	remoteNames []string
+	sessions    []*remote.Session
+	specs       []provider.ToolSpec
+	allowed     []string // statuses report_outcome offers (E2)
 
 	msgs   []provider.Message
 	steps  int // model calls
@@ -81,7 +87,7 @@ type loop struct {
 // newLoop resolves the tools (T7: a reference that cannot be resolved
 // fails the attempt for good; a transient directory error is retried).
 func (h *handler) newLoop(ctx context.Context, req *turns.Request, rec recorder) (*loop, error) {
-	l := &loop{h: h, req: req, rec: rec, tools: map[string]*tool{}, allowed: allowedStatuses(req)}
+	l := &loop{h: h, req: req, rec: rec, tools: map[string]*tool{}, remote: map[string]*remoteTool{}, allowed: allowedStatuses(req)}
 	for i, ref := range h.cfg.Tools {
 		t, err := l.resolve(ctx, i, ref)
 		if err != nil {
@@ -94,6 +100,9 @@ func (h *handler) newLoop(ctx context.Context, req *turns.Request, rec recorder)
 			schema = json.RawMessage(`{"type":"object"}`)
 		}
 		l.specs = append(l.specs, provider.ToolSpec{Name: t.name, Description: t.info.Description, InputSchema: schema})
+	}
+	if err := l.connectMCP(ctx); err != nil {
+		return nil, err
 	}
 	l.specs = append(l.specs, reportOutcomeSpec(l.allowed))
 	if h.cfg.Programmatic {
@@ -295,6 +304,31 @@ func (l *loop) handle(ctx context.Context, reply *provider.Reply) (*turns.Outcom
 				return nil, err
 			}
 			results[i] = r
+		case l.remote[c.Name] != nil:
+			rt := l.remote[c.Name]
+			input, err := overlay(c.Input, nil)
+			switch {
+			case err != nil:
+				results[i] = l.result(c.ID, c.Name, err.Error(), true)
+			case rt.cfg(l).Gated() && l.req.Final:
+				l.rec.Add("note", map[string]any{"call_id": c.ID, "tool": c.Name, "text": "gated call refused in the final turn"})
+				results[i] = l.result(c.ID, c.Name, fmt.Sprintf("the session has ended: %s requires approval and this final turn cannot wait for one; finish without it", c.Name), true)
+			case rt.cfg(l).Gated():
+				// The approval names the agent itself as the tool action: the
+				// tool is no action of this service (docs/mcp.md).
+				a := turns.Approval{
+					InterruptID: turns.InterruptIDFor(l.req.ExecutionID, c.ID), ExecutionID: l.req.ExecutionID,
+					ToolActionID: l.req.ActionID, ToolVersion: l.req.Version, ToolName: c.Name, Input: input, CallID: c.ID,
+				}
+				l.rec.Add("approval_request", map[string]any{"interrupt_id": a.InterruptID, "call_id": c.ID, "tool": c.Name, "mcp_server": rt.cfg(l).Name, "input": input})
+				pending = append(pending, pendingCall{Approval: a, Index: i, ModelInput: c.Input, Remote: rt.cfg(l).Name})
+			default:
+				r, err := l.callRemote(ctx, c.ID, rt, input, false)
+				if err != nil {
+					return nil, err
+				}
+				results[i] = r
+			}
 		case l.tools[c.Name] == nil:
 			results[i] = l.result(c.ID, c.Name, fmt.Sprintf("there is no tool named %q; the tools are: %s", c.Name, strings.Join(l.offered(), ", ")), true)
 		default:
@@ -361,6 +395,7 @@ func objectInput(raw json.RawMessage) error {
 // offered lists the tool names the model has, for error messages.
 func (l *loop) offered() []string {
 	out := append([]string(nil), l.names...)
+	out = append(out, l.remoteNames...)
 	out = append(out, toolReportOutcome)
 	if l.h.cfg.Programmatic {
 		out = append(out, toolRunCode)
@@ -625,6 +660,8 @@ type pendingCall struct {
 	Index      int             `json:"index"`       // of the call in the paused message
 	ModelInput json.RawMessage `json:"model_input"` // the model's input
 	Fixed      json.RawMessage `json:"fixed,omitempty"`
+	// Remote names the MCP server of a call of one of its tools (issue 17).
+	Remote string `json:"remote,omitempty"`
 }
 
 // wait ends the turn WAITING on r's pending calls (P1, P2).
@@ -760,6 +797,17 @@ func (l *loop) answer(ctx context.Context, r *resumeState, c *turns.Command) err
 		input, err := overlay(base, p.Fixed)
 		if err != nil {
 			res = l.result(p.Approval.CallID, p.Approval.ToolName, "approved, but the approved input is not usable: "+err.Error(), true)
+			break
+		}
+		if p.Remote != "" {
+			rt := l.remote[p.Approval.ToolName]
+			if rt == nil {
+				res = l.result(p.Approval.CallID, p.Approval.ToolName, fmt.Sprintf("approved, but the MCP server %s no longer offers this tool; it did not run", p.Remote), true)
+				break
+			}
+			if res, err = l.callRemote(ctx, p.Approval.CallID, rt, input, true); err != nil {
+				return err
+			}
 			break
 		}
 		if res, err = l.callTool(ctx, p.Approval.CallID, p.Approval.ToolActionID, p.Approval.ToolName, input, true); err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -19,29 +18,6 @@ import (
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/turns"
 )
-
-// Issue 11: the http kind sends turns only where the server allows.
-func TestEgressRefusesInternalAddressesByDefault(t *testing.T) {
-	t.Parallel()
-	def, err := ParseEgress(nil)
-	require.NoError(t, err)
-	for _, ip := range []string{"127.0.0.1", "127.9.9.9", "::1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254",
-		"fe80::1", "fc00::1", "100.64.0.1", "0.0.0.0", "::", "224.0.0.1", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "255.255.255.255"} {
-		require.False(t, def.Allowed(netip.MustParseAddr(ip)), ip)
-	}
-	for _, ip := range []string{"8.8.8.8", "1.1.1.1", "2001:4860:4860::8888", "100.128.0.1"} {
-		require.True(t, def.Allowed(netip.MustParseAddr(ip)), ip)
-	}
-	some, err := ParseEgress([]string{"10.1.0.0/16", " 127.0.0.1 ", ""})
-	require.NoError(t, err)
-	require.True(t, some.Allowed(netip.MustParseAddr("10.1.200.3")))
-	require.False(t, some.Allowed(netip.MustParseAddr("10.2.0.1")))
-	require.True(t, some.Allowed(netip.MustParseAddr("127.0.0.1")))
-	require.True(t, some.Allowed(netip.MustParseAddr("::ffff:127.0.0.1")))
-	require.False(t, some.Allowed(netip.MustParseAddr("127.0.0.2")))
-	_, err = ParseEgress([]string{"not-an-address"})
-	require.ErrorContains(t, err, "not-an-address")
-}
 
 func TestEgressRefusesAtCreateAndAtDial(t *testing.T) {
 	t.Parallel()
@@ -64,9 +40,9 @@ func TestEgressRefusesAtCreateAndAtDial(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hit = true }))
 	t.Cleanup(srv.Close)
 	su, _ := url.Parse(srv.URL)
-	var egress *Egress
+	var rules *Egress
 	// Built directly: create's check would refuse localhost before any dial.
-	h := &handler{cfg: Config{URL: "http://localhost:" + su.Port() + "/t", Secret: secret}, timeout: time.Second, clock: clk, client: egress.client()}
+	h := &handler{cfg: Config{URL: "http://localhost:" + su.Port() + "/t", Secret: secret}, timeout: time.Second, clock: clk, client: rules.Client()}
 	_, err = h.Run(context.Background(), &turns.Request{ExecutionID: uuid.New(), Transcript: turns.NewTranscript(clk.Now)})
 	require.Error(t, err)
 	require.True(t, errors.Is(err, ErrEgress), "%v", err)

@@ -74,7 +74,7 @@ type Body struct {
 // from clk (the service clock); egress decides where turns may be sent
 // (nil: public addresses only).
 func Kind(clk clock.Clock, egress *Egress) turns.Kind {
-	client := egress.client()
+	client := egress.Client()
 	return turns.Kind{Name: KindName, Credential: true, Secrets: []string{"secret"}, New: func(spec turns.Spec) (turns.Handler, error) {
 		cfg, timeout, err := parse(spec, egress)
 		if err != nil {
@@ -105,7 +105,7 @@ func parse(spec turns.Spec, egress *Egress) (Config, time.Duration, error) {
 		return cfg, 0, fault.New(fault.InvalidConfig, "config.url", "url is at most %d bytes", maxURL)
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		return cfg, 0, fault.New(fault.InvalidConfig, "config.url", "url must be an absolute http or https URL")
-	case egress.checkURL(u) != nil:
+	case egress.CheckURL(u) != nil:
 		return cfg, 0, fault.New(fault.InvalidConfig, "config.url",
 			"the url's host is a loopback, link-local or private address, which this server does not send to (allow it with HTTP_ALLOW)")
 	}

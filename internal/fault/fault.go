@@ -101,15 +101,19 @@ const (
 	// SubscriptionLimit: a connection or the server holds as many
 	// subscriptions (streams) as it may (issue 12).
 	SubscriptionLimit = "SUBSCRIPTION_LIMIT_EXCEEDED"
+	// UpstreamUnavailable: an external server an action uses (an agent's
+	// MCP server, issue 17) could not be reached, broke the connection or
+	// did not answer in time. Retryable.
+	UpstreamUnavailable = "UPSTREAM_UNAVAILABLE"
 	// Internal: anything unexpected; details are logged, never shown.
 	Internal = "INTERNAL"
 )
 
 // Retryable reports whether code names a condition that may pass if the
-// same request is sent again later (Unavailable, Timeout, SubscriptionLagged);
-// clients see it as extensions.retryable.
+// same request is sent again later (Unavailable, Timeout, SubscriptionLagged,
+// UpstreamUnavailable); clients see it as extensions.retryable.
 func Retryable(code string) bool {
-	return code == Unavailable || code == Timeout || code == SubscriptionLagged
+	return code == Unavailable || code == Timeout || code == SubscriptionLagged || code == UpstreamUnavailable
 }
 
 // Error is a client-facing error: a stable Code, the offending Field as a

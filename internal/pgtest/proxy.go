@@ -1,127 +1,25 @@
 package pgtest
 
 import (
-	"encoding/binary"
-	"errors"
-	"io"
-	"net"
-	"net/url"
-	"sync"
-	"sync/atomic"
 	"testing"
+
+	"github.com/actionsledger/actionsledger/internal/pgproxy"
 )
 
-// Proxy is a TCP proxy in front of PostgreSQL that counts round trips: the
-// Sync and simple Query messages clients send (each ends one exchange with
-// the server), so a test can tell how many statements an operation costs
-// (issue 12: the inbox's bounded queries).
-type Proxy struct {
-	// URL is the test database's DSN pointing at the proxy.
-	URL string
-
-	ln    net.Listener
-	trips atomic.Int64
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns []net.Conn
-}
+// Proxy is a TCP proxy in front of PostgreSQL that counts round trips (see
+// package pgproxy), so a test can tell how many statements an operation
+// costs (issue 12: the inbox's bounded queries; issue 14: the session
+// query).
+type Proxy = pgproxy.Proxy
 
 // NewProxy starts a proxy to the server of dsn (a database from NewDB),
 // closed when t ends. dsn must not use SSL (the proxy reads the protocol).
 func NewProxy(t testing.TB, dsn string) *Proxy {
 	t.Helper()
-	u, err := url.Parse(dsn)
+	p, err := pgproxy.Start(dsn)
 	if err != nil {
 		t.Fatalf("pgtest: proxy: %v", err)
 	}
-	target := u.Host
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("pgtest: proxy: %v", err)
-	}
-	u.Host = ln.Addr().String()
-	q := u.Query()
-	q.Set("sslmode", "disable")
-	u.RawQuery = q.Encode()
-	p := &Proxy{URL: u.String(), ln: ln}
-	p.wg.Add(1)
-	go p.accept(target)
-	t.Cleanup(p.close)
+	t.Cleanup(p.Close)
 	return p
-}
-
-// RoundTrips returns how many round trips clients have started so far.
-func (p *Proxy) RoundTrips() int64 { return p.trips.Load() }
-
-func (p *Proxy) accept(target string) {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, s)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go func() {
-			defer p.wg.Done()
-			_, _ = io.Copy(c, s)
-			c.Close()
-		}()
-		go func() {
-			defer p.wg.Done()
-			_ = p.count(s, c)
-			s.Close()
-		}()
-	}
-}
-
-// count copies the client's messages to the server, counting Sync ('S')
-// and Query ('Q') messages after the untyped startup message.
-func (p *Proxy) count(dst io.Writer, src io.Reader) error {
-	var head [5]byte
-	if _, err := io.ReadFull(src, head[:4]); err != nil {
-		return err
-	}
-	n := int64(binary.BigEndian.Uint32(head[:4])) - 4
-	if _, err := dst.Write(head[:4]); err != nil {
-		return err
-	}
-	if _, err := io.CopyN(dst, src, n); err != nil {
-		return err
-	}
-	for {
-		if _, err := io.ReadFull(src, head[:]); err != nil {
-			return err
-		}
-		if head[0] == 'S' || head[0] == 'Q' {
-			p.trips.Add(1)
-		}
-		n := int64(binary.BigEndian.Uint32(head[1:])) - 4
-		if n < 0 {
-			return errors.New("pgtest: proxy: bad message length")
-		}
-		if _, err := dst.Write(head[:]); err != nil {
-			return err
-		}
-		if _, err := io.CopyN(dst, src, n); err != nil {
-			return err
-		}
-	}
-}
-
-func (p *Proxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
 }

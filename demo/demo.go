@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -31,20 +30,16 @@ var (
 	sessionQueryOp  = examples.SessionQuery
 )
 
-// demoCmd walks through the seed's example on a fresh database: the
-// early-fraud-detector monitor, accounts whose account.inserted events
-// create its sessions (each session's origin, not one of its inputs: S2),
-// entries that resume them, and the turns that take the entries. A second
-// part (agentDemo) follows the agent walkthrough of docs/agents.md: an approval,
-// then a held turn, answered with the seed's operations.
-type demoCmd struct {
-	database
-	Accounts int           `default:"5" help:"Accounts to open (one session each)."`
-	Entries  int           `default:"300" help:"Entries to write, spread round-robin over the accounts."`
-	Writers  int           `default:"4" help:"Concurrent putValue callers (more writers, more entries per turn)."`
-	Workers  int           `default:"4" help:"Concurrent turns."`
-	Timeout  time.Duration `default:"60s" help:"How long to wait for every entry to be taken by a turn, and for each step of the agent part."`
-	NoAgent  bool          `help:"Skip the second part (an agent, an approval and a held turn)."`
+// Config sizes a demo run; cmd/actionsledger's demo command sets it from
+// its flags.
+type Config struct {
+	DatabaseURL string        // a fresh database (make demo creates one)
+	Accounts    int           // accounts to open, one session each
+	Entries     int           // entries to write, round-robin over the accounts
+	Writers     int           // concurrent putValue callers
+	Workers     int           // concurrent turns
+	Timeout     time.Duration // longest wait for every entry to be taken, and for each step of the agent part
+	NoAgent     bool          // skip the second part (an agent, an approval and a held turn)
 }
 
 // Operations of the demo's own (the seed has no putValue or listing example).
@@ -83,13 +78,21 @@ const (
 }`
 )
 
-func (c *demoCmd) Run(ctx context.Context, log *slog.Logger) error {
+// Run walks through the seed's example on c's database, printing to out:
+// the early-fraud-detector monitor, accounts whose account.inserted events
+// create its sessions (each session's origin, not one of its inputs: S2),
+// entries that resume them, and the turns that take the entries; then,
+// unless c.NoAgent, the agent walkthrough of docs/agents.md: an approval, then a
+// held turn, answered with the seed's operations. It runs the service in
+// this process and talks to it only through GraphQL. A deviation from
+// what the walkthrough expects is printed as a PROBLEM and makes Run
+// return an error.
+func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger) error {
 	if c.Accounts < 1 || c.Entries < 1 || c.Writers < 1 {
 		return errors.New("demo: --accounts, --entries and --writers must be at least 1")
 	}
 	began := time.Now()
-	out := os.Stdout
-	app, stop, err := startApp(ctx, server.Config{DatabaseURL: c.DatabaseURL, Workers: c.Workers}, log)
+	app, stop, err := server.Start(ctx, server.Config{DatabaseURL: c.DatabaseURL, Workers: c.Workers}, log)
 	if err != nil {
 		return err
 	}
@@ -198,29 +201,6 @@ func createMonitor(ctx context.Context, gql gqlClient, id uuid.UUID) (string, er
 	a := resp.Actions.CreateAction
 	return fmt.Sprintf("early-fraud-detector %s (session id %s, turns on %v, maxInputs %d)",
 		a.ActionID, a.Definition.Session.ID, a.Definition.Session.Turns.On, a.Definition.Session.Turns.MaxInputs), nil
-}
-
-// startApp builds the service and runs its dispatcher and executor (no
-// HTTP) until stop is called. stop waits for them and closes the pool.
-func startApp(ctx context.Context, cfg server.Config, log *slog.Logger) (*server.App, func() error, error) {
-	app, err := server.New(ctx, cfg, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- app.Run(runCtx) }()
-	var once sync.Once
-	var runErr error
-	stop := func() error {
-		once.Do(func() {
-			cancel()
-			runErr = <-done
-			app.Close()
-		})
-		return runErr
-	}
-	return app, stop, nil
 }
 
 // writeSpan describes a run of writes: the event positions they got and how long they took.

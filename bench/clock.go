@@ -1,9 +1,10 @@
-package main
+package bench
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -15,40 +16,52 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/server"
+	"github.com/actionsledger/actionsledger/session"
 )
 
-// benchClockCmd measures session clocks on the wall clock: what many
-// sessions with an hourly clock cost a server with nothing due (idle CPU of
-// this process and of PostgreSQL, transactions per second), and how late
-// firings start their turns, on an idle server and under load.
-type benchClockCmd struct {
-	database
-	Sessions     int           `default:"100000" help:"Sessions whose hourly clock starts turns (the idle figure)."`
-	Idle         time.Duration `default:"30s" help:"How long idle CPU is measured, before and after the sessions exist."`
-	IdleLag      int           `default:"5" help:"Sessions of the idle lag pass (every 1s)."`
-	Load         int           `default:"300" help:"Sessions of the loaded lag pass (300 every 2s: 150 firings/s)."`
-	LoadEvery    time.Duration `default:"2s" help:"Clock period of the loaded pass's sessions."`
-	LagDuration  time.Duration `default:"20s" help:"Length of each lag pass."`
-	Workers      int           `default:"4" help:"Concurrent turns (executor workers)."`
-	StartTimeout time.Duration `default:"10m" help:"Longest wait for the sessions to start."`
+// ClockConfig sizes a bench-clock run; cmd/actionsledger's bench-clock
+// command sets it from its flags.
+type ClockConfig struct {
+	DatabaseURL  string        // a fresh database
+	Sessions     int           // sessions whose hourly clock starts turns (the idle figure)
+	Idle         time.Duration // how long idle CPU is measured, before and after the sessions exist
+	IdleLag      int           // sessions of the idle lag pass (every 1s)
+	Load         int           // sessions of the loaded lag pass
+	LoadEvery    time.Duration // clock period of the loaded pass's sessions
+	LagDuration  time.Duration // length of each lag pass
+	Workers      int           // concurrent turns
+	StartTimeout time.Duration // longest wait for the sessions to start
 }
 
-func (c *benchClockCmd) Run(ctx context.Context, log *slog.Logger) error {
+// RunClock measures session clocks on the wall clock, with the service in
+// this process: what many sessions with an hourly clock cost a server with
+// nothing due (idle CPU of this process and of its PostgreSQL backends,
+// transactions per second), and how late firings start and commit their
+// turns, on an idle server and under load. It prints each figure as it
+// is measured, then a table.
+func RunClock(ctx context.Context, c ClockConfig, out io.Writer, log *slog.Logger) error {
 	if c.Sessions < 0 || c.IdleLag < 1 || c.Load < 1 || c.LoadEvery < time.Second || c.Idle <= 0 || c.LagDuration <= 0 {
 		return errors.New("bench-clock: counts must be positive and --load-every at least 1s")
 	}
 	began := time.Now()
-	rep := &benchReport{out: os.Stdout}
-	app, stop, err := startApp(ctx, server.Config{DatabaseURL: c.DatabaseURL, Workers: c.Workers}, observe.AtLeast(log, slog.LevelWarn))
+	rep := &report{out: out}
+	app, stop, err := server.Start(ctx, server.Config{DatabaseURL: c.DatabaseURL, Workers: c.Workers}, observe.AtLeast(log, slog.LevelWarn))
 	if err != nil {
 		return err
 	}
 	defer func() { _ = stop() }()
-	b := &clockBench{app: app}
+	url, stopHTTP, err := serve(ctx, app)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopHTTP() }()
+	b := &clockBench{app: app, gql: newClient(url), gauges: session.NewGauges(app.Pool, app.Clock)}
+	defer b.gql.close()
 
 	base, err := b.idle(ctx, c.Idle)
 	if err != nil {
@@ -66,16 +79,15 @@ func (c *benchClockCmd) Run(ctx context.Context, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		var timers int
-		var next time.Time
-		if err := app.Pool.QueryRow(ctx, `SELECT count(*), coalesce(min(due_at), now()) FROM session_timers`).Scan(&timers, &next); err != nil {
+		g, err := b.gauges.Read(ctx)
+		if err != nil {
 			return err
 		}
-		rep.say("2. %d sessions with `every: 1h` (turns.on names it: each firing starts a turn) started in %.1fs; %d timers, the first due in %s",
-			c.Sessions, took.Seconds(), timers, time.Until(next).Round(time.Second))
+		rep.say("2. %d sessions with `every: 1h` (turns.on names it: each firing starts a turn) started in %.1fs; %d sessions open, %d timers due",
+			c.Sessions, took.Seconds(), g.Sessions[string(session.Open)], g.TimersDue)
 		// Autovacuum would soon do the same after the bulk start; doing it
 		// now keeps that one-off work out of the idle figure.
-		if _, err := app.Pool.Exec(ctx, `VACUUM ANALYZE sessions, session_timers, session_inputs, events`); err != nil {
+		if _, err := app.Pool.Exec(ctx, `VACUUM ANALYZE`); err != nil {
 			return err
 		}
 		idle, err := b.idle(ctx, c.Idle)
@@ -108,7 +120,11 @@ func (c *benchClockCmd) Run(ctx context.Context, log *slog.Logger) error {
 	return nil
 }
 
-type clockBench struct{ app *server.App }
+type clockBench struct {
+	app    *server.App
+	gql    *client
+	gauges *session.Gauges
+}
 
 // idleUse is what a quiet period cost.
 type idleUse struct {
@@ -238,6 +254,10 @@ func (b *clockBench) action(ctx context.Context, name, entry, every string) (uui
 // spread, so the sessions' clocks fire spread out over a period.
 func (b *clockBench) start(ctx context.Context, id uuid.UUID, n int, spread, timeout time.Duration) (time.Duration, error) {
 	t0 := time.Now()
+	open0, err := b.open(ctx)
+	if err != nil {
+		return 0, err
+	}
 	typ := "bench." + strings.ReplaceAll(id.String(), "-", "")
 	chunk := 5000
 	if spread > 0 {
@@ -262,11 +282,12 @@ func (b *clockBench) start(ctx context.Context, id uuid.UUID, n int, spread, tim
 		}
 	}
 	for {
-		var got int
-		if err := b.app.Pool.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE action_id = $1`, id).Scan(&got); err != nil {
+		open, err := b.open(ctx)
+		if err != nil {
 			return 0, err
 		}
-		if got == n {
+		got := open - open0
+		if got >= int64(n) {
 			return time.Since(t0), nil
 		}
 		if time.Since(t0) > timeout {
@@ -283,6 +304,7 @@ type lagResult struct {
 	firings, missed int
 	start, commit   latencies
 	rate            float64
+	starts, commits []time.Duration
 }
 
 func (l lagResult) String() string {
@@ -308,33 +330,102 @@ func (b *clockBench) lag(ctx context.Context, n int, every, d, timeout time.Dura
 		return res, err
 	}
 	to := from.Add(d - every)
-	rows, err := b.app.Pool.Query(ctx, `
-		SELECT i.scheduled_at, t.started_at, t.finished_at, (e.data->>'missed')::int
-		  FROM sessions s
-		  JOIN session_inputs i ON i.sid = s.sid AND i.schedule IS NOT NULL
-		  JOIN turn_inputs ti ON ti.sid = i.sid AND ti.seq = i.seq
-		  JOIN session_turns t ON t.sid = ti.sid AND t.number = ti.turn AND t.finished_at IS NOT NULL
-		  JOIN events e ON e.id = i.event_id
-		 WHERE s.action_id = $1 AND i.scheduled_at >= $2 AND i.scheduled_at < $3`, id, from, to)
-	if err != nil {
-		return res, err
-	}
-	var starts, commits []time.Duration
-	var at, started, finished time.Time
-	var missed int
-	_, err = pgx.ForEachRow(rows, []any{&at, &started, &finished, &missed}, func() error {
-		starts, commits = append(starts, started.Sub(at)), append(commits, finished.Sub(at))
-		res.missed += missed
-		return nil
+	ids, err := b.firings(ctx, id, func(f firing) {
+		if f.at.Before(from) || !f.at.Before(to) {
+			return
+		}
+		res.starts = append(res.starts, f.started.Sub(f.at))
+		res.commits = append(res.commits, f.finished.Sub(f.at))
+		res.missed += f.missed
 	})
 	if err != nil {
 		return res, err
 	}
-	res.firings = len(starts)
+	res.firings = len(res.starts)
 	res.rate = float64(res.firings) / to.Sub(from).Seconds()
-	res.start, res.commit = newLatencies(starts), newLatencies(commits)
+	res.start, res.commit = newLatencies(res.starts), newLatencies(res.commits)
 	// Stop the pass's clocks so the next pass measures alone.
-	_, err = b.app.Pool.Exec(ctx, `UPDATE sessions SET status = 'CANCELLED', reason = 'bench pass over', next_turn_at = NULL
-		WHERE action_id = $1 AND status = 'OPEN'`, id)
-	return res, err
+	for _, sid := range ids {
+		if _, err := b.app.Sessions.Close(ctx, id, sid, "bench pass over"); err != nil && fault.CodeOf(err) != fault.SessionClosed {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// open returns how many sessions are open or waiting, of every action.
+func (b *clockBench) open(ctx context.Context) (int64, error) {
+	g, err := b.gauges.Read(ctx)
+	return g.Sessions[string(session.Open)] + g.Sessions[string(session.Waiting)], err
+}
+
+// firing is a clock firing a turn took.
+type firing struct {
+	at                time.Time // scheduled_at
+	started, finished time.Time // the turn's
+	missed            int       // firings passed over before this one
+}
+
+// firingsOp pages an action's sessions with the firings their turns took.
+const firingsOp = `query($a: UUID!, $after: String) { actions { action(id: $a) {
+  sessions(first: 5, after: $after) { pageInfo { hasNextPage endCursor }
+    nodes { id turns(first: 40) { nodes { startedAt finishedAt inputs { kind event { data } } } } } } } } }`
+
+// firings calls f with every firing the action's sessions' finished turns
+// took (of each session's newest 40 turns, read over GraphQL) and returns
+// the sessions' ids.
+func (b *clockBench) firings(ctx context.Context, actionID uuid.UUID, f func(firing)) ([]string, error) {
+	var ids []string
+	var after *string
+	for {
+		var out struct {
+			Actions struct {
+				Action struct {
+					Sessions struct {
+						PageInfo struct {
+							HasNextPage bool
+							EndCursor   *string
+						}
+						Nodes []struct {
+							ID    string
+							Turns struct {
+								Nodes []struct {
+									StartedAt  time.Time
+									FinishedAt *time.Time
+									Inputs     []struct {
+										Kind  string
+										Event *struct {
+											Data struct {
+												ScheduledAt time.Time `json:"scheduled_at"`
+												Missed      int
+											}
+										}
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+		if err := b.gql.do(ctx, firingsOp, map[string]any{"a": actionID, "after": after}, &out); err != nil {
+			return nil, fmt.Errorf("bench-clock: sessions: %w", err)
+		}
+		ss := out.Actions.Action.Sessions
+		for _, s := range ss.Nodes {
+			ids = append(ids, s.ID)
+			for _, t := range s.Turns.Nodes {
+				for _, in := range t.Inputs {
+					if in.Kind != "SCHEDULE" || in.Event == nil || t.FinishedAt == nil {
+						continue
+					}
+					f(firing{at: in.Event.Data.ScheduledAt, started: t.StartedAt, finished: *t.FinishedAt, missed: in.Event.Data.Missed})
+				}
+			}
+		}
+		if !ss.PageInfo.HasNextPage {
+			return ids, nil
+		}
+		after = ss.PageInfo.EndCursor
+	}
 }

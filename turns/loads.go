@@ -1,0 +1,69 @@
+package turns
+
+import (
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// The Queue functions below are dataloaders' batch reads (issue 14): each
+// queues one statement on a pgx.Batch that reads a per-parent list for any
+// number of parents, and fills its map when the batch's results are read.
+
+// QueueExecutions queues the read of the executions with the given ids;
+// into gets each one found under its id (missing ids stay absent).
+func QueueExecutions(b *pgx.Batch, ids []uuid.UUID, into map[uuid.UUID]*Execution) {
+	b.Queue(`SELECT `+executionColumns+` FROM executions WHERE id = ANY($1)`, ids).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			x, err := scanExecution(rows)
+			if err != nil {
+				return fmt.Errorf("turns: executions: %w", err)
+			}
+			into[x.ID] = &x
+		}
+		return rows.Err()
+	})
+}
+
+// QueueTranscripts queues the read of a page of each execution's
+// transcript: its first `first` entries after sequence afterSeq, in order,
+// as Transcript pages one. into gets each execution's page; executions
+// with none are absent.
+func QueueTranscripts(b *pgx.Batch, ids []uuid.UUID, afterSeq, first int, into map[uuid.UUID][]Entry) {
+	b.Queue(`SELECT k.id, e.seq, e.kind, e.data, e.at FROM unnest($1::uuid[]) AS k (id)
+		CROSS JOIN LATERAL (SELECT seq, kind, data, at FROM transcript_entries
+			WHERE execution_id = k.id AND seq > $2 ORDER BY seq LIMIT $3) e
+		ORDER BY k.id, e.seq`, ids, afterSeq, first).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id uuid.UUID
+			var e Entry
+			if err := rows.Scan(&id, &e.Seq, &e.Kind, &e.Data, &e.At); err != nil {
+				return fmt.Errorf("turns: transcript: %w", err)
+			}
+			e.At = e.At.UTC()
+			into[id] = append(into[id], e)
+		}
+		return rows.Err()
+	})
+}
+
+// QueueChildren queues the read of a page of each parent's children (the
+// executions it started, by tool calls): its first `first` children with
+// ids above afterID, by id, as Children pages one. into gets each parent's
+// page; parents without children are absent.
+func QueueChildren(b *pgx.Batch, parents []uuid.UUID, afterID uuid.UUID, first int, into map[uuid.UUID][]Execution) {
+	b.Queue(`SELECT x.* FROM unnest($1::uuid[]) AS k (id)
+		CROSS JOIN LATERAL (SELECT `+executionColumns+` FROM executions
+			WHERE parent_id = k.id AND id > $2 ORDER BY id LIMIT $3) x
+		ORDER BY x.parent_id, x.id`, parents, afterID, first).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			x, err := scanExecution(rows)
+			if err != nil {
+				return fmt.Errorf("turns: children: %w", err)
+			}
+			into[*x.ParentID] = append(into[*x.ParentID], x)
+		}
+		return rows.Err()
+	})
+}
