@@ -81,6 +81,7 @@ var guarded = map[string]bool{
 	"LedgerQuery": true, "LedgerMutation": true,
 	"ActionsQuery": true, "ActionsMutation": true,
 	"AuthQuery": true, "AuthMutation": true,
+	"Viewer": true,
 }
 
 // rules maps "Type.field" to its check. A field of a guarded object missing
@@ -96,9 +97,13 @@ var fieldRules = map[string]rule{
 	"Query.ledger":                {},
 	"Query.auth":                  {},
 	"Query.viewer":                {},
-	"Mutation.actions":            {},
-	"Mutation.ledger":             {},
-	"Mutation.auth":               {},
+	// The caller's own principal: any authenticated caller (issue 13).
+	"Viewer.id":        {},
+	"Viewer.dev":       {},
+	"Viewer.policies":  {},
+	"Mutation.actions": {},
+	"Mutation.ledger":  {},
+	"Mutation.auth":    {},
 
 	"LedgerQuery.events":         fixed(auth.Read, auth.LedgerPrefix),
 	"LedgerQuery.recentEvents":   fixed(auth.Read, auth.LedgerPrefix),

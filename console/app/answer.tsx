@@ -25,11 +25,17 @@ interface Props {
   onAnswered: (a: Answered) => void;
   /** The interrupt no longer waits (answered elsewhere, session closed...). */
   onGone: (err: APIError) => void;
+  /**
+   * An answer is on its way (true) or was refused for another reason
+   * (false): the inbox then knows the ANSWERED update that may come before
+   * the mutation's answer is this tab's own.
+   */
+  onSending?: (sending: boolean) => void;
 }
 
 type SchemaState = { state: 'idle' | 'loading' } | { state: 'ready'; schema: unknown } | { state: 'unreadable'; why: string };
 
-export function AnswerForm({ item, onAnswered, onGone }: Props) {
+export function AnswerForm({ item, onAnswered, onGone, onSending }: Props) {
   const { token, can } = useConsole();
   const id = useId();
   const [text, setText] = useState('');
@@ -51,11 +57,13 @@ export function AnswerForm({ item, onAnswered, onGone }: Props) {
   const send = async (response: Record<string, unknown>, decision: Answered['decision']) => {
     setBusy(true);
     setError(null);
+    onSending?.(true);
     try {
       await request(respondMutation, { a: item.action.id, s: item.session.id, i: item.interruptId, r: response }, token);
       onAnswered({ decision });
     } catch (err) {
       const e = err instanceof APIError ? err : new APIError([{ message: String(err) }]);
+      onSending?.(false);
       if (goneCodes.includes(e.code)) onGone(e);
       else setError(e);
       setBusy(false);

@@ -103,6 +103,7 @@ async function setUp() {
           { step: 0, when: 'The transfer was reviewed', toolCalls: [outcome({ reviewed: true })] },
           { step: 0, when: 'suspicious-transfer', refusal: { category: 'fraud', explanation: 'I cannot judge this transfer' } },
           { step: 0, text: 'Freezing the account.', toolCalls: [{ id: 'call_freeze', name: 'freeze_account', input: { account_id: '3f0c9f8e', reason: 'large entry' } }] },
+          { step: 1, when: 'second-thoughts', refusal: { category: 'doubt', explanation: 'On reflection I should not freeze this account' } },
           { step: 1, toolCalls: [outcome({ frozen: true })] },
         ],
       },
@@ -120,13 +121,13 @@ async function setUp() {
   return r.auth.createToken.token;
 }
 
-/** Opens account acct and writes an entry (suspicious: the model refuses), leaving its session waiting. */
+/** Opens account acct and writes an entry (suspicious: the model refuses; a string: the entry's note), leaving its session waiting. */
 async function raise(acct, suspicious = false) {
   await gql(`mutation($a: String!, $e: JSON!) { ledger {
     a: putValue(namespace: "account", key: $a, value: { account_id: $a }) { key }
     e: putValue(namespace: "entry", key: $a, value: $e) { key } } }`, {
     a: acct,
-    e: { account_id: acct, amount: 12000, note: suspicious ? 'suspicious-transfer' : 'large entry' },
+    e: { account_id: acct, amount: 12000, note: typeof suspicious === 'string' ? suspicious : suspicious ? 'suspicious-transfer' : 'large entry' },
   });
   await until(`session ${acct} to wait`, () => session(acct), (s) => s?.status === 'WAITING' && !s.running);
 }
@@ -345,6 +346,24 @@ try {
   const after = await page.evaluate(() => document.activeElement?.tagName ?? 'none');
   check(after !== 'BODY', 'the answer was sent with Enter, and focus stays on the page, not lost to <body>', after);
   await until('acct-a6 to go on', () => session('acct-a6'), wentOn);
+  await page.getByText(/Approved the call of freeze_account in session acct-a6/).waitFor();
+  check((await page.getByText(/in session acct-a6 elsewhere/).count()) === 0, "this tab's own answer is not reported as answered elsewhere");
+
+  // A held turn that resumed from approval responses: Skip is disabled, with the reason.
+  phase = 'skip refused';
+  await raise('acct-a7', 'second-thoughts');
+  await row(page, 'acct-a7').getByRole('button', { name: 'Approve', exact: true }).click();
+  const a7 = page.locator('li.item-hold[data-interrupt]', { hasText: 'acct-a7' });
+  await a7.waitFor();
+  const skip = a7.getByRole('button', { name: 'Skip its inputs' });
+  check(await skip.isDisabled(), 'Skip is disabled for a held turn that resumed from approval responses');
+  const why = await a7.locator(`#${await skip.getAttribute('aria-describedby')}`).innerText();
+  check(/resumed from approval responses/.test(why), 'and the reason is given beside it (aria-describedby)', why);
+  await shot(page, 'inbox-skip-refused');
+  await gql(`mutation { actions { closeSession(actionId: "${agentId}", id: "acct-a7", reason: "test over") { status } } }`);
+  await a7.waitFor({ state: 'detached' });
+  await page.getByText(/the hold of turn 2 in session acct-a7 no longer waits/i).waitFor();
+  check(true, 'a session closed elsewhere takes its row away with a notice');
 
   // Close a session with a reason.
   phase = 'close';
@@ -384,10 +403,10 @@ try {
   phase = 'screens';
   await page.goto(`${base}/console/actions/${agentId}/sessions`);
   await page.getByRole('link', { name: 'acct-a6' }).waitFor();
-  check((await page.locator('tbody tr').count()) === 6, 'the sessions of the agent are listed');
+  check((await page.locator('tbody tr').count()) === 7, 'the sessions of the agent are listed');
   await page.getByLabel('Status').selectOption('CANCELLED');
-  await page.waitForFunction(() => document.querySelectorAll('tbody tr').length === 1);
-  check(await page.getByRole('link', { name: 'acct-a4' }).isVisible(), 'filtering by status keeps the closed one');
+  await page.waitForFunction(() => document.querySelectorAll('tbody tr').length === 2);
+  check(await page.getByRole('link', { name: 'acct-a4' }).isVisible(), 'filtering by status keeps the closed ones');
   await shot(page, 'sessions');
   await page.goto(`${base}/console/actions`);
   await page.getByRole('link', { name: 'agent-monitor', exact: true }).waitFor();
@@ -403,8 +422,9 @@ try {
     },
   });
   await page.goto(`${base}/console/actions/${toolId}`);
-  await page.getByRole('table', { name: 'Version 1 and version 2 side by side' }).waitFor();
+  await page.getByRole('table', { name: 'Version 1 and version 2 side by side', exact: true }).waitFor();
   check(await page.locator('.diff-added', { hasText: 'until reviewed' }).isVisible(), 'the definition view shows versions 1 and 2 side by side, the change marked');
+  check(await page.locator('.diff-added', { hasText: '"by": "v2"' }).isVisible(), "and the source's changed line");
   await shot(page, 'action');
   await page.goto(`${base}/console/ledger`);
   await page.locator('.events > li').first().waitFor();

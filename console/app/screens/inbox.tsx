@@ -26,6 +26,8 @@ const verb: Record<Answered['decision'], string> = {
   SKIP: 'Skipped',
 };
 
+const cap = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+
 function what(item: InboxItem): string {
   return item.kind === 'APPROVAL' ? `the call of ${item.approval?.tool ?? 'a tool'}` : `the hold of turn ${item.hold?.turn ?? '?'}`;
 }
@@ -46,6 +48,7 @@ export function InboxScreen() {
   const loadSeq = useRef(0);
 
   const fresh = useRef(new Set<string>()); // raised since the last read began
+  const sending = useRef(new Set<string>()); // answered from this tab, answer on its way
 
   const load = useCallback(async () => {
     const seq = ++loadSeq.current;
@@ -117,6 +120,7 @@ export function InboxScreen() {
     }
     // ANSWERED or CLOSED
     if (gone.current.has(it.interruptId)) return; // answered here: its notice is out
+    if (u.kind === 'ANSWERED' && sending.current.has(it.interruptId)) return; // this tab's own answer: its notice comes with it
     const shown = items?.some((x) => x.interruptId === it.interruptId);
     remove(it.interruptId);
     if (!shown) return;
@@ -125,7 +129,7 @@ export function InboxScreen() {
       <>
         {u.kind === 'ANSWERED' && resp
           ? `${resp.responder} answered ${what(it)} in session ${it.session.id} elsewhere (${resp.decision}).`
-          : `${what(it)} in session ${it.session.id} no longer waits (the session closed or went on).`}{' '}
+          : `${cap(what(it))} in session ${it.session.id} no longer waits (the session closed or went on).`}{' '}
         <Link to={paths.session(it.action.id, it.session.id)}>Open the session</Link>
       </>,
       'warn',
@@ -146,7 +150,7 @@ export function InboxScreen() {
     remove(it.interruptId);
     notify(
       <>
-        {what(it)} in session {it.session.id} was not answered: {err.message}{' '}
+        {cap(what(it))} in session {it.session.id} was not answered: {err.message}{' '}
         <Link to={paths.session(it.action.id, it.session.id)}>Open the session</Link>
       </>,
       'warn',
@@ -187,7 +191,14 @@ export function InboxScreen() {
       {items && items.length > 0 ? (
         <ol className="inbox" aria-label="Waiting for an answer, oldest first">
           {items.map((it) => (
-            <Row key={it.interruptId} item={it} now={now} onAnswered={answered(it)} onGone={goneElsewhere(it)} />
+            <Row
+              key={it.interruptId}
+              item={it}
+              now={now}
+              onAnswered={answered(it)}
+              onGone={goneElsewhere(it)}
+              onSending={(on) => (on ? sending.current.add(it.interruptId) : sending.current.delete(it.interruptId))}
+            />
           ))}
         </ol>
       ) : null}
@@ -196,7 +207,19 @@ export function InboxScreen() {
   );
 }
 
-function Row({ item, now, onAnswered, onGone }: { item: InboxItem; now: number; onAnswered: (a: Answered) => void; onGone: (e: APIError) => void }) {
+function Row({
+  item,
+  now,
+  onAnswered,
+  onGone,
+  onSending,
+}: {
+  item: InboxItem;
+  now: number;
+  onAnswered: (a: Answered) => void;
+  onGone: (e: APIError) => void;
+  onSending: (on: boolean) => void;
+}) {
   const titleId = `title-${item.interruptId}`;
   return (
     <li id={`row-${item.interruptId}`} className={`item item-${item.kind.toLowerCase()}`} aria-labelledby={titleId} data-interrupt={item.interruptId}>
@@ -244,7 +267,7 @@ function Row({ item, now, onAnswered, onGone }: { item: InboxItem; now: number; 
           {item.hold.explanation ? <blockquote>{item.hold.explanation}</blockquote> : null}
         </div>
       ) : null}
-      <AnswerForm item={item} onAnswered={onAnswered} onGone={onGone} />
+      <AnswerForm item={item} onAnswered={onAnswered} onGone={onGone} onSending={onSending} />
     </li>
   );
 }
