@@ -64,3 +64,25 @@ type withExtra struct {
 }
 
 func (r withExtra) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
+
+// QueueVersions queues on b the read of the action versions with the given
+// keys (a dataloader's batch read, issue 14); when b's results are read,
+// into gets each one found under its key.
+func QueueVersions(b *pgx.Batch, keys []VersionKey, into map[VersionKey]*Version) {
+	ids := make([]uuid.UUID, len(keys))
+	nums := make([]int32, len(keys))
+	for i, k := range keys {
+		ids[i], nums[i] = k.ActionID, int32(k.Version)
+	}
+	b.Queue(`SELECT action_id, version, definition, from_position, created_at, coalesce(author, '') FROM action_versions
+		JOIN unnest($1::uuid[], $2::int[]) AS k (action_id, version) USING (action_id, version)`, ids, nums).Query(func(rows pgx.Rows) error {
+		list, err := pgx.CollectRows(rows, scanVersion)
+		if err != nil {
+			return fmt.Errorf("action: versions: %w", err)
+		}
+		for i := range list {
+			into[VersionKey{list[i].ActionID, list[i].Version}] = &list[i]
+		}
+		return nil
+	})
+}

@@ -368,20 +368,10 @@ type VersionKey struct {
 // VersionsByKey returns the versions named by keys, keyed the same way;
 // missing ones are absent (a dataloader's batch, issue 12).
 func (s *Store) VersionsByKey(ctx context.Context, keys []VersionKey) (map[VersionKey]*Version, error) {
-	ids := make([]uuid.UUID, len(keys))
-	nums := make([]int32, len(keys))
-	for i, k := range keys {
-		ids[i], nums[i] = k.ActionID, int32(k.Version)
-	}
-	vs, err := s.versions(ctx, `JOIN unnest($1::uuid[], $2::int[]) AS k (action_id, version) USING (action_id, version)`, ids, nums)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[VersionKey]*Version, len(vs))
-	for i := range vs {
-		out[VersionKey{vs[i].ActionID, vs[i].Version}] = &vs[i]
-	}
-	return out, nil
+	out := make(map[VersionKey]*Version, len(keys))
+	b := &pgx.Batch{}
+	QueueVersions(b, keys, out)
+	return out, s.pool.SendBatch(ctx, b).Close()
 }
 
 // List pages actions by id after the given one (uuid.Nil for the start).

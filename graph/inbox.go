@@ -25,8 +25,8 @@ func inboxFilter(p auth.Principal, kind *model.InterruptKind, actionID *uuid.UUI
 	return f
 }
 
-// inbox pages the inbox: one statement for the page and its count; the
-// items' action and execution come through the dataloaders.
+// inbox pages the inbox: one statement for the page and its count, then
+// one round trip per level of what the nodes' selection reaches (prefetch).
 func (r *Resolver) inbox(ctx context.Context, first *int, after *string, kind *model.InterruptKind, actionID *uuid.UUID) (*model.InboxConnection, error) {
 	p, _ := auth.From(ctx)
 	f := inboxFilter(p, kind, actionID)
@@ -51,5 +51,6 @@ func (r *Resolver) inbox(ctx context.Context, first *int, after *string, kind *m
 	if len(items) > 0 {
 		end = cursorInt("inbox", items[len(items)-1].Ord)
 	}
+	r.prefetchInbox(ctx, items)
 	return &model.InboxConnection{Nodes: items, PageInfo: pageInfo(more, end), TotalCount: total}, nil
 }

@@ -80,6 +80,78 @@ func (r *Resolver) prefetchInputs(ctx context.Context, list []session.Input) {
 	}
 }
 
+// prefetchInbox reads ahead for the nodes of an inbox page (issue 12): the
+// items' actions (with their definitions), their sessions' actions, the
+// approvals' tool versions and the executions, with their turns.
+func (r *Resolver) prefetchInbox(ctx context.Context, items []session.InboxItem) {
+	if p := r.newPrefetch(ctx); p != nil && len(items) > 0 {
+		p.inbox(nodesSelection(ctx, "InboxConnection"), items)
+		p.run(ctx)
+	}
+}
+
+func (p *prefetch) inbox(sel ast.SelectionSet, items []session.InboxItem) {
+	actionIDs := make([]uuid.UUID, len(items))
+	execIDs := make([]uuid.UUID, len(items))
+	for i, it := range items {
+		actionIDs[i], execIDs[i] = it.Session.ActionID, it.ExecutionID
+	}
+	for _, f := range p.fields(sel, "InboxItem") {
+		switch f.Name {
+		case "action":
+			p.actions(f.Selections, actionIDs)
+		case "session":
+			for _, g := range p.fields(f.Selections, "ActionSession") {
+				if g.Name == "action" {
+					p.actions(g.Selections, actionIDs)
+				}
+			}
+		case "execution":
+			p.executions(f.Selections, execIDs, nil)
+		case "approval":
+			var approvals []session.InboxItem
+			for _, it := range items {
+				if it.Kind == session.InterruptApproval {
+					approvals = append(approvals, it)
+				}
+			}
+			if len(approvals) > 0 {
+				p.approvals(f.Selections, approvals)
+			}
+		}
+	}
+}
+
+func (p *prefetch) approvals(sel ast.SelectionSet, items []session.InboxItem) {
+	for _, f := range p.fields(sel, "ApprovalRequest") {
+		switch f.Name {
+		case "execution":
+			ids := make([]uuid.UUID, len(items))
+			for i, it := range items {
+				ids[i] = it.ExecutionID
+			}
+			p.executions(f.Selections, ids, nil)
+		case "toolAction":
+			var keys []action.VersionKey
+			for _, it := range items {
+				if it.ToolActionID != nil && it.ToolVersion != nil {
+					keys = append(keys, action.VersionKey{ActionID: *it.ToolActionID, Version: *it.ToolVersion})
+				}
+			}
+			if len(keys) == 0 {
+				continue
+			}
+			into := map[action.VersionKey]*action.Version{}
+			p.add(func(b *pgx.Batch) { action.QueueVersions(b, keys, into) }, func() {
+				l := lazy(p.ls, &p.ls.versions, p.r.ActionStore.VersionsByKey)
+				for _, k := range keys {
+					l.Prime(k, into[k])
+				}
+			})
+		}
+	}
+}
+
 // run sends the levels' reads, one batch per level, until a level adds none.
 func (p *prefetch) run(ctx context.Context) {
 	for len(p.level) > 0 {
@@ -208,17 +280,44 @@ func (p *prefetch) executions(sel ast.SelectionSet, ids []uuid.UUID, list []turn
 	}
 }
 
+// executionActions reads ahead for the executions in list (read already):
+// their actions and their turns.
 func (p *prefetch) executionActions(fields []graphql.CollectedField, list []turns.Execution) {
 	for _, f := range fields {
-		if f.Name != "action" || len(list) == 0 {
-			continue
+		if len(list) == 0 {
+			return
 		}
-		ids := make([]uuid.UUID, len(list))
-		for i, x := range list {
-			ids[i] = x.ActionID
+		switch f.Name {
+		case "action":
+			ids := make([]uuid.UUID, len(list))
+			for i, x := range list {
+				ids[i] = x.ActionID
+			}
+			p.actions(f.Selections, ids)
+		case "turn":
+			p.turnsOf(list)
 		}
-		p.actions(f.Selections, ids)
 	}
+}
+
+// turnsOf reads ahead the turns the executions in list ran.
+func (p *prefetch) turnsOf(list []turns.Execution) {
+	var keys []turns.TurnKey
+	for _, x := range list {
+		if x.SID != nil && x.Turn != nil {
+			keys = append(keys, turns.TurnKey{SID: *x.SID, Number: *x.Turn})
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	into := map[turns.TurnKey]*turns.Turn{}
+	p.add(func(b *pgx.Batch) { turns.QueueTurns(b, keys, into) }, func() {
+		l := lazy(p.ls, &p.ls.turns, p.r.TurnStore.TurnsByKey)
+		for _, k := range keys {
+			l.Prime(k, into[k])
+		}
+	})
 }
 
 func (p *prefetch) actions(sel ast.SelectionSet, ids []uuid.UUID) {

@@ -67,3 +67,24 @@ func QueueChildren(b *pgx.Batch, parents []uuid.UUID, afterID uuid.UUID, first i
 		return rows.Err()
 	})
 }
+
+// QueueTurns queues the read of the turns with the given keys; into gets
+// each one found under its key.
+func QueueTurns(b *pgx.Batch, keys []TurnKey, into map[TurnKey]*Turn) {
+	sids := make([]int64, len(keys))
+	nums := make([]int32, len(keys))
+	for i, k := range keys {
+		sids[i], nums[i] = k.SID, int32(k.Number)
+	}
+	b.Queue(`SELECT `+turnColumns+` FROM session_turns
+		JOIN unnest($1::bigint[], $2::int[]) AS k (sid, number) USING (sid, number)`, sids, nums).Query(func(rows pgx.Rows) error {
+		list, err := pgx.CollectRows(rows, scanTurn)
+		if err != nil {
+			return fmt.Errorf("turns: get: %w", err)
+		}
+		for i := range list {
+			into[TurnKey{list[i].SID, list[i].Number}] = &list[i]
+		}
+		return nil
+	})
+}

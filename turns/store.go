@@ -153,25 +153,10 @@ type TurnKey struct {
 // TurnsByKey returns the turns named by keys, keyed the same way; missing
 // ones are absent (a dataloader's batch, issue 12).
 func (s *Store) TurnsByKey(ctx context.Context, keys []TurnKey) (map[TurnKey]*Turn, error) {
-	sids := make([]int64, len(keys))
-	nums := make([]int32, len(keys))
-	for i, k := range keys {
-		sids[i], nums[i] = k.SID, int32(k.Number)
-	}
-	rows, err := s.pool.Query(ctx, `SELECT `+turnColumns+` FROM session_turns
-		JOIN unnest($1::bigint[], $2::int[]) AS k (sid, number) USING (sid, number)`, sids, nums)
-	if err != nil {
-		return nil, fmt.Errorf("turns: get: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, scanTurn)
-	if err != nil {
-		return nil, fmt.Errorf("turns: get: %w", err)
-	}
-	out := make(map[TurnKey]*Turn, len(list))
-	for i := range list {
-		out[TurnKey{list[i].SID, list[i].Number}] = &list[i]
-	}
-	return out, nil
+	out := make(map[TurnKey]*Turn, len(keys))
+	b := &pgx.Batch{}
+	QueueTurns(b, keys, out)
+	return out, s.pool.SendBatch(ctx, b).Close()
 }
 
 // TurnsFrom reads through q a session's turns numbered from on, oldest
