@@ -228,7 +228,7 @@ func TestSessionsListGetClose(t *testing.T) {
 	require.Equal(t, "acc1", s.ID)
 	require.Len(t, s.Turns.Nodes, 1)
 	tu := s.Turns.Nodes[0]
-	require.Equal(t, "COMPLETED", tu.Status)
+	require.EqualValues(t, "COMPLETED", tu.Status)
 	require.Equal(t, "EVENT", tu.Inputs[0].Kind)
 	require.NotEmpty(t, tu.Execution.Invocation.Transcript.Nodes)
 	require.Contains(t, string(tu.Execution.Invocation.Output), `12.50`, "numbers as written")

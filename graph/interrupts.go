@@ -9,10 +9,10 @@ import (
 
 // interrupts lists a session's interrupts of one kind (approval requests
 // or holds), optionally of one status.
-func (r *actionSessionResolver) interrupts(ctx context.Context, obj *session.Session, kind string, status *model.InterruptStatus) ([]session.Interrupt, error) {
-	var st *string
+func (r *actionSessionResolver) interrupts(ctx context.Context, obj *session.Session, kind session.InterruptKind, status *model.InterruptStatus) ([]session.Interrupt, error) {
+	var st *session.InterruptStatus
 	if status != nil {
-		s := string(*status)
+		s := session.InterruptStatus(*status)
 		st = &s
 	}
 	return r.SessionStore.Interrupts(ctx, obj.SID, kind, st)
@@ -24,7 +24,7 @@ func (r *Resolver) interruptResponse(ctx context.Context, in *session.Interrupt)
 	if err != nil || a == nil {
 		return nil, err
 	}
-	out := &model.InterruptResponse{Decision: a.Decision, Input: a.Input, Responder: a.Responder, At: a.At}
+	out := &model.InterruptResponse{Decision: string(a.Decision), Input: a.Input, Responder: a.Responder, At: a.At}
 	if a.Reason != "" {
 		out.Reason = &a.Reason
 	}

@@ -353,7 +353,7 @@ func testSessionsAndClose(t *testing.T, e *env, actionID, acct string, turns int
 		}
 	}
 	e.ok(t, closeOp, map[string]any{"a": actionID, "id": acct, "reason": "fraud review done"}, &closed)
-	require.Equal(t, "CANCELLED", closed.Actions.CloseSession.Status)
+	require.EqualValues(t, "CANCELLED", closed.Actions.CloseSession.Status)
 	require.Equal(t, "fraud review done", closed.Actions.CloseSession.Reason)
 	requireError(t, e.do(t, closeOp, map[string]any{"a": actionID, "id": acct, "reason": "again"}), "SESSION_CLOSED", "id")
 
@@ -388,7 +388,7 @@ func testSessionsAndClose(t *testing.T, e *env, actionID, acct string, turns int
 	require.Equal(t, "entry.inserted", ir.Event.EventType)
 
 	s := e.querySession(t, actionID, acct)
-	require.Equal(t, "CANCELLED", s.Status)
+	require.EqualValues(t, "CANCELLED", s.Status)
 	require.Len(t, s.Turns.Nodes, turns, "T8: no turn after the close")
 	require.Equal(t, 3, s.takenInputs())
 	require.Equal(t, 3, e.countRows(t, `SELECT count(*) FROM session_inputs i JOIN sessions s USING (sid) WHERE s.id = $1`, acct))

@@ -173,7 +173,7 @@ func TestInboxQuery(t *testing.T) {
 			require.Equal(t, "REFUSED", it.Hold.Cause)
 			require.Equal(t, "fraud", it.Hold.Category)
 			require.Equal(t, "I cannot judge this transfer", it.Hold.Explanation)
-			require.Equal(t, "HELD", it.Execution.Status)
+			require.EqualValues(t, "HELD", it.Execution.Status)
 		}
 	}
 	require.Equal(t, order, got, "oldest first, in the order raised")

@@ -116,7 +116,7 @@ func TestLiveSessionUpdatesEchoTurns(t *testing.T) {
 		for name, s := range subs {
 			ups := untilTurnSettles(t, s, turn)
 			last := ups[len(ups)-1]
-			require.Equal(t, "COMPLETED", last.Turn.Status, name)
+			require.EqualValues(t, "COMPLETED", last.Turn.Status, name)
 			require.Equal(t, 0, last.PendingInputs, name)
 			jsonEq(t, `{"count":`+strconv.Itoa(turn)+`,"last_turn":`+strconv.Itoa(turn)+`}`, last.Session.State)
 			// The entries stream as the turn writes them, before its
@@ -191,7 +191,7 @@ func TestLiveSessionUpdatesRunningAgentTurn(t *testing.T) {
 				require.Equal(t, 1, u.PendingInputs, "the entry was delivered; no turn yet")
 				continue
 			}
-			require.Equal(t, "RUNNING", u.Turn.Status, "the model has not answered: the turn still runs")
+			require.EqualValues(t, "RUNNING", u.Turn.Status, "the model has not answered: the turn still runs")
 			require.True(t, u.Session.Running)
 			running = true
 		case "TRANSCRIPT":
@@ -225,7 +225,7 @@ func TestLiveSessionUpdatesHeldTurn(t *testing.T) {
 	e.put(t, "entry", "e2", map[string]any{"account_id": "3f0c9f8e", "amount": 5, "note": "suspicious-transfer"}, "")
 	ups := untilTurnSettles(t, s, 1)
 	last := ups[len(ups)-1]
-	require.Equal(t, "HELD", last.Turn.Status)
+	require.EqualValues(t, "HELD", last.Turn.Status)
 	require.Equal(t, "WAITING", last.Session.Status)
 	require.Contains(t, *last.Session.Reason, "turn 1 is held (agent_refused)")
 	require.Equal(t, []string{"input", "model_message", "refusal"}, collectTranscript(t, s, ups, 1, 3))

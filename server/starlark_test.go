@@ -176,7 +176,7 @@ func TestStarlarkBalanceAndToolEndToEnd(t *testing.T) {
 			require.Len(t, tu.Execution.Children.Nodes, 1)
 			child := tu.Execution.Children.Nodes[0]
 			require.Equal(t, "notify-ops", child.Action.Definition.Name)
-			require.Equal(t, "SUCCEEDED", child.Status)
+			require.EqualValues(t, "SUCCEEDED", child.Status)
 		} else {
 			require.Empty(t, tu.Execution.Children.Nodes)
 		}

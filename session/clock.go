@@ -14,10 +14,6 @@ import (
 	"github.com/actionsledger/actionsledger/schedule"
 )
 
-// ReasonEnded is the reason of a session that reached its end with nothing
-// pending: it completes with no turn (E5).
-const ReasonEnded = "ended"
-
 // Firing is a firing of a session clock entry that is due and that no turn
 // has taken yet: the latest one of its entry (C5).
 type Firing struct {
@@ -108,15 +104,32 @@ func TakenFirings(ctx context.Context, q ledger.Querier, sids []int64) (map[int6
 	if len(sids) == 0 {
 		return out, nil
 	}
-	rows, err := q.Query(ctx, `SELECT sid, schedule, max(scheduled_at) FROM session_inputs
-		WHERE sid = ANY($1) AND schedule IS NOT NULL GROUP BY sid, schedule`, sids)
+	rows, err := q.Query(ctx, takenFiringsSQL, sids)
 	if err != nil {
 		return nil, fmt.Errorf("session: taken firings: %w", err)
 	}
+	if err := scanTakenFirings(rows, out); err != nil {
+		return nil, fmt.Errorf("session: taken firings: %w", err)
+	}
+	return out, nil
+}
+
+// QueueTakenFirings queues TakenFirings' read in b; out gets its result.
+func QueueTakenFirings(b *pgx.Batch, sids []int64, out map[int64]map[string]time.Time) {
+	if len(sids) == 0 {
+		return
+	}
+	b.Queue(takenFiringsSQL, sids).Query(func(rows pgx.Rows) error { return scanTakenFirings(rows, out) })
+}
+
+const takenFiringsSQL = `SELECT sid, schedule, max(scheduled_at) FROM session_inputs
+	WHERE sid = ANY($1) AND schedule IS NOT NULL GROUP BY sid, schedule`
+
+func scanTakenFirings(rows pgx.Rows, out map[int64]map[string]time.Time) error {
 	var sid int64
 	var name string
 	var at time.Time
-	_, err = pgx.ForEachRow(rows, []any{&sid, &name, &at}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&sid, &name, &at}, func() error {
 		m := out[sid]
 		if m == nil {
 			m = map[string]time.Time{}
@@ -125,10 +138,7 @@ func TakenFirings(ctx context.Context, q ledger.Querier, sids []int64) (map[int6
 		m[name] = at.UTC()
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("session: taken firings: %w", err)
-	}
-	return out, nil
+	return err
 }
 
 // TakenFirings returns, per entry name, the scheduled time of the last

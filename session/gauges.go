@@ -89,7 +89,7 @@ func (g *Gauges) Read(ctx context.Context) (observe.Database, error) {
 	for st, n := range g.closed {
 		db.Sessions[st] = n
 	}
-	db.OpenInterrupts = map[string]int64{InterruptApproval: 0, InterruptHold: 0}
+	db.OpenInterrupts = map[string]int64{string(InterruptApproval): 0, string(InterruptHold): 0}
 	if err := json.Unmarshal(interrupts, &db.OpenInterrupts); err != nil {
 		return db, fmt.Errorf("session: gauges: %w", err)
 	}

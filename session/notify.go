@@ -56,20 +56,29 @@ func (n *Notice) Session(sid int64) {
 // are delivered if and when tx commits. A notice with nothing to say sends
 // nothing.
 func (n Notice) Send(ctx context.Context, tx Execer) error {
-	sids := n.payload()
-	if sids == "" && !n.Turns && !n.Timers {
+	sql, args, ok := n.statement()
+	if !ok {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `SELECT
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("session: notify: %w", err)
+	}
+	return nil
+}
+
+// statement is the one statement that sends the notice; ok is false when
+// it has nothing to say.
+func (n Notice) statement() (sql string, args []any, ok bool) {
+	sids := n.payload()
+	if sids == "" && !n.Turns && !n.Timers {
+		return "", nil, false
+	}
+	return `SELECT
 		CASE WHEN $1 <> '' THEN pg_notify($2, pg_current_xact_id()::text || ':' || $1) END,
 		CASE WHEN $1 <> '' AND $3 THEN pg_notify($4, pg_current_xact_id()::text || ':' || $1) END,
 		CASE WHEN $5 THEN pg_notify($6, '') END,
 		CASE WHEN $7 THEN pg_notify($8, '') END`,
-		sids, SessionsChannel, n.Interrupts, InboxChannel, n.Turns, TurnsChannel, n.Timers, TimersChannel)
-	if err != nil {
-		return fmt.Errorf("session: notify: %w", err)
-	}
-	return nil
+		[]any{sids, SessionsChannel, n.Interrupts, InboxChannel, n.Turns, TurnsChannel, n.Timers, TimersChannel}, true
 }
 
 // Returning gives the notice's session and inbox notifications as SQL

@@ -17,16 +17,6 @@ import (
 	"github.com/actionsledger/actionsledger/ledger"
 )
 
-// Interrupt kinds and statuses (P1, H2).
-const (
-	InterruptApproval = "APPROVAL"
-	InterruptHold     = "HOLD"
-
-	InterruptPending  = "PENDING"
-	InterruptAnswered = "ANSWERED"
-	InterruptClosed   = "CLOSED"
-)
-
 // RespondedType is the type of the event that records an answer (P5, H5).
 const RespondedType = "action_session.responded"
 
@@ -38,7 +28,7 @@ const MaxNoteLen = 1024
 type Interrupt struct {
 	ID   uuid.UUID
 	SID  int64
-	Kind string
+	Kind InterruptKind
 	// Turn is the turn that first paused before the call (APPROVAL) or the
 	// held turn (HOLD); ExecutionID that turn's execution.
 	Turn        int
@@ -52,15 +42,14 @@ type Interrupt struct {
 	Input        jsonvalue.Value
 	// HOLD: REFUSED or UNFINISHED, with the provider's category and
 	// explanation of a refusal when it gave them.
-	Cause       *string
+	Cause       *HoldCause
 	Category    *string
 	Explanation *string
-	// Status is PENDING, ANSWERED or CLOSED.
-	Status     string
-	Decision   *string
-	Response   jsonvalue.Value
-	Responder  *string
-	AnsweredAt *time.Time
+	Status      InterruptStatus
+	Decision    *string
+	Response    jsonvalue.Value
+	Responder   *string
+	AnsweredAt  *time.Time
 	// CommandSeq is the sequence of the COMMAND input the answer created.
 	CommandSeq *int64
 	CreatedAt  time.Time
@@ -104,18 +93,24 @@ type HoldResponse struct {
 	Note     string `json:"note"`
 }
 
-// responded is the data of an action_session.responded event; the COMMAND
-// input's handler view (turns.Command) reads the same keys.
-type responded struct {
-	ActionID    uuid.UUID       `json:"action_id"`
-	SessionID   string          `json:"session_id"`
-	InterruptID uuid.UUID       `json:"interrupt_id"`
-	Kind        string          `json:"kind"`
-	Decision    string          `json:"decision"`
-	Reason      string          `json:"reason,omitempty"`
-	Note        string          `json:"note,omitempty"`
-	Input       jsonvalue.Value `json:"input,omitempty"`
-	Responder   string          `json:"responder"`
+// Command is an answer to one of a session's interrupts as it travels:
+// the data of the action_session.responded event that records it (P5,
+// H5), stored with the interrupt, and what a handler reads of the COMMAND
+// input that delivers it (turns.InputView.Command). Declared once, here.
+type Command struct {
+	ActionID  uuid.UUID `json:"action_id"`
+	SessionID string    `json:"session_id"`
+	// InterruptID is the interrupt answered (a UUID).
+	InterruptID string        `json:"interrupt_id"`
+	Kind        InterruptKind `json:"kind"`
+	Decision    Decision      `json:"decision"`
+	// Reason is an approval's reason; Note a hold answer's note (<= MaxNoteLen).
+	Reason string `json:"reason,omitempty"`
+	Note   string `json:"note,omitempty"`
+	// Input replaces the gated call's input (approval, optional); the tool
+	// reference's fixed input still applies over it.
+	Input     jsonvalue.Value `json:"input,omitempty"`
+	Responder string          `json:"responder"`
 }
 
 // Respond answers one of a session's interrupts for responder (the
@@ -141,7 +136,7 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 	}
 	iid, perr := uuid.Parse(interruptID)
 	var out *Input
-	var kind string
+	var kind InterruptKind
 	err = pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
 		now := st.clock.Now()
 		s, err := scanSession(tx.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE action_id = $1 AND id = $2 FOR UPDATE`, actionID, id))
@@ -177,7 +172,7 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 		if err := checkKind(ctx, tx, s, &in, resp); err != nil {
 			return err
 		}
-		data.ActionID, data.SessionID, data.InterruptID, data.Kind, data.Responder = actionID, s.ID, in.ID, in.Kind, responder
+		data.ActionID, data.SessionID, data.InterruptID, data.Kind, data.Responder = actionID, s.ID, in.ID.String(), in.Kind, responder
 		raw, err := json.Marshal(data)
 		if err != nil {
 			return err
@@ -185,21 +180,21 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 		// The input refers to the event, which is appended last (taking the
 		// ledger head); the reference is checked at commit.
 		eventID := uuid.New()
-		skip := resp.Hold != nil && resp.Hold.Decision == "SKIP"
+		skip := resp.Hold != nil && Decision(resp.Hold.Decision) == Skip
 		status := InputPending
 		if skip {
 			status = InputConsumed
 		}
 		var seq int64
-		if err := tx.QueryRow(ctx, `UPDATE sessions SET input_count = input_count + 1, status = 'OPEN', reason = NULL,
+		if err := tx.QueryRow(ctx, `UPDATE sessions SET input_count = input_count + 1, status = $4, reason = NULL,
 				resume = CASE WHEN $3 THEN NULL ELSE resume END, next_turn_at = $2, updated_at = $2
-			WHERE sid = $1 RETURNING input_count`, s.SID, now, skip).Scan(&seq); err != nil {
+			WHERE sid = $1 RETURNING input_count`, s.SID, now, skip, Open).Scan(&seq); err != nil {
 			return fmt.Errorf("session: respond: %w", err)
 		}
 		rows, err = tx.Query(ctx, `INSERT INTO session_inputs (sid, seq, identity, kind, event_id, triggers, starts_turn, status,
 				byte_size, delivered_at, order_key)
-			VALUES ($1, $2::bigint, $3, 'COMMAND', $4, '{}', true, $5, $6, $7, lpad($2::bigint::text, 20, '0'))
-			RETURNING `+InputColumns, s.SID, seq, "command/"+in.ID.String(), eventID, status, len(raw), now)
+			VALUES ($1, $2::bigint, $3, $8, $4, '{}', true, $5, $6, $7, lpad($2::bigint::text, 20, '0'))
+			RETURNING `+InputColumns, s.SID, seq, "command/"+in.ID.String(), eventID, status, len(raw), now, KindCommand)
 		if err != nil {
 			return fmt.Errorf("session: respond: command: %w", err)
 		}
@@ -209,8 +204,8 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 		}
 		out = &cmd
 		kind = in.Kind
-		if _, err := tx.Exec(ctx, `UPDATE session_interrupts SET status = 'ANSWERED', decision = $2, response = $3, responder = $4,
-			answered_at = $5, command_seq = $6 WHERE id = $1`, in.ID, data.Decision, raw, responder, now, seq); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE session_interrupts SET status = $7, decision = $2, response = $3, responder = $4,
+			answered_at = $5, command_seq = $6 WHERE id = $1`, in.ID, data.Decision, raw, responder, now, seq, InterruptAnswered); err != nil {
 			return fmt.Errorf("session: respond: %w", err)
 		}
 		if err := (Notice{SIDs: []int64{s.SID}, Interrupts: true, Turns: true}).Send(ctx, tx); err != nil {
@@ -222,7 +217,7 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 	if err != nil {
 		return nil, err
 	}
-	st.Metrics.Interrupt(kind, "answered")
+	st.Metrics.Interrupt(string(kind), "answered")
 	if st.Log != nil {
 		st.Log.Info("interrupt answered", "interrupt", iid, "kind", kind, "decision", data.Decision,
 			"action", actionID, "session", id, "responder", responder)
@@ -244,21 +239,21 @@ func (st *Store) missing(ctx context.Context, q ledger.Querier, actionID uuid.UU
 
 // checkResponse validates a response's shape and returns its event data
 // (decision, reason, note, input).
-func checkResponse(resp Response) (responded, error) {
-	var d responded
+func checkResponse(resp Response) (Command, error) {
+	var d Command
 	switch {
 	case (resp.Approval == nil) == (resp.Hold == nil):
 		return d, fault.New(fault.BadInput, "response", "give exactly one of response.approval and response.hold")
 	case resp.Approval != nil:
 		a := resp.Approval
-		if a.Decision != "APPROVE" && a.Decision != "DENY" {
+		if dec := Decision(a.Decision); dec != Approve && dec != Deny {
 			return d, fault.New(fault.BadInput, "response.approval.decision", "decision is APPROVE or DENY")
 		}
 		if err := checkText(a.Reason, MaxReasonLen, "response.approval.reason"); err != nil {
 			return d, err
 		}
 		if len(a.Input) > 0 && string(a.Input) != "null" {
-			if a.Decision == "DENY" {
+			if Decision(a.Decision) == Deny {
 				return d, fault.New(fault.BadInput, "response.approval.input", "a denied call runs no input: leave input out")
 			}
 			if err := jsonvalue.Check(a.Input, "response.approval.input"); err != nil {
@@ -269,16 +264,16 @@ func checkResponse(resp Response) (responded, error) {
 			}
 			d.Input = a.Input
 		}
-		d.Decision, d.Reason = a.Decision, a.Reason
+		d.Decision, d.Reason = Decision(a.Decision), a.Reason
 	default:
 		h := resp.Hold
-		if h.Decision != "RETRY" && h.Decision != "SKIP" {
+		if dec := Decision(h.Decision); dec != Retry && dec != Skip {
 			return d, fault.New(fault.BadInput, "response.hold.decision", "decision is RETRY or SKIP")
 		}
 		if err := checkText(h.Note, MaxNoteLen, "response.hold.note"); err != nil {
 			return d, err
 		}
-		d.Decision, d.Note = h.Decision, h.Note
+		d.Decision, d.Note = Decision(h.Decision), h.Note
 	}
 	return d, nil
 }
@@ -299,8 +294,8 @@ func checkKind(ctx context.Context, tx pgx.Tx, s *Session, in *Interrupt, resp R
 			return fault.New(fault.BadInput, "response.hold", "this interrupt is an approval request: answer it with response.approval")
 		}
 		var held *int
-		if err := tx.QueryRow(ctx, `SELECT turn FROM session_interrupts WHERE sid = $1 AND kind = 'HOLD' AND status = 'PENDING'`,
-			s.SID).Scan(&held); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err := tx.QueryRow(ctx, `SELECT turn FROM session_interrupts WHERE sid = $1 AND kind = $2 AND status = 'PENDING'`,
+			s.SID, InterruptHold).Scan(&held); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
 		if held != nil {
@@ -311,7 +306,7 @@ func checkKind(ctx context.Context, tx pgx.Tx, s *Session, in *Interrupt, resp R
 	if resp.Hold == nil {
 		return fault.New(fault.BadInput, "response.approval", "this interrupt is a held turn: answer it with response.hold")
 	}
-	if resp.Hold.Decision == "SKIP" {
+	if Decision(resp.Hold.Decision) == Skip {
 		var resumed bool
 		if err := tx.QueryRow(ctx, `SELECT resume IS NOT NULL FROM session_turns WHERE sid = $1 AND number = $2`,
 			s.SID, in.Turn).Scan(&resumed); err != nil {
@@ -354,7 +349,7 @@ func (st *Store) InterruptsByID(ctx context.Context, ids []uuid.UUID) ([]Interru
 
 // Interrupts lists a session's interrupts of one kind (InterruptApproval or
 // InterruptHold) in the order they were raised, optionally of one status.
-func (st *Store) Interrupts(ctx context.Context, sid int64, kind string, status *string) ([]Interrupt, error) {
+func (st *Store) Interrupts(ctx context.Context, sid int64, kind InterruptKind, status *InterruptStatus) ([]Interrupt, error) {
 	rows, err := st.pool.Query(ctx, `SELECT `+interruptColumns+` FROM session_interrupts
 		WHERE sid = $1 AND kind = $2 AND ($3::text IS NULL OR status = $3) ORDER BY ord`, sid, kind, status)
 	if err != nil {
@@ -385,7 +380,7 @@ func ResponseOf(in *Interrupt) (*Answer, error) {
 	if in.Status != InterruptAnswered || len(in.Response) == 0 {
 		return nil, nil
 	}
-	var d responded
+	var d Command
 	if err := json.Unmarshal(in.Response, &d); err != nil {
 		return nil, fmt.Errorf("session: response of %s: %w", in.ID, err)
 	}
@@ -398,7 +393,7 @@ func ResponseOf(in *Interrupt) (*Answer, error) {
 
 // Answer is how an interrupt was answered.
 type Answer struct {
-	Decision   string
+	Decision   Decision
 	Reason     string
 	Note       string
 	Input      jsonvalue.Value

@@ -1,10 +1,3 @@
-// Package session owns sessions (SPEC S1-S6, I3): the dispatcher that
-// matches committed ledger events against triggers and starts or resumes
-// sessions, the inputs delivered to them, intake records for events that
-// could not be delivered, and closing by an operator. It also declares the
-// notifications of session and interrupt changes that drive subscriptions
-// (Notice, notify.go) and reads the inbox of pending interrupts (inbox.go;
-// issue 12).
 package session
 
 import (
@@ -26,21 +19,6 @@ import (
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
 )
-
-// Status is a session's status. COMPLETED, FAILED and CANCELLED are final (T8).
-type Status string
-
-// Session statuses.
-const (
-	Open      Status = "OPEN"
-	Waiting   Status = "WAITING"
-	Completed Status = "COMPLETED"
-	Failed    Status = "FAILED"
-	Cancelled Status = "CANCELLED"
-)
-
-// Final reports whether no input is delivered any more (T8).
-func (s Status) Final() bool { return s == Completed || s == Failed || s == Cancelled }
 
 // TurnsChannel is the NOTIFY channel that wakes the turn executor.
 const TurnsChannel = "actionsledger_turns"
@@ -70,32 +48,16 @@ func (s *Session) Running(now time.Time) bool {
 	return s.LeaseExpires != nil && s.LeaseExpires.After(now)
 }
 
-// Input kinds (I1).
-const (
-	KindEvent    = "EVENT"
-	KindCommand  = "COMMAND"
-	KindCall     = "CALL"
-	KindSchedule = "SCHEDULE"
-	KindRequest  = "REQUEST"
-)
-
-// Input statuses.
-const (
-	InputPending  = "PENDING"
-	InputConsumed = "CONSUMED"
-	InputReceived = "RECEIVED"
-)
-
 // Input is one input delivered to a session, in delivery order Seq.
 type Input struct {
 	SID         int64
 	Seq         int64
 	Identity    string
-	Kind        string
+	Kind        InputKind
 	EventID     *uuid.UUID
 	Triggers    []string
 	StartsTurn  bool
-	Status      string
+	Status      InputStatus
 	Turn        *int
 	ByteSize    int
 	DeliveredAt time.Time
@@ -355,14 +317,15 @@ func (st *Store) Close(ctx context.Context, actionID uuid.UUID, id, reason strin
 	var s *Session
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
 		var err error
-		s, err = scanSession(tx.QueryRow(ctx, `UPDATE sessions SET status = 'CANCELLED', reason = $3, closed_at = $4,
+		s, err = scanSession(tx.QueryRow(ctx, `UPDATE sessions SET status = $5, reason = $3, closed_at = $4,
 			updated_at = $4, next_turn_at = NULL, resume = NULL
-			WHERE action_id = $1 AND id = $2 AND status IN ('OPEN', 'WAITING') RETURNING `+sessionColumns, actionID, id, reason, now))
+			WHERE action_id = $1 AND id = $2 AND status IN ($6, $7) RETURNING `+sessionColumns, actionID, id, reason, now,
+			Cancelled, Open, Waiting))
 		if err != nil {
 			return err
 		}
 		// H5: closing ends what the session waited on instead of an answer.
-		tag, err := tx.Exec(ctx, `UPDATE session_interrupts SET status = 'CLOSED' WHERE sid = $1 AND status = 'PENDING'`, s.SID)
+		tag, err := tx.Exec(ctx, `UPDATE session_interrupts SET status = $2 WHERE sid = $1 AND status = 'PENDING'`, s.SID, InterruptClosed)
 		if err != nil {
 			return err
 		}

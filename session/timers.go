@@ -224,7 +224,7 @@ func (t *Timers) apply(ctx context.Context, tx pgx.Tx, due []*timed) error {
 		// A WAITING session is not runnable: the answer that opens it makes
 		// it runnable at once, and its turn sees the end and due firings.
 		if _, err := tx.Exec(ctx, `UPDATE sessions s SET next_turn_at = least(coalesce(s.next_turn_at, u.at), u.at)
-			FROM unnest($1::bigint[], $2::timestamptz[]) AS u (sid, at) WHERE s.sid = u.sid AND s.status = 'OPEN'`, wakeSIDs, wakeAt); err != nil {
+			FROM unnest($1::bigint[], $2::timestamptz[]) AS u (sid, at) WHERE s.sid = u.sid AND s.status = $3`, wakeSIDs, wakeAt, Open); err != nil {
 			return fmt.Errorf("session timers: wake: %w", err)
 		}
 	}

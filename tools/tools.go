@@ -234,9 +234,9 @@ func (s *Service) run1(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 	}
 	if sess != nil {
 		// X3: the status as the call starts decides.
-		var status session.Status
-		if err := tx.QueryRow(ctx, `SELECT status FROM sessions WHERE sid = $1`, sess.SID).Scan(&status); err != nil {
-			return nil, fmt.Errorf("tools: session status: %w", err)
+		status, err := session.StatusOf(ctx, tx, sess.SID)
+		if err != nil {
+			return nil, fmt.Errorf("tools: %w", err)
 		}
 		if status.Final() {
 			return nil, fault.New(fault.SessionClosed, "", "the tool session %q is %s", sess.ID, status)
@@ -257,9 +257,9 @@ func (s *Service) run1(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 	if id := observe.TraceID(ctx); id != "" {
 		traceID = &id
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO executions (id, action_id, version, sid, parent_id, status, attempts, input, started_at, trace_id)
-		VALUES ($1, $2, $3, $4, $5, 'RUNNING', 1, $6, $7, $8)`, execID, comp.ActionID, comp.Version, sid, caller, []byte(input), now, traceID); err != nil {
-		return nil, fmt.Errorf("tools: execution: %w", err)
+	if err := turns.StartCall(ctx, tx, turns.CallExecution{ID: execID, ActionID: comp.ActionID, Version: comp.Version, SID: sid,
+		ParentID: caller, Input: input, StartedAt: now, TraceID: traceID}); err != nil {
+		return nil, err
 	}
 	out, err := s.run(ctx, h, &turns.CallRequest{ActionID: comp.ActionID, Version: comp.Version, ExecutionID: execID,
 		Input: input, Session: view, Env: &env{s: s, w: w, caller: execID, depth: depth + 1,
@@ -273,25 +273,17 @@ func (s *Service) run1(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 	if err := jsonvalue.Check(out, "output"); err != nil {
 		return nil, fault.New(fault.CallFailed, "", "the tool's output cannot be stored: %s", messageOf(err))
 	}
-	if _, err := tx.Exec(ctx, `UPDATE executions SET status = 'SUCCEEDED', output = $2, finished_at = $3 WHERE id = $1`,
-		execID, []byte(out), s.clock.Now()); err != nil {
-		return nil, fmt.Errorf("tools: execution: %w", err)
+	if err := turns.FinishCall(ctx, tx, execID, out, s.clock.Now()); err != nil {
+		return nil, err
 	}
 	res := &Result{ExecutionID: execID, ActionID: comp.ActionID, Output: out}
 	if sess != nil {
 		res.SID, res.SessionID = sess.SID, sess.ID
 		// X4, X5: one CALL input, ordered by the transaction's begin time,
 		// its id and the call's number within it.
-		_, err := tx.Exec(ctx, `INSERT INTO session_inputs (sid, seq, identity, kind, triggers, starts_turn, status, byte_size,
-				delivered_at, execution_id, caller_execution_id, order_key)
-			VALUES ($1, nextval('session_call_seq'), $2, 'CALL', '{}', false, 'CONSUMED', $3, $4, $5, $6,
-				to_char(transaction_timestamp() AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSUS') || '.' ||
-				lpad(pg_current_xact_id()::text, 20, '0') || '.' || lpad($7::int::text, 6, '0'))`,
-			sess.SID, execID.String(), len(input), now, execID, caller, w.NextCall())
+		err := session.RecordCall(ctx, tx, session.Call{SID: sess.SID, ExecutionID: execID, Caller: caller, Number: w.NextCall(),
+			InputSize: len(input), At: now})
 		if err != nil {
-			return nil, fmt.Errorf("tools: record call: %w", err)
-		}
-		if err := (session.Notice{SIDs: []int64{sess.SID}}).Send(ctx, tx); err != nil {
 			return nil, err
 		}
 	}
@@ -388,10 +380,8 @@ func (s *Service) pinned(ctx context.Context, comp *action.Compiled, id string) 
 func (s *Service) ensureSession(ctx context.Context, comp *action.Compiled, key *sessionKey) (*session.Session, error) {
 	id, raw := key.id, key.raw
 	now := s.clock.Now()
-	if _, err := s.sessionPool.Exec(ctx, `INSERT INTO sessions (action_id, id, version, input, status, started_at, created_at, updated_at, kind)
-		VALUES ($1, $2, $3, $4, 'OPEN', $5, $5, $5, 'TOOL') ON CONFLICT (action_id, id) DO NOTHING`,
-		comp.ActionID, id, comp.Version, []byte(raw), now); err != nil {
-		return nil, fmt.Errorf("tools: create session: %w", err)
+	if err := session.EnsureToolSession(ctx, s.sessionPool, comp.ActionID, id, comp.Version, raw, now); err != nil {
+		return nil, err
 	}
 	sess, err := session.NewStore(s.sessionPool, s.clock).Get(ctx, comp.ActionID, id)
 	if err != nil {
@@ -576,15 +566,11 @@ func (e *env) Session(ctx context.Context, actionID, id string) (*turns.SessionV
 	if err != nil {
 		return nil, err
 	}
-	row := tx.QueryRow(ctx, `SELECT sid, kind FROM sessions WHERE action_id = $1 AND id = $2`, aid, id)
-	var sid int64
-	var kind string
-	if err := row.Scan(&sid, &kind); errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	} else if err != nil {
+	sid, kind, ok, err := session.Lookup(ctx, tx, aid, id)
+	if err != nil || !ok {
 		return nil, err
 	}
-	if toolOnly && kind != "TOOL" {
+	if toolOnly && kind != session.KindTool {
 		return nil, nil // not a tool session: as if there were none
 	}
 	sess, err := session.BySID(ctx, tx, sid)

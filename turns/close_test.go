@@ -118,14 +118,14 @@ func TestT8CloseWhileATurnRunsCancelsIt(t *testing.T) {
 	require.Empty(t, s.State)
 	require.Nil(t, s.LeaseExpires, "the cancelled turn gave up its lease")
 	tu := b.turn(s.SID, 1)
-	require.Equal(t, "CANCELLED", tu.Status)
+	require.EqualValues(t, "CANCELLED", tu.Status)
 	require.Nil(t, tu.CheckpointStatus)
 	require.Empty(t, tu.CheckpointState)
 	x := b.execution(tu.ExecutionID)
-	require.Equal(t, "CANCELLED", x.Status)
+	require.EqualValues(t, "CANCELLED", x.Status)
 	require.Empty(t, x.Output)
 	for _, in := range b.inputs(s.SID) {
-		require.Equal(t, "PENDING", in.Status)
+		require.Equal(t, session.InputPending, in.Status)
 		require.Nil(t, in.Turn)
 	}
 	b.entry(acct, 2)
@@ -192,8 +192,8 @@ func TestT8CloseSettlesATurnLeftByADeadWorker(t *testing.T) {
 	}
 	s := b.session(actionID, acct)
 	tu := b.turn(s.SID, 1)
-	require.Equal(t, "CANCELLED", tu.Status)
-	require.Equal(t, "CANCELLED", b.execution(tu.ExecutionID).Status)
+	require.EqualValues(t, "CANCELLED", tu.Status)
+	require.EqualValues(t, "CANCELLED", b.execution(tu.ExecutionID).Status)
 	require.Len(t, seen.all(), 1, "the closed session's turn is not run again")
 	require.Equal(t, 1, b.count(`SELECT count(*) FROM session_inputs WHERE sid = $1 AND status = 'PENDING'`, s.SID),
 		"the entry stays unconsumed")

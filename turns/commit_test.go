@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/actionsledger/actionsledger/session"
 	"github.com/actionsledger/actionsledger/turns"
 )
 
@@ -43,7 +44,7 @@ func TestT5T6OutcomeCommitsWithTheInputs(t *testing.T) {
 	require.Equal(t, tu.ExecutionID, req.ExecutionID)
 	require.Equal(t, []string{again, entry}, viewIdentities(req.Inputs))
 	for _, in := range req.Inputs {
-		require.Equal(t, "EVENT", in.Kind)
+		require.Equal(t, session.KindEvent, in.Kind)
 		require.NotNil(t, in.Event)
 	}
 	require.JSONEq(t, `{"account_id":"`+acct+`","n":7}`, string(req.Inputs[1].Event.Data))
@@ -51,16 +52,16 @@ func TestT5T6OutcomeCommitsWithTheInputs(t *testing.T) {
 	// Everything of the turn is committed, together.
 	require.Equal(t, "OPEN", string(s.Status))
 	require.JSONEq(t, `{"count":2,"by":"probe"}`, string(s.State))
-	require.Equal(t, "COMPLETED", tu.Status)
+	require.EqualValues(t, "COMPLETED", tu.Status)
 	require.JSONEq(t, `{"count":2,"by":"probe"}`, string(tu.CheckpointState))
 	require.Equal(t, "OPEN", *tu.CheckpointStatus)
 	require.NotNil(t, tu.FinishedAt)
 	for _, in := range b.inputs(s.SID) {
-		require.Equal(t, "CONSUMED", in.Status)
+		require.Equal(t, session.InputConsumed, in.Status)
 		require.Equal(t, 1, *in.Turn)
 	}
 	x := b.execution(tu.ExecutionID)
-	require.Equal(t, "SUCCEEDED", x.Status)
+	require.EqualValues(t, "SUCCEEDED", x.Status)
 	require.Equal(t, 1, x.Attempts)
 	require.Equal(t, 1, *x.Turn)
 	require.JSONEq(t, `{"turn":1,"by":"probe"}`, string(x.Output))
@@ -122,16 +123,16 @@ func TestT6FailedCommitLeavesNothingAndTheTurnRunsAgain(t *testing.T) {
 	require.Empty(t, s.State)
 	require.Nil(t, s.Reason)
 	for _, in := range b.inputs(s.SID) {
-		require.Equal(t, "PENDING", in.Status)
+		require.Equal(t, session.InputPending, in.Status)
 		require.Nil(t, in.Turn)
 	}
 	tu := b.turn(s.SID, 1)
-	require.Equal(t, "RUNNING", tu.Status)
+	require.EqualValues(t, "RUNNING", tu.Status)
 	require.Empty(t, tu.CheckpointState)
 	require.Nil(t, tu.CheckpointStatus)
 	require.Nil(t, tu.FinishedAt)
 	x := b.execution(tu.ExecutionID)
-	require.Equal(t, "RUNNING", x.Status)
+	require.EqualValues(t, "RUNNING", x.Status)
 	require.Empty(t, x.Output)
 	require.Empty(t, b.transcript(tu.ExecutionID))
 
@@ -145,13 +146,13 @@ func TestT6FailedCommitLeavesNothingAndTheTurnRunsAgain(t *testing.T) {
 	s = b.session(actionID, acct)
 	require.Equal(t, 1, s.TurnCount, "the failed commit's turn ran again; no new turn")
 	tu2 := b.turn(s.SID, 1)
-	require.Equal(t, "COMPLETED", tu2.Status)
+	require.EqualValues(t, "COMPLETED", tu2.Status)
 	require.Equal(t, tu.ExecutionID, tu2.ExecutionID)
 	require.Equal(t, 2, b.execution(tu.ExecutionID).Attempts)
 	require.Len(t, b.transcript(tu.ExecutionID), 3, "one attempt's transcript")
 	require.Equal(t, 2, readTally(t, s.State).Count)
 	for _, in := range b.inputs(s.SID) {
-		require.Equal(t, "CONSUMED", in.Status)
+		require.Equal(t, session.InputConsumed, in.Status)
 	}
 	reqs := seen.all()
 	require.Len(t, reqs, 2)

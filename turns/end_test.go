@@ -127,7 +127,7 @@ func TestEndLimitsOpenAndCompleted_E2_E3(t *testing.T) {
 	require.Equal(t, session.Failed, s.Status)
 	require.Contains(t, *s.Reason, "action_output_invalid")
 	require.Contains(t, *s.Reason, "not its final turn")
-	require.Equal(t, "FAILED", b.turn(s.SID, 1).Status)
+	require.EqualValues(t, "FAILED", b.turn(s.SID, 1).Status)
 
 	_, err := b.app.Sessions.Close(b.ctx, id, closed, "operator says so")
 	require.NoError(t, err, "E2: closeSession works before the end")
@@ -213,7 +213,7 @@ func TestEndPassingDuringATurn_E4_E6(t *testing.T) {
 
 	require.True(t, b.runOnce(ex))
 	require.False(t, b.turn(s.SID, 1).Final, "it started before the end")
-	require.Equal(t, "COMPLETED", b.turn(s.SID, 1).Status)
+	require.EqualValues(t, "COMPLETED", b.turn(s.SID, 1).Status)
 	require.Equal(t, session.Open, b.session(id, acct).Status)
 
 	require.True(t, b.runOnce(ex), "the end applies as soon as the turn is over")
@@ -223,7 +223,7 @@ func TestEndPassingDuringATurn_E4_E6(t *testing.T) {
 	require.Equal(t, session.Completed, s.Status)
 	require.False(t, b.runOnce(ex))
 
-	pending := session.InputPending
+	pending := string(session.InputPending)
 	left, err := b.app.Sessions.Inputs(b.ctx, s.SID, "", 100, &pending)
 	require.NoError(t, err)
 	require.Equal(t, []string{evidence}, identities(left), "E6: kept as evidence")

@@ -11,3 +11,68 @@ import (
 func SetRetrySleep(e *Executor, sleep func(ctx context.Context, d time.Duration) error) {
 	e.sleep = sleep
 }
+
+// Ran is a claimed turn whose handler has run and whose outcome is not
+// committed yet (for tests of batched claims and commits).
+type Ran struct{ f *finished }
+
+// SID is the turn's session.
+func (r Ran) SID() int64 { return r.f.c.sess.SID }
+
+// Turn is the turn's number.
+func (r Ran) Turn() int { return r.f.c.turn }
+
+// ClaimAndRun claims up to n runnable sessions in one claim and runs each
+// turn's handler, committing nothing. It returns the turns and how many
+// sessions the claim leased.
+func ClaimAndRun(ctx context.Context, e *Executor, n int) ([]Ran, int, error) {
+	cs, leased, err := e.claim(ctx, n)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]Ran, 0, len(cs))
+	for _, c := range cs {
+		f, done, err := e.execute(ctx, ctx, c)
+		done()
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, Ran{f})
+	}
+	return out, leased, nil
+}
+
+// Verdicts of CommitBatch.
+const (
+	Committed = "committed"
+	LeaseLost = "lease lost"
+	Alone     = "alone"
+)
+
+// CommitBatch commits turns as the completer does: in one transaction that
+// skips sessions another transaction holds. It returns each turn's verdict.
+func CommitBatch(ctx context.Context, e *Executor, rs []Ran) ([]string, error) {
+	fs := make([]*finished, len(rs))
+	for i, r := range rs {
+		fs[i] = r.f
+	}
+	p, err := newPipeTx(ctx, e.pool)
+	if err != nil {
+		return nil, err
+	}
+	defer p.close(ctx)
+	vs, err := e.settle(ctx, p, fs, true)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = map[verdict]string{committed: Committed, leaseLost: LeaseLost, alone: Alone}[v]
+	}
+	return out, nil
+}
+
+// CommitAlone commits one turn by itself, waiting for its session's lock.
+func CommitAlone(ctx context.Context, e *Executor, r Ran) (bool, error) {
+	return e.settleOne(ctx, r.f)
+}

@@ -1,7 +1,3 @@
-// Package turns runs sessions in turns (SPEC T1-T9): the executor that
-// claims runnable sessions, the contract handlers implement, and the record
-// of turns, executions and transcripts. A running turn's transcript entries
-// are published as they are added, for subscribers (live.go, issue 12).
 package turns
 
 import (
@@ -18,6 +14,7 @@ import (
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/session"
 )
 
 // Handler runs one turn of a session. It must not keep state between calls:
@@ -68,31 +65,19 @@ type Request struct {
 
 // InputView is one input as a handler sees it.
 type InputView struct {
-	Identity string     `json:"identity"`
-	Kind     string     `json:"kind"`
-	Sequence int64      `json:"sequence"`
-	Triggers []string   `json:"triggers,omitempty"`
-	Event    *EventView `json:"event,omitempty"`
+	Identity string            `json:"identity"`
+	Kind     session.InputKind `json:"kind"`
+	Sequence int64             `json:"sequence"`
+	Triggers []string          `json:"triggers,omitempty"`
+	Event    *EventView        `json:"event,omitempty"`
 	// Command is set for a COMMAND input: the answer to an interrupt (P5, H3).
 	Command *Command `json:"command,omitempty"`
 }
 
 // Command is a response to one of the session's interrupts, as
-// respondToSession recorded it (the input's action_session.responded event).
-type Command struct {
-	InterruptID string `json:"interrupt_id"`
-	// Kind is APPROVAL or HOLD.
-	Kind string `json:"kind"`
-	// Decision is APPROVE or DENY (approval), RETRY or SKIP (hold).
-	Decision string `json:"decision"`
-	// Reason is an approval's reason; Note a hold answer's note (<= 1 KiB).
-	Reason string `json:"reason,omitempty"`
-	Note   string `json:"note,omitempty"`
-	// Input replaces the gated call's input (approval, optional); the tool
-	// reference's fixed input still applies over it.
-	Input     jsonvalue.Value `json:"input,omitempty"`
-	Responder string          `json:"responder"`
-}
+// respondToSession recorded it (the input's action_session.responded
+// event); its wire form is session.Command's.
+type Command = session.Command
 
 // EventView is an input's event.
 type EventView struct {
@@ -144,18 +129,12 @@ func InterruptIDFor(executionID uuid.UUID, callID string) uuid.UUID {
 	return uuid.NewSHA1(executionID, []byte(callID))
 }
 
-// Hold causes (H2).
-const (
-	CauseRefused    = "REFUSED"
-	CauseUnfinished = "UNFINISHED"
-)
-
 // HoldError is returned by a handler whose turn is to be held rather than
 // failed (H1): the model refused (Cause REFUSED, not retried) or the turn
 // ended without an outcome (Cause UNFINISHED, retried like any error, then
 // held). Nothing the attempt did commits; its transcript is kept.
 type HoldError struct {
-	Cause       string
+	Cause       session.HoldCause
 	Category    string // the provider's refusal category, if any
 	Explanation string // the provider's explanation, if any
 	Message     string
@@ -163,9 +142,9 @@ type HoldError struct {
 
 func (h *HoldError) Error() string {
 	if h.Cause == CauseRefused {
-		return "agent_refused: " + h.Message
+		return string(FailRefused) + ": " + h.Message
 	}
-	return "agent_unfinished: " + h.Message
+	return string(FailUnfinished) + ": " + h.Message
 }
 
 // Refused returns the HoldError for a provider refusal.

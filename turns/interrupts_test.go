@@ -110,7 +110,7 @@ func TestP1P3P5ApprovalPausesAndResumes(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, kv, "P1: what the turn did before the call commits")
 	t1 := b.turn(s.SID, 1)
-	require.Equal(t, "COMPLETED", t1.Status)
+	require.EqualValues(t, "COMPLETED", t1.Status)
 	x1 := b.execution(t1.ExecutionID)
 	pending, err := b.app.Sessions.Interrupts(b.ctx, s.SID, session.InterruptApproval, ptr(session.InterruptPending))
 	require.NoError(t, err)
@@ -142,7 +142,7 @@ func TestP1P3P5ApprovalPausesAndResumes(t *testing.T) {
 	require.Equal(t, []string{cmd.Identity}, viewIdentities(req2.Inputs), "the answer runs in a turn of its own")
 	require.JSONEq(t, `{"at":"c1"}`, string(req2.Resume))
 	require.NotNil(t, req2.Inputs[0].Command)
-	require.Equal(t, "APPROVE", req2.Inputs[0].Command.Decision)
+	require.Equal(t, session.Approve, req2.Inputs[0].Command.Decision)
 	require.Equal(t, "ok by phone", req2.Inputs[0].Command.Reason)
 	require.Equal(t, "alice", req2.Inputs[0].Command.Responder)
 	require.Equal(t, session.RespondedType, req2.Inputs[0].Event.Type)
@@ -272,9 +272,9 @@ func TestH1H2H3RefusedTurnIsHeldAndRetried(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, kv, "H1: nothing the turn did commits")
 	t2 := b.turn(s.SID, 2)
-	require.Equal(t, "HELD", t2.Status)
+	require.EqualValues(t, "HELD", t2.Status)
 	x2 := b.execution(t2.ExecutionID)
-	require.Equal(t, "HELD", x2.Status)
+	require.EqualValues(t, "HELD", x2.Status)
 	require.NotNil(t, x2.HoldID)
 	require.Len(t, b.transcript(t2.ExecutionID), 1, "H1: the execution keeps its transcript")
 	holds, err := b.app.Sessions.InterruptsByID(b.ctx, []uuid.UUID{*x2.HoldID})
@@ -392,7 +392,7 @@ func TestH4Skip(t *testing.T) {
 	r := b.p.last()
 	require.JSONEq(t, `{"p":1}`, string(r.Resume))
 	require.Len(t, r.Replayed, 1)
-	require.Equal(t, "APPROVE", r.Replayed[0].Command.Decision)
+	require.Equal(t, session.Approve, r.Replayed[0].Command.Decision)
 }
 
 // H5: closing a session ends its hold instead of an answer; an answer
@@ -549,7 +549,7 @@ func TestAnswerArrivingWhileTheTurnRuns(t *testing.T) {
 	require.True(t, b.runOnce(b.ex))
 	s := b.session(b.act, acct)
 	require.Equal(t, session.Open, s.Status, "the answer is already there")
-	require.Equal(t, "COMPLETED", b.turn(s.SID, 2).Status)
+	require.EqualValues(t, "COMPLETED", b.turn(s.SID, 2).Status)
 	require.True(t, b.runOnce(b.ex))
 	r := b.p.last()
 	require.Equal(t, 3, r.Turn)
@@ -624,9 +624,11 @@ func TestE6AnswerIsNeverCutOffAfterTheEnd(t *testing.T) {
 	require.Equal(t, session.Completed, b.session(b.act, acct).Status)
 }
 
-// P2: a turn that reports WAITING must wait on something still waiting;
-// otherwise the session would wait for good. Such an outcome does not
-// commit and the turn fails with the reason.
+// P2, T5: a turn that reports WAITING must wait on something still
+// waiting; otherwise the session would wait for good. Such an outcome is
+// invalid like any other that breaks the contract: nothing of it commits,
+// and the turn and the session fail at once with the reason (running the
+// handler again could not make a request wait again).
 func TestWaitingOnNothingFails(t *testing.T) {
 	t.Parallel()
 	tool := uuid.New()
@@ -645,14 +647,16 @@ func TestWaitingOnNothingFails(t *testing.T) {
 	require.True(t, b.runOnce(b.ex))
 	_, err := b.respond(acct, first.InterruptID.String(), approve(""))
 	require.NoError(t, err)
-	for range 2 {
-		_, err := b.ex.RunOnce(b.ctx)
-		require.ErrorContains(t, err, "no request it lists is still waiting")
-	}
 	require.True(t, b.runOnce(b.ex))
 	s := b.session(b.act, acct)
 	require.Equal(t, session.Failed, s.Status)
 	require.Contains(t, *s.Reason, "no request it lists is still waiting")
+	tu := b.turn(s.SID, 2)
+	require.Equal(t, turns.TurnFailed, tu.Status)
+	require.Equal(t, 1, b.execution(tu.ExecutionID).Attempts)
+	ins, err := b.app.Sessions.InterruptsByID(b.ctx, []uuid.UUID{first.InterruptID})
+	require.NoError(t, err)
+	require.Equal(t, session.InterruptAnswered, ins[0].Status, "the answer stands")
 }
 
 // A failed session waits on nothing: its pending requests are closed.

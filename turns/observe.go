@@ -72,9 +72,9 @@ func (e *Executor) settled(ctx context.Context, c *claim, err error) {
 		observe.End(c.span, err)
 		return
 	}
-	e.Metrics.Turn(kind, c.outcome, len(c.inputs), d)
+	e.Metrics.Turn(kind, string(c.outcome), len(c.inputs), d)
 	e.Metrics.ClaimWait(c.waited)
-	c.span.SetAttributes(observe.Outcome.String(c.outcome), observe.ActionKind.String(kind), observe.Inputs.Int(len(c.inputs)))
+	c.span.SetAttributes(observe.Outcome.String(string(c.outcome)), observe.ActionKind.String(kind), observe.Inputs.Int(len(c.inputs)))
 	if c.outcome == "FAILED" {
 		c.span.SetStatus(codes.Error, "turn failed")
 	}
@@ -88,7 +88,7 @@ func (e *Executor) settled(ctx context.Context, c *claim, err error) {
 	e.log.Debug("turn details", "execution", c.execID, "kind", kind, "inputs", len(c.inputs), "final", c.final,
 		"retry_of", c.retryOf, "claim_wait", c.waited)
 	for _, r := range c.raised {
-		e.Metrics.Interrupt(r.kind, "raised")
+		e.Metrics.Interrupt(string(r.kind), "raised")
 		what := "tool"
 		if r.kind != session.InterruptApproval {
 			what = "cause"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/session"
 	"github.com/actionsledger/actionsledger/turns"
 )
 
@@ -243,7 +244,7 @@ func TestT3TurnsOnStartsOnlyOnNamedTriggers(t *testing.T) {
 	require.Zero(t, g.TurnCount)
 	ins := b.inputs(g.SID)
 	require.Len(t, ins, 1)
-	require.Equal(t, "PENDING", ins[0].Status)
+	require.Equal(t, session.InputPending, ins[0].Status)
 	require.False(t, ins[0].StartsTurn)
 	require.Equal(t, []string{again}, b.turnInputs(b.session(ungated, acct).SID, 1))
 

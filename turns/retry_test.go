@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/session"
 	"github.com/actionsledger/actionsledger/turns"
 )
 
@@ -74,9 +75,9 @@ func TestT7RetriesSeeTheSameInputsAndState(t *testing.T) {
 
 	s := b.session(actionID, acct)
 	tu := b.turn(s.SID, 2)
-	require.Equal(t, "COMPLETED", tu.Status)
+	require.EqualValues(t, "COMPLETED", tu.Status)
 	x := b.execution(tu.ExecutionID)
-	require.Equal(t, "SUCCEEDED", x.Status)
+	require.EqualValues(t, "SUCCEEDED", x.Status)
 	require.Equal(t, 3, x.Attempts)
 	entries := b.transcript(tu.ExecutionID)
 	require.Equal(t, "attempt", entries[0].Kind)
@@ -139,21 +140,21 @@ func TestT7FailedExecutionFailsTheTurnAndTheSession(t *testing.T) {
 
 			s := b.session(actionID, acct)
 			tu := b.turn(s.SID, 1)
-			require.Equal(t, "FAILED", string(s.Status))
+			require.EqualValues(t, "FAILED", string(s.Status))
 			require.NotNil(t, s.Reason)
 			require.Contains(t, *s.Reason, tu.ExecutionID.String(), "the reason names the execution")
 			require.Contains(t, *s.Reason, tc.reason)
 			require.NotNil(t, s.ClosedAt)
 			require.Empty(t, s.State)
-			require.Equal(t, "FAILED", tu.Status)
-			require.Equal(t, "FAILED", *tu.CheckpointStatus)
+			require.EqualValues(t, "FAILED", tu.Status)
+			require.EqualValues(t, "FAILED", *tu.CheckpointStatus)
 			x := b.execution(tu.ExecutionID)
-			require.Equal(t, "FAILED", x.Status)
+			require.EqualValues(t, "FAILED", x.Status)
 			require.Equal(t, tc.attempts, x.Attempts)
 			require.NotNil(t, x.Error)
 			require.Contains(t, *x.Error, tc.reason)
 			for _, in := range b.inputs(s.SID) {
-				require.Equal(t, "PENDING", in.Status, "a failed turn consumes nothing")
+				require.Equal(t, session.InputPending, in.Status, "a failed turn consumes nothing")
 				require.Nil(t, in.Turn)
 			}
 			require.False(t, b.runOnce(b.ex), "a FAILED session runs no more turns")
@@ -181,7 +182,7 @@ func TestT7PanicFailsTheTurnAndTheExecutorSurvives(t *testing.T) {
 	require.True(t, b.runOnce(b.ex))
 	require.True(t, b.runOnce(b.ex))
 	require.False(t, b.runOnce(b.ex))
-	require.Equal(t, "FAILED", string(b.session(actionID, bad).Status))
+	require.EqualValues(t, "FAILED", string(b.session(actionID, bad).Status))
 	require.Contains(t, *b.session(actionID, bad).Reason, "panicked")
 	g := b.session(actionID, good)
 	require.Equal(t, "OPEN", string(g.Status))

@@ -18,7 +18,7 @@ import (
 type Turn struct {
 	SID              int64
 	Number           int
-	Status           string // RUNNING, COMPLETED, FAILED, HELD, CANCELLED
+	Status           TurnStatus
 	ExecutionID      uuid.UUID
 	Final            bool
 	EndsAt           *time.Time
@@ -40,7 +40,7 @@ type Execution struct {
 	SID        *int64
 	Turn       *int
 	ParentID   *uuid.UUID
-	Status     string // RUNNING, SUCCEEDED, FAILED, HELD, CANCELLED
+	Status     ExecStatus
 	Attempts   int
 	Input      jsonvalue.Value
 	Output     jsonvalue.Value
@@ -190,4 +190,37 @@ func (s *Store) Transcript(ctx context.Context, execID uuid.UUID, afterSeq, firs
 		e.At = e.At.UTC()
 		return e, err
 	})
+}
+
+// CallExecution is a tool call's execution (X4), a child of the execution
+// that made the call, if any.
+type CallExecution struct {
+	ID        uuid.UUID
+	ActionID  uuid.UUID
+	Version   int
+	SID       *int64 // its tool session, if it has one
+	ParentID  *uuid.UUID
+	Input     jsonvalue.Value
+	StartedAt time.Time
+	TraceID   *string
+}
+
+// StartCall records x as RUNNING in tx, the call's transaction.
+func StartCall(ctx context.Context, tx pgx.Tx, x CallExecution) error {
+	_, err := tx.Exec(ctx, `INSERT INTO executions (id, action_id, version, sid, parent_id, status, attempts, input, started_at, trace_id)
+		VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9)`, x.ID, x.ActionID, x.Version, x.SID, x.ParentID, ExecRunning,
+		[]byte(x.Input), x.StartedAt, x.TraceID)
+	if err != nil {
+		return fmt.Errorf("turns: call execution: %w", err)
+	}
+	return nil
+}
+
+// FinishCall records the call execution id SUCCEEDED with output at now in tx.
+func FinishCall(ctx context.Context, tx pgx.Tx, id uuid.UUID, output jsonvalue.Value, now time.Time) error {
+	_, err := tx.Exec(ctx, `UPDATE executions SET status = $2, output = $3, finished_at = $4 WHERE id = $1`, id, ExecSucceeded, []byte(output), now)
+	if err != nil {
+		return fmt.Errorf("turns: call execution: %w", err)
+	}
+	return nil
 }

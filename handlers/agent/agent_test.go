@@ -56,7 +56,7 @@ func TestStateKeptWhenOmitted(t *testing.T) {
 	h := b.handler(t, scripted(nil, map[string]any{"toolCalls": []any{report("COMPLETED", "done", nil)}}))
 	out, _, err := run(t, h, b.request())
 	require.NoError(t, err)
-	require.Equal(t, "COMPLETED", out.Status)
+	require.EqualValues(t, "COMPLETED", out.Status)
 	require.Equal(t, "done", out.Reason)
 	require.JSONEq(t, `{"seen":0}`, string(out.State))
 }
@@ -370,7 +370,7 @@ func TestFinalTurnCannotWait(t *testing.T) {
 	req.Final, req.EndsAt = true, &ends
 	out, rec, err := run(t, h, req)
 	require.NoError(t, err)
-	require.Equal(t, "COMPLETED", out.Status)
+	require.EqualValues(t, "COMPLETED", out.Status)
 	require.Empty(t, out.Approvals)
 	require.Empty(t, b.env.recorded())
 	results := toolResults(rec)
@@ -511,7 +511,7 @@ func TestStatusEnum(t *testing.T) {
 		))
 		out, _, err := run(t, h, b.request())
 		require.NoError(t, err)
-		require.Equal(t, "FAILED", out.Status)
+		require.EqualValues(t, "FAILED", out.Status)
 		require.Equal(t, "broken", out.Reason)
 	})
 }

@@ -617,13 +617,13 @@ func renderInput(in turns.InputView) string {
 		Triggers []string       `json:"triggers,omitempty"`
 		Event    *event         `json:"event,omitempty"`
 		Command  *turns.Command `json:"command,omitempty"`
-	}{Kind: in.Kind, Identity: in.Identity, Triggers: in.Triggers, Command: in.Command}
+	}{Kind: string(in.Kind), Identity: in.Identity, Triggers: in.Triggers, Command: in.Command}
 	if e := in.Event; e != nil {
 		line.Event = &event{Type: e.Type, Data: orNull(e.Data), CommitTime: e.CommitTime.UTC()}
 	}
 	raw, err := jsonvalue.Encode(line)
 	if err != nil {
-		return fmt.Sprintf(`{"kind":%s,"identity":%s}`, quoteJSON(in.Kind), quoteJSON(in.Identity))
+		return fmt.Sprintf(`{"kind":%s,"identity":%s}`, quoteJSON(string(in.Kind)), quoteJSON(in.Identity))
 	}
 	return string(raw)
 }

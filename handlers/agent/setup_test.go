@@ -15,6 +15,7 @@ import (
 	"github.com/actionsledger/actionsledger/handlers/agent/provider"
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/session"
 	"github.com/actionsledger/actionsledger/turns"
 )
 
@@ -248,7 +249,7 @@ func run(t *testing.T, h *handler, req *turns.Request) (*turns.Outcome, *fakeRec
 
 // approval is a COMMAND input answering an approval request (P5).
 func approval(interruptID uuid.UUID, decision, reason string, input string) turns.InputView {
-	c := &turns.Command{InterruptID: interruptID.String(), Kind: commandApproval, Decision: decision, Reason: reason, Responder: "alice"}
+	c := &turns.Command{InterruptID: interruptID.String(), Kind: commandApproval, Decision: session.Decision(decision), Reason: reason, Responder: "alice"}
 	if input != "" {
 		c.Input = jsonvalue.Value(input)
 	}

@@ -91,7 +91,7 @@ func (h *handler) Run(ctx context.Context, req *turns.Request) (*turns.Outcome, 
 	}
 	seen := make([]echoed, len(req.Inputs))
 	for i, in := range req.Inputs {
-		e := echoed{Identity: in.Identity, Kind: in.Kind}
+		e := echoed{Identity: in.Identity, Kind: string(in.Kind)}
 		if in.Event != nil {
 			e.EventType, e.Data = in.Event.Type, in.Event.Data
 		}

@@ -1,0 +1,48 @@
+// Package session owns sessions (SPEC S1-S6, I3) and is the only writer of
+// their rows, their inputs, their interrupts and their timers: the
+// dispatcher that matches committed ledger events against triggers and
+// starts or resumes sessions, the inputs delivered to them, intake records
+// for events that could not be delivered, answers to interrupts
+// (respond.go), closing by an operator, the session clock and timers, the
+// notifications of session and interrupt changes that drive subscriptions
+// (Notice, notify.go) and the inbox of pending interrupts (inbox.go).
+//
+// # The turn executor's side
+//
+// Package turns runs turns but writes no session row. What a turn does to
+// its session goes through the functions of lease.go, pending.go and
+// settle.go, each fenced by the lease's token (HARD-PARTS 3):
+//
+//   - QueueClaim leases up to n runnable sessions in one statement (FOR NO
+//     KEY UPDATE SKIP LOCKED, the token incremented); QueuePending and
+//     QueueTakenFirings read what their turns are planned from;
+//     QueueStartTurns, QueueStandDown and QueueCompleteAtEnd (E5) record
+//     the outcome of the claim.
+//   - Extend is the heartbeat of every running turn of a process in one
+//     statement; Release gives a lease up.
+//   - QueueFence locks the sessions of finished turns and checks their
+//     leases; QueueSettle then consumes or receives their inputs, raises and
+//     closes interrupts (P1, P2, H2), writes state, status, reason and
+//     continuation (T6, T7), decides the next turn, ends the lease, drops
+//     the timers of sessions that closed and notifies.
+//
+// They queue statements in a pgx.Batch rather than run them: the executor
+// sends the statements of many sessions, and of its own tables, in one
+// round trip, in a transaction whose BEGIN and COMMIT ride in the same
+// batches. Statements are set-based (unnest of parallel arrays), so a batch
+// of k turns costs the statements of one.
+//
+// Settling locks with SKIP LOCKED when it settles several turns at once: it
+// then never waits for a row lock, so it cannot deadlock with the
+// dispatcher, which locks sessions in event order; a turn whose session is
+// held is settled by itself afterwards, waiting like any one-row writer.
+//
+// # Values and SQL
+//
+// Statuses, kinds, decisions and hold causes are typed values declared once
+// (status.go). The SQL sits next to the function that runs it; literals of
+// those values remain only where a partial index needs its predicate spelled
+// out (status = 'PENDING'). sqlc was considered and not used: its generated
+// functions run one statement each (its batch mode batches one query), while
+// the pipeline's point is to send different statements together.
+package session

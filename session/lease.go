@@ -1,0 +1,216 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/actionsledger/actionsledger/ledger"
+)
+
+// The turn executor's side of a session (T1-T8, HARD-PARTS 3): leases and
+// the writes that settle a turn. Package turns calls these; it writes no
+// session row itself.
+//
+// Most of these functions queue their statements in a pgx.Batch, with the
+// callbacks that read the results, instead of running them: the executor
+// sends the statements of many sessions, and of its own tables, in one
+// round trip. The batch must be sent in a transaction (pgx.Batch.BeginTx or
+// a pgx.Tx), and the results are read when the batch is closed.
+
+// Lease is a worker's claim on a session: the session's fencing token when
+// the claim took it. Every later claim takes a higher token, so a write
+// fenced by the token (WHERE lease_token = Token) fails for a worker that
+// lost the lease.
+type Lease struct {
+	SID   int64
+	Token int64
+}
+
+// Claimed is a session leased by QueueClaim, read while its row is locked.
+type Claimed struct {
+	Session *Session
+	Lease
+	// Runnable is since when the session was runnable (next_turn_at).
+	Runnable time.Time
+	// InputCount is the delivery sequence of its last input: stable until
+	// the claiming transaction ends, since the row is locked.
+	InputCount int64
+}
+
+// QueueClaim queues the lease of up to limit runnable sessions, longest
+// runnable first: OPEN, due (next_turn_at at or before now) and leased by
+// nobody (or the lease expired at now). Each gets owner, a lease until
+// until and the next fencing token, and is appended to out. Rows another
+// transaction holds are skipped, never waited for; the claimed rows stay
+// locked until the transaction ends.
+func QueueClaim(b *pgx.Batch, owner string, now, until time.Time, limit int, out *[]Claimed) {
+	b.Queue(`
+		WITH c AS (
+			SELECT sid FROM sessions
+			 WHERE next_turn_at <= $1 AND status = $5 AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
+			 ORDER BY next_turn_at LIMIT $4
+			   FOR NO KEY UPDATE SKIP LOCKED)
+		UPDATE sessions s SET lease_owner = $2, lease_expires_at = $3, lease_token = s.lease_token + 1
+		  FROM c WHERE s.sid = c.sid
+		RETURNING `+prefixed("s", sessionColumns)+`, s.lease_token, s.next_turn_at, s.input_count`,
+		now, owner, until, limit, Open).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var c Claimed
+			var err error
+			c.Session, err = scanSession(extraRow{rows, []any{&c.Token, &c.Runnable, &c.InputCount}})
+			if err != nil {
+				return fmt.Errorf("session: claim: %w", err)
+			}
+			c.Lease.SID = c.Session.SID
+			*out = append(*out, c)
+		}
+		return rows.Err()
+	})
+}
+
+// extraRow scans trailing columns into extra, after the ones asked for.
+type extraRow struct {
+	pgx.Row
+	extra []any
+}
+
+func (r extraRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
+
+// Extend moves the expiry of each lease still held to until (a
+// heartbeat) and returns the sessions whose lease is gone: taken over
+// after it expired, or given up.
+func Extend(ctx context.Context, q ledger.Querier, leases []Lease, until time.Time) (lost []int64, err error) {
+	sids, tokens := leaseArrays(leases)
+	rows, err := q.Query(ctx, `
+		WITH u AS (
+			UPDATE sessions s SET lease_expires_at = $3
+			  FROM unnest($1::bigint[], $2::bigint[]) AS l (sid, token)
+			 WHERE s.sid = l.sid AND s.lease_token = l.token
+			RETURNING s.sid)
+		SELECT l.sid FROM unnest($1::bigint[]) AS l (sid) WHERE l.sid NOT IN (SELECT sid FROM u)`, sids, tokens, until)
+	if err != nil {
+		return nil, fmt.Errorf("session: extend leases: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// Release gives a lease up at now, so that another claim may take the
+// session at once; a lease already lost is left alone.
+func Release(ctx context.Context, q Execer, l Lease, now time.Time) error {
+	if _, err := q.Exec(ctx, `UPDATE sessions SET lease_expires_at = $3 WHERE sid = $1 AND lease_token = $2`, l.SID, l.Token, now); err != nil {
+		return fmt.Errorf("session: release lease: %w", err)
+	}
+	return nil
+}
+
+func leaseArrays(leases []Lease) (sids, tokens []int64) {
+	sids, tokens = make([]int64, len(leases)), make([]int64, len(leases))
+	for i, l := range leases {
+		sids[i], tokens[i] = l.SID, l.Token
+	}
+	return sids, tokens
+}
+
+// StartTurn is a claimed session's new turn, as QueueStartTurns records it.
+type StartTurn struct {
+	Lease
+	Turn int
+	// Firings are due firings the turn takes, recorded as SCHEDULE inputs
+	// (C3, C6) with the delivery sequences the caller gave them (after the
+	// claim's InputCount).
+	Firings []Input
+	// Scheduled are the firings' scheduled times, and Entries their entry
+	// names, in the order of Firings.
+	Scheduled []time.Time
+	Entries   []string
+}
+
+// QueueStartTurns queues, for sessions a claim in this transaction leased,
+// the record of their new turns: the turn count, the firings taken as
+// inputs, and the notification of the change (issue 12). The firings'
+// events must be appended in the same transaction (ledger.Append); their
+// inputs refer to them, checked at commit.
+func QueueStartTurns(b *pgx.Batch, now time.Time, starts []StartTurn) {
+	if len(starts) == 0 {
+		return
+	}
+	var sids, tokens []int64
+	var turns []int32
+	var fsid, fseq, fsize []int64
+	var fidentity, fkey, fentry []string
+	var fevent []uuid.UUID
+	var fstarts []bool
+	var fat []time.Time
+	notice := Notice{}
+	for _, s := range starts {
+		sids, tokens, turns = append(sids, s.SID), append(tokens, s.Token), append(turns, int32(s.Turn))
+		notice.Session(s.SID)
+		for i, in := range s.Firings {
+			fsid, fseq, fsize = append(fsid, s.SID), append(fseq, in.Seq), append(fsize, int64(in.ByteSize))
+			fidentity, fkey, fentry = append(fidentity, in.Identity), append(fkey, in.OrderKey), append(fentry, s.Entries[i])
+			fevent, fstarts, fat = append(fevent, *in.EventID), append(fstarts, in.StartsTurn), append(fat, s.Scheduled[i])
+		}
+	}
+	if len(fsid) > 0 {
+		b.Queue(`INSERT INTO session_inputs (sid, seq, identity, kind, event_id, starts_turn, status, byte_size, delivered_at, order_key, schedule, scheduled_at)
+			SELECT u.sid, u.seq, u.identity, $1, u.event_id, u.starts, $2, u.size, $3, u.key, u.entry, u.at
+			  FROM unnest($4::bigint[], $5::bigint[], $6::text[], $7::uuid[], $8::boolean[], $9::bigint[], $10::text[], $11::text[], $12::timestamptz[])
+			       AS u (sid, seq, identity, event_id, starts, size, key, entry, at)`,
+			KindSchedule, InputPending, now, fsid, fseq, fidentity, fevent, fstarts, fsize, fkey, fentry, fat)
+	}
+	sel, args := notice.Returning(5)
+	b.Queue(`UPDATE sessions s SET turn_count = u.turn,
+			input_count = s.input_count + (SELECT count(*) FROM unnest($4::bigint[]) AS f (sid) WHERE f.sid = s.sid)
+		  FROM unnest($1::bigint[], $2::bigint[], $3::int[]) AS u (sid, token, turn)
+		 WHERE s.sid = u.sid AND s.lease_token = u.token
+		RETURNING `+sel, append([]any{sids, tokens, turns, fsid}, args...)...)
+}
+
+// QueueStandDown queues, for sessions a claim in this transaction leased
+// that have nothing to run, the end of their lease; a session stays
+// runnable only if an input that starts a turn is pending after all.
+func QueueStandDown(b *pgx.Batch, leases []Lease) {
+	if len(leases) == 0 {
+		return
+	}
+	sids, tokens := leaseArrays(leases)
+	b.Queue(`UPDATE sessions s SET lease_owner = NULL, lease_expires_at = NULL,
+			next_turn_at = CASE WHEN EXISTS (SELECT 1 FROM session_inputs i WHERE i.sid = s.sid AND i.status = 'PENDING' AND i.starts_turn)
+				THEN s.next_turn_at END
+		  FROM unnest($1::bigint[], $2::bigint[]) AS u (sid, token)
+		 WHERE s.sid = u.sid AND s.lease_token = u.token`, sids, tokens)
+}
+
+// QueueCompleteAtEnd queues, for sessions a claim in this transaction
+// leased whose end has come with nothing pending, their completion (E5):
+// COMPLETED with reason ended and no turn; their timers go.
+func QueueCompleteAtEnd(b *pgx.Batch, now time.Time, leases []Lease) {
+	if len(leases) == 0 {
+		return
+	}
+	sids, tokens := leaseArrays(leases)
+	b.Queue(`UPDATE sessions s SET status = $3, reason = $4, closed_at = $5, updated_at = $5,
+			next_turn_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+		  FROM unnest($1::bigint[], $2::bigint[]) AS u (sid, token)
+		 WHERE s.sid = u.sid AND s.lease_token = u.token`, sids, tokens, Completed, ReasonEnded, now)
+	queueDropTimers(b, sids)
+	n := Notice{SIDs: sids}
+	n.Queue(b)
+}
+
+func queueDropTimers(b *pgx.Batch, sids []int64) {
+	if len(sids) > 0 {
+		b.Queue(`DELETE FROM session_timers WHERE sid = ANY($1)`, sids)
+	}
+}
+
+// Queue queues the notice's notifications in b (see Send).
+func (n Notice) Queue(b *pgx.Batch) {
+	if sql, args, ok := n.statement(); ok {
+		b.Queue(sql, args...)
+	}
+}

@@ -1,0 +1,115 @@
+package session
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/actionsledger/actionsledger/ledger"
+)
+
+// PendingRead asks QueuePending about one claimed session's pending inputs.
+type PendingRead struct {
+	SID int64
+	// Limit: the first Limit+1 pending inputs are read (one more than a
+	// turn may take tells whether anything is left over, E4).
+	Limit int
+	// Ended: the session's end has come. The read then reaches at least to
+	// the last pending COMMAND (answers are never cut off from the final
+	// turn, E6), and commands are not read apart.
+	Ended bool
+}
+
+// Pending is what QueuePending read of a session's pending inputs.
+type Pending struct {
+	// Starts: an input that starts a turn is pending (T3).
+	Starts bool
+	// Commands are the pending COMMAND inputs (answers, P5, H3), in
+	// delivery order; read before the end only.
+	Commands []Input
+	// Inputs are the first pending inputs in delivery order (see PendingRead).
+	Inputs []Input
+}
+
+// InputEventColumns lists the columns ScanInputEvent reads: an input (of
+// table alias i) and its event (alias e, left-joined).
+var InputEventColumns = prefixed("i", InputColumns) + `, e.type, e.data, e.commit_time, e.position`
+
+// ScanInputEvent scans a row of InputEventColumns; the event is nil for
+// an input without one.
+func ScanInputEvent(row pgx.Row) (Input, *ledger.Event, error) {
+	var in Input
+	var typ *string
+	var ev ledger.Event
+	var pos *int64
+	var at *time.Time
+	err := row.Scan(&in.SID, &in.Seq, &in.Identity, &in.Kind, &in.EventID, &in.Triggers, &in.StartsTurn,
+		&in.Status, &in.Turn, &in.ByteSize, &in.DeliveredAt, &in.ExecutionID, &in.CallerExecutionID, &in.OrderKey,
+		&typ, &ev.Data, &at, &pos)
+	in.DeliveredAt = in.DeliveredAt.UTC()
+	if err != nil || typ == nil || in.EventID == nil {
+		return in, nil, err
+	}
+	ev.ID, ev.Type, ev.Position, ev.CommitTime = *in.EventID, *typ, *pos, at.UTC()
+	return in, &ev, nil
+}
+
+// QueuePending queues the reads a claim plans new turns from (T2, T3, P3,
+// E3, E6): for each session whether an input that starts a turn is
+// pending, its pending answers, and its first pending inputs, each with
+// its event, which go to events. out gets an entry per session read.
+//
+// Sent in the claiming transaction, the reads see every input delivered
+// before the claim: a delivery locks the session row first.
+func QueuePending(b *pgx.Batch, reads []PendingRead, out map[int64]*Pending, events map[uuid.UUID]ledger.Event) {
+	n := len(reads)
+	sids, limits, ended := make([]int64, n), make([]int32, n), make([]bool, n)
+	var open []int64
+	for i, r := range reads {
+		sids[i], limits[i], ended[i] = r.SID, int32(r.Limit), r.Ended
+		out[r.SID] = &Pending{}
+		if !r.Ended {
+			open = append(open, r.SID)
+		}
+	}
+	b.Queue(`SELECT u.sid, EXISTS (SELECT 1 FROM session_inputs i WHERE i.sid = u.sid AND i.status = 'PENDING' AND i.starts_turn)
+		  FROM unnest($1::bigint[]) AS u (sid)`, sids).Query(func(rows pgx.Rows) error {
+		var sid int64
+		var starts bool
+		_, err := pgx.ForEachRow(rows, []any{&sid, &starts}, func() error { out[sid].Starts = starts; return nil })
+		return err
+	})
+	collect := func(add func(p *Pending, in Input)) func(pgx.Rows) error {
+		return func(rows pgx.Rows) error {
+			for rows.Next() {
+				in, ev, err := ScanInputEvent(rows)
+				if err != nil {
+					return err
+				}
+				if ev != nil {
+					events[ev.ID] = *ev
+				}
+				add(out[in.SID], in)
+			}
+			return rows.Err()
+		}
+	}
+	if len(open) > 0 {
+		b.Queue(`SELECT `+InputEventColumns+` FROM session_inputs i LEFT JOIN events e ON e.id = i.event_id
+			 WHERE i.sid = ANY($1) AND i.status = 'PENDING' AND i.kind = $2 ORDER BY i.sid, i.seq`, open, KindCommand).
+			Query(collect(func(p *Pending, in Input) { p.Commands = append(p.Commands, in) }))
+	}
+	b.Queue(`SELECT `+InputEventColumns+`
+		  FROM unnest($1::bigint[], $2::int[], $3::boolean[]) AS u (sid, lim, ended)
+		 CROSS JOIN LATERAL (
+			SELECT * FROM session_inputs p
+			 WHERE p.sid = u.sid AND p.status = 'PENDING'
+			 ORDER BY p.seq
+			 LIMIT 1 + CASE WHEN NOT u.ended THEN u.lim ELSE greatest(u.lim, (
+				SELECT count(*) FROM session_inputs c WHERE c.sid = u.sid AND c.status = 'PENDING' AND c.seq <= (
+					SELECT max(m.seq) FROM session_inputs m WHERE m.sid = u.sid AND m.status = 'PENDING' AND m.kind = $4))) END) i
+		  LEFT JOIN events e ON e.id = i.event_id
+		 ORDER BY i.sid, i.seq`, sids, limits, ended, KindCommand).
+		Query(collect(func(p *Pending, in Input) { p.Inputs = append(p.Inputs, in) }))
+}

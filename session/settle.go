@@ -1,0 +1,358 @@
+package session
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/actionsledger/actionsledger/jsonvalue"
+)
+
+// How a turn settles its session (T6-T8, P1, P2, H1, H2): the executor
+// first locks the sessions of the turns it commits and checks their leases
+// (QueueFence), decides each outcome from what it read, and then queues the
+// writes (QueueSettle) in the same transaction.
+
+// FenceRead asks QueueFence about one settling turn's session.
+type FenceRead struct {
+	Lease
+	// Listed are the approvals the turn waits on (P1, P2); for such a turn
+	// QueueFence also reads their interrupts and whether an answer is
+	// pending besides the turn's own Inputs (delivery sequences).
+	Listed []uuid.UUID
+	Inputs []int64
+}
+
+// Fenced is a settling turn's session as QueueFence found it, locked.
+type Fenced struct {
+	// Held: the lease is still the caller's (the token matches). A turn
+	// whose lease is gone commits nothing (HARD-PARTS 3).
+	Held   bool
+	Status Status
+	// Clock is the session's start and end, as they are now (S3 may have
+	// moved them while the turn ran).
+	Clock Clock
+	// Answered: a COMMAND input other than the turn's own is pending (an
+	// answer that arrived while the turn ran). Read for turns with Listed.
+	Answered bool
+	// Listed maps each listed approval that exists to its session and
+	// status; missing ones are new.
+	Listed map[uuid.UUID]ListedInterrupt
+}
+
+// ListedInterrupt is the state of an interrupt a turn listed.
+type ListedInterrupt struct {
+	SID    int64
+	Status InterruptStatus
+}
+
+// QueueFence queues the lock of the sessions of settling turns, in sid
+// order, and the reads that decide their outcomes; out gets an entry for
+// each session locked. With skipLocked, sessions another transaction holds
+// are left out instead of waited for: a caller settling many turns at once
+// never waits on a row lock, so it cannot deadlock with a transaction that
+// locks the same sessions in another order (the dispatcher); it settles
+// the ones left out one by one.
+func QueueFence(b *pgx.Batch, reads []FenceRead, skipLocked bool, out map[int64]*Fenced) {
+	sids, tokens := make([]int64, len(reads)), make([]int64, len(reads))
+	var listedSIDs, listedSeqSIDs, listedSeqs []int64
+	var listed []uuid.UUID
+	for i, r := range reads {
+		sids[i], tokens[i] = r.SID, r.Token
+		if len(r.Listed) > 0 {
+			listedSIDs = append(listedSIDs, r.SID)
+			listed = append(listed, r.Listed...)
+			for _, seq := range r.Inputs {
+				listedSeqSIDs, listedSeqs = append(listedSeqSIDs, r.SID), append(listedSeqs, seq)
+			}
+		}
+	}
+	// The lock an UPDATE of the row takes: it does not conflict with the
+	// key-share locks of inserts that refer to the session.
+	lock := `FOR NO KEY UPDATE OF s`
+	if skipLocked {
+		lock += ` SKIP LOCKED`
+	}
+	b.Queue(`SELECT s.sid, s.lease_token = u.token, s.status, s.started_at, s.ends_at
+		  FROM sessions s JOIN unnest($1::bigint[], $2::bigint[]) AS u (sid, token) ON s.sid = u.sid
+		 ORDER BY s.sid `+lock, sids, tokens).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var sid int64
+			f := &Fenced{}
+			if err := rows.Scan(&sid, &f.Held, &f.Status, &f.Clock.StartedAt, &f.Clock.EndsAt); err != nil {
+				return err
+			}
+			f.Clock.StartedAt, f.Clock.EndsAt = f.Clock.StartedAt.UTC(), utcPtr(f.Clock.EndsAt)
+			out[sid] = f
+		}
+		return rows.Err()
+	})
+	if len(listedSIDs) == 0 {
+		return
+	}
+	// Read after the lock: an answer or a delivery committed before it is
+	// seen, and one not yet committed waits for this transaction.
+	b.Queue(`SELECT u.sid, EXISTS (SELECT 1 FROM session_inputs i WHERE i.sid = u.sid AND i.status = 'PENDING' AND i.kind = $4
+			AND NOT EXISTS (SELECT 1 FROM unnest($2::bigint[], $3::bigint[]) AS t (sid, seq) WHERE t.sid = i.sid AND t.seq = i.seq))
+		  FROM unnest($1::bigint[]) AS u (sid)`, listedSIDs, listedSeqSIDs, listedSeqs, KindCommand).Query(func(rows pgx.Rows) error {
+		var sid int64
+		var answered bool
+		_, err := pgx.ForEachRow(rows, []any{&sid, &answered}, func() error {
+			if f := out[sid]; f != nil {
+				f.Answered = answered
+			}
+			return nil
+		})
+		return err
+	})
+	b.Queue(`SELECT id, sid, status FROM session_interrupts WHERE id = ANY($1)`, listed).Query(func(rows pgx.Rows) error {
+		var id uuid.UUID
+		var li ListedInterrupt
+		byID := map[uuid.UUID]ListedInterrupt{}
+		if _, err := pgx.ForEachRow(rows, []any{&id, &li.SID, &li.Status}, func() error { byID[id] = li; return nil }); err != nil {
+			return err
+		}
+		for _, r := range reads {
+			f := out[r.SID]
+			if f == nil || len(r.Listed) == 0 {
+				continue
+			}
+			f.Listed = map[uuid.UUID]ListedInterrupt{}
+			for _, id := range r.Listed {
+				if li, ok := byID[id]; ok {
+					f.Listed[id] = li
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// Settlement is how a turn leaves its session, written by QueueSettle.
+// Exactly one of the outcome fields (Committed, Held, Failed) is set, or
+// none when the session was closed while the turn ran (the turn is then
+// cancelled: the lease ends and nothing else changes).
+type Settlement struct {
+	Lease
+	Turn int
+	// Inputs are the turn's inputs (delivery sequences): CONSUMED by a
+	// committed turn (T6), RECEIVED by a held one (H2), left PENDING by a
+	// failed one (T7).
+	Inputs []int64
+
+	Committed *Committed
+	Held      *Held
+	Failed    *Failure
+}
+
+// Committed is a committed turn's outcome (T5, T6, P1).
+type Committed struct {
+	State  jsonvalue.Value
+	Status Status
+	Reason *string
+	// Resume is the continuation a turn that ends WAITING leaves (P1); nil otherwise.
+	Resume jsonvalue.Value
+	// Due: the session needs another turn at once whatever is pending (its
+	// end has come, E4, or a firing that starts turns is due, C4).
+	Due bool
+	// Raise are the approval requests the turn listed that are new (P1);
+	// every other PENDING approval of the session but those in Listed is no
+	// longer awaited and closes (P2).
+	Raise  []Interrupt
+	Listed []uuid.UUID
+}
+
+// Held is a held turn's outcome (H1, H2): the session waits on Hold.
+type Held struct {
+	Reason string
+	Hold   Interrupt
+}
+
+// Failure is a failed turn's outcome (T7): the session fails with Reason
+// and waits on nothing any more.
+type Failure struct {
+	Reason string
+}
+
+// SettleResult is what QueueSettle reports back, once the batch is read.
+type SettleResult struct {
+	// Runnable are the settled sessions that need another turn.
+	Runnable []int64
+	// Raised are the interrupts that were raised (new rows).
+	Raised []uuid.UUID
+}
+
+// QueueSettle queues the writes that settle turns' sessions, under the lock
+// QueueFence took in the same transaction: interrupts raised and closed,
+// inputs consumed or received, the sessions' state, status, reason and
+// continuation, their next turn (another is due when the session is OPEN
+// and an input that starts a turn is still pending, or Due), the end of
+// the leases, timers of sessions that closed, and the notifications of
+// the changes (issue 12). Every write is fenced by the lease token.
+func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult) {
+	if len(ss) == 0 {
+		return
+	}
+	var (
+		isid, iseq      []int64
+		istatus         []InputStatus
+		iturn           []int32
+		failed, closing []int64
+		committedSIDs   []int64
+		listed          []uuid.UUID
+		raise           []Interrupt
+		n               = len(ss)
+		sids, tokens    = make([]int64, n), make([]int64, n)
+		setState        = make([]bool, n)
+		states          = make([]*string, n)
+		statuses        = make([]Status, n)
+		setReason       = make([]bool, n)
+		reasons         = make([]*string, n)
+		setResume       = make([]bool, n)
+		resumes         = make([]*string, n)
+		touch, closes   = make([]bool, n), make([]bool, n)
+		due             = make([]bool, n)
+		notice          Notice
+	)
+	for i, s := range ss {
+		sids[i], tokens[i] = s.SID, s.Token
+		notice.Session(s.SID)
+		consume := func(st InputStatus) {
+			for _, seq := range s.Inputs {
+				isid, iseq, istatus, iturn = append(isid, s.SID), append(iseq, seq), append(istatus, st), append(iturn, int32(s.Turn))
+			}
+		}
+		switch {
+		case s.Committed != nil:
+			c := s.Committed
+			setState[i], states[i], statuses[i] = true, jsonText(c.State), c.Status
+			setReason[i], reasons[i] = true, c.Reason
+			setResume[i], resumes[i] = true, jsonText(c.Resume)
+			touch[i], closes[i], due[i] = true, c.Status.Final(), c.Due
+			consume(InputConsumed)
+			committedSIDs = append(committedSIDs, s.SID)
+			listed = append(listed, c.Listed...)
+			raise = append(raise, c.Raise...)
+			if c.Status.Final() {
+				closing = append(closing, s.SID)
+			}
+		case s.Held != nil:
+			statuses[i], setReason[i], reasons[i], touch[i] = Waiting, true, &s.Held.Reason, true
+			consume(InputReceived)
+			raise = append(raise, s.Held.Hold)
+		case s.Failed != nil:
+			statuses[i], setReason[i], reasons[i], touch[i], closes[i] = Failed, true, &s.Failed.Reason, true, true
+			failed, closing = append(failed, s.SID), append(closing, s.SID)
+		default:
+			// Closed while the turn ran: the lease ends, nothing else.
+			statuses[i] = Cancelled
+			closing = append(closing, s.SID)
+		}
+	}
+	if len(raise) > 0 {
+		queueRaise(b, now, raise, res)
+		notice.Interrupts = true
+	}
+	if len(committedSIDs) > 0 {
+		// P2: approvals the session waited on that its turn did not list
+		// again are no longer awaited.
+		if listed == nil {
+			listed = []uuid.UUID{}
+		}
+		b.Queue(`UPDATE session_interrupts SET status = $3 WHERE sid = ANY($1) AND kind = $4 AND status = 'PENDING' AND NOT id = ANY($2)
+			RETURNING (SELECT pg_notify($5, pg_current_xact_id()::text || ':' || sid::text))`,
+			committedSIDs, listed, InterruptClosed, InterruptApproval, InboxChannel)
+	}
+	if len(failed) > 0 {
+		// A failed session waits on nothing any more.
+		b.Queue(`UPDATE session_interrupts SET status = $2 WHERE sid = ANY($1) AND status = 'PENDING'
+			RETURNING (SELECT pg_notify($3, pg_current_xact_id()::text || ':' || sid::text))`, failed, InterruptClosed, InboxChannel)
+	}
+	if len(isid) > 0 {
+		b.Queue(`UPDATE session_inputs i SET status = u.status, turn = u.turn
+			  FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::int[]) AS u (sid, seq, status, turn)
+			 WHERE i.sid = u.sid AND i.seq = u.seq`, isid, iseq, istatus, iturn)
+	}
+	// A session closed meanwhile keeps its status (statuses[i] is only
+	// compared with OPEN for it), so the CASE keeps the row's own.
+	sel, args := notice.Returning(19)
+	b.Queue(`UPDATE sessions s SET
+			state = CASE WHEN u.set_state THEN u.state::jsonb ELSE s.state END,
+			status = CASE WHEN s.status IN ($16, $17, $18) THEN s.status ELSE u.status END,
+			reason = CASE WHEN u.set_reason THEN u.reason ELSE s.reason END,
+			resume = CASE WHEN u.set_resume THEN u.resume::json ELSE s.resume END,
+			updated_at = CASE WHEN u.touch THEN $13::timestamptz ELSE s.updated_at END,
+			closed_at = CASE WHEN u.closes THEN $13::timestamptz ELSE s.closed_at END,
+			next_turn_at = CASE WHEN u.status = $14 AND (u.due OR EXISTS (
+				SELECT 1 FROM session_inputs i WHERE i.sid = s.sid AND i.status = 'PENDING' AND i.starts_turn)) THEN $13::timestamptz END,
+			lease_owner = NULL, lease_expires_at = NULL
+		  FROM unnest($1::bigint[], $2::bigint[], $3::boolean[], $4::text[], $5::text[], $6::boolean[], $7::text[], $8::boolean[],
+		              $9::text[], $10::boolean[], $11::boolean[], $12::boolean[])
+		       AS u (sid, token, set_state, state, status, set_reason, reason, set_resume, resume, touch, closes, due)
+		 WHERE s.sid = u.sid AND s.lease_token = u.token
+		RETURNING s.sid, s.next_turn_at IS NOT NULL, CASE WHEN s.next_turn_at IS NOT NULL THEN pg_notify($15, '') END, `+sel,
+		append([]any{sids, tokens, setState, states, statuses, setReason, reasons, setResume, resumes, touch, closes, due,
+			now, Open, TurnsChannel, Completed, Failed, Cancelled}, args...)...).Query(func(rows pgx.Rows) error {
+		var sid int64
+		var runnable bool
+		_, err := pgx.ForEachRow(rows, []any{&sid, &runnable, nil, nil, nil}, func() error {
+			if runnable {
+				res.Runnable = append(res.Runnable, sid)
+			}
+			return nil
+		})
+		return err
+	})
+	queueDropTimers(b, closing)
+}
+
+// queueRaise queues the insert of new interrupts (P1, H2); an id that
+// exists already is left as it is.
+func queueRaise(b *pgx.Batch, now time.Time, ins []Interrupt, res *SettleResult) {
+	n := len(ins)
+	var (
+		ids, execs        = make([]uuid.UUID, n), make([]uuid.UUID, n)
+		sids              = make([]int64, n)
+		kinds             = make([]InterruptKind, n)
+		turns             = make([]int32, n)
+		toolIDs           = make([]*uuid.UUID, n)
+		toolVersions      = make([]*int32, n)
+		toolNames, callID = make([]*string, n), make([]*string, n)
+		inputs            = make([]*string, n)
+		causes            = make([]*HoldCause, n)
+		cats              = make([]*string, n)
+		explanations      = make([]*string, n)
+	)
+	for i, in := range ins {
+		ids[i], execs[i], sids[i], kinds[i], turns[i] = in.ID, in.ExecutionID, in.SID, in.Kind, int32(in.Turn)
+		toolIDs[i], toolNames[i], callID[i], inputs[i] = in.ToolActionID, in.ToolName, in.CallID, jsonText(in.Input)
+		if in.ToolVersion != nil {
+			v := int32(*in.ToolVersion)
+			toolVersions[i] = &v
+		}
+		causes[i], cats[i], explanations[i] = in.Cause, in.Category, in.Explanation
+	}
+	b.Queue(`INSERT INTO session_interrupts (id, sid, kind, turn, execution_id, tool_action_id, tool_version, tool_name, call_id, input,
+			cause, category, explanation, status, created_at)
+		SELECT u.id, u.sid, u.kind, u.turn, u.exec, u.tool, u.version, u.name, u.call, u.input::jsonb, u.cause, u.category, u.explanation, $14, $15
+		  FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::int[], $5::uuid[], $6::uuid[], $7::int[], $8::text[], $9::text[], $10::text[],
+		              $11::text[], $12::text[], $13::text[])
+		       AS u (id, sid, kind, turn, exec, tool, version, name, call, input, cause, category, explanation)
+		ON CONFLICT (id) DO NOTHING RETURNING id`,
+		ids, sids, kinds, turns, execs, toolIDs, toolVersions, toolNames, callID, inputs, causes, cats, explanations,
+		InterruptPending, now).Query(func(rows pgx.Rows) error {
+		var id uuid.UUID
+		_, err := pgx.ForEachRow(rows, []any{&id}, func() error { res.Raised = append(res.Raised, id); return nil })
+		return err
+	})
+}
+
+// jsonText is a JSON value as a statement parameter: nil for none.
+func jsonText(v jsonvalue.Value) *string {
+	if len(v) == 0 {
+		return nil
+	}
+	s := string(v)
+	return &s
+}
