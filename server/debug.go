@@ -49,3 +49,20 @@ func serveDebug(ctx context.Context, ln net.Listener) error {
 	}
 	return nil
 }
+
+// ServeDebug serves DebugMux on addr (loopback unless public) in the
+// background, for a program that drives the service in its own process
+// (the bench); stop ends it.
+func ServeDebug(addr string, public bool) (stop func(), err error) {
+	ln, err := listenDebug(addr, public)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = serveDebug(ctx, ln)
+	}()
+	return func() { cancel(); <-done }, nil
+}

@@ -2,8 +2,10 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -32,6 +34,35 @@ type batch struct {
 	timers bool
 	// changed are the sessions the batch created or delivered to (issue 12).
 	changed Notice
+	// Deliveries and intake records wait for the batch's end (flush), where
+	// each kind is written by one set-based statement: the sessions they
+	// reach stay unlocked while the batch's events are matched (issue 14).
+	deliveries []delivery
+	intakes    []intakeRow
+	// cand numbers the (event, action version) pairs in dispatch order, so
+	// intake records written at the end keep the order they were made in.
+	cand int
+}
+
+// delivery is an event bound for a session as an EVENT input (deliver).
+type delivery struct {
+	a      scope
+	tg     *target
+	ev     ledger.Event
+	cand   int
+	starts bool
+}
+
+// intakeRow is an intake record to write (S5), in dispatch order.
+type intakeRow struct {
+	cand      int
+	actionID  string
+	version   int
+	eventID   string
+	trigger   string
+	sessionID *string
+	reason    string
+	message   string
 }
 
 type diagKey struct {
@@ -84,6 +115,7 @@ func (b *batch) event(ctx context.Context, ev ledger.Event) error {
 	}
 	evVars := &expr.Event{ID: ev.ID.String(), Type: ev.Type, Data: data, CommitTime: ev.CommitTime, Position: ev.Position}
 	for _, ar := range cands {
+		b.cand++
 		if err := b.action(ctx, ev, evVars, ar); err != nil {
 			return err
 		}
@@ -378,72 +410,149 @@ func (b *batch) lock(ctx context.Context, a scope, id string) (*Session, error) 
 	return s, nil
 }
 
-// deliver appends the event as an EVENT input of the session, once (S6),
-// in one statement that also finds the session, checks it is pinned to a's
-// version (A2) and takes the next place in its delivery order. Whether the
-// input starts a turn (T3) and its window (T4) are therefore those of the
-// session's own version. A session that is missing, closed or of another
-// version gets nothing; when a covers the event and the session is missing
-// or closed, each unchecked resume trigger that named it leaves an intake
-// record (S5).
-func (b *batch) deliver(ctx context.Context, a scope, tg *target, ev ledger.Event) error {
-	starts := a.Session.StartsTurn(tg.triggers)
-	// T4: an input that finds the session idle (no turn running or due)
-	// starts its turn after the window; after the session's end nothing
-	// waits for a window (E3).
-	windowEnd := b.now.Add(a.Session.Window)
-	rows, err := b.tx.Query(ctx, `
-		WITH s AS (
-			UPDATE sessions SET input_count = input_count + 1, updated_at = $3,
-			       next_turn_at = CASE WHEN $4 AND status = 'OPEN' THEN coalesce(next_turn_at,
-			           CASE WHEN ends_at <= $3 THEN $3 ELSE $9::timestamptz END) ELSE next_turn_at END
-			 WHERE action_id = $1 AND id = $2 AND version = $10 AND status IN ('OPEN', 'WAITING')
-			RETURNING sid, input_count, next_turn_at),
-		i AS (
-			INSERT INTO session_inputs (sid, seq, identity, kind, event_id, triggers, starts_turn, status, byte_size, delivered_at, order_key)
-			SELECT sid, input_count, $5, 'EVENT', $6, $7, $4, 'PENDING', $8, $3, lpad(input_count::text, 20, '0') FROM s
-			ON CONFLICT (sid, identity) DO NOTHING RETURNING sid)
-		SELECT i.sid, s.next_turn_at FROM i JOIN s ON s.sid = i.sid`,
-		a.ActionID, tg.id, b.now, starts, "event/"+ev.ID.String(), ev.ID, tg.triggers, len(ev.Data), windowEnd, a.Version)
-	if err != nil {
-		return fmt.Errorf("deliver: %w", err)
-	}
-	var sid int64
-	var next *time.Time
-	delivered := rows.Next()
-	if delivered {
-		err = rows.Scan(&sid, &next)
-	}
-	rows.Close()
-	if err == nil {
-		err = rows.Err()
-	}
-	if err != nil {
-		return fmt.Errorf("deliver: %w", err)
-	}
-	if delivered {
-		b.changed.Session(sid)
-		b.notify = b.notify || starts
-		if starts && next != nil && next.After(b.now) {
-			// The window's end wakes the executor through the timer.
-			b.timers = true
-			return setTimer(ctx, b.tx, sid, *next)
-		}
+// deliver queues the event as an EVENT input of the session, once (S6);
+// flushDeliveries writes it at the batch's end.
+func (b *batch) deliver(_ context.Context, a scope, tg *target, ev ledger.Event) error {
+	b.deliveries = append(b.deliveries, delivery{a: a, tg: tg, ev: ev, cand: b.cand, starts: a.Session.StartsTurn(tg.triggers)})
+	return nil
+}
+
+// deliverSQL appends each delivery as an EVENT input of its session in one
+// statement whatever their number: it finds each session by action and
+// id, checks it is pinned to the delivering version (A2) and open, skips
+// an input it already has (S6), takes the next places in its delivery
+// order (consecutive, in the deliveries' order) and makes it runnable when
+// an input starts a turn (T3), after the window (T4) unless its end has
+// come (E3). The sessions' rows are locked by the UPDATE, only now, at the
+// end of the batch. It returns the deliveries that took place (their
+// ordinals) with their session and its next turn time.
+const deliverSQL = `
+WITH d AS (
+	SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::boolean[], $5::text[], $6::uuid[], $7::text[], $8::int[], $9::timestamptz[])
+	       WITH ORDINALITY AS d (action_id, id, version, starts, identity, event_id, triggers, size, window_end, ord)),
+x AS (
+	SELECT d.*, s.sid, row_number() OVER w AS rn, count(*) OVER w AS n,
+	       bool_or(d.starts) OVER w AS starts_any, min(d.window_end) OVER w AS window_first
+	  FROM d
+	  JOIN LATERAL (SELECT sid FROM sessions s WHERE s.action_id = d.action_id AND s.id = d.id AND s.version = d.version
+	                   AND s.status IN ('OPEN', 'WAITING') LIMIT 1) s ON true
+	 WHERE NOT EXISTS (SELECT 1 FROM session_inputs i WHERE i.sid = s.sid AND i.identity = d.identity)
+	WINDOW w AS (PARTITION BY s.sid ORDER BY d.ord ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)),
+u AS (
+	UPDATE sessions s SET input_count = s.input_count + g.n, updated_at = $10,
+	       next_turn_at = CASE WHEN g.starts_any AND s.status = 'OPEN' THEN coalesce(s.next_turn_at,
+	           CASE WHEN s.ends_at <= $10 THEN $10 ELSE g.window_first END) ELSE s.next_turn_at END
+	  FROM (SELECT DISTINCT sid, n, starts_any, window_first FROM x) g
+	 WHERE s.sid = g.sid AND s.status IN ('OPEN', 'WAITING')
+	RETURNING s.sid, s.input_count - g.n AS base, s.next_turn_at),
+i AS (
+	INSERT INTO session_inputs (sid, seq, identity, kind, event_id, triggers, starts_turn, status, byte_size, delivered_at, order_key)
+	SELECT x.sid, u.base + x.rn, x.identity, 'EVENT', x.event_id, ARRAY(SELECT jsonb_array_elements_text(x.triggers::jsonb)),
+	       x.starts, 'PENDING', x.size, $10, lpad((u.base + x.rn)::text, 20, '0')
+	  FROM x JOIN u ON u.sid = x.sid
+	RETURNING sid)
+SELECT x.ord, x.sid, u.next_turn_at FROM x JOIN u ON u.sid = x.sid WHERE (SELECT count(*) FROM i) >= 0`
+
+// flushDeliveries writes the batch's deliveries (deliverSQL). A session
+// that gets nothing (missing, closed, or open at another version) leaves,
+// for each resume trigger that named it without looking it up, an intake
+// record when the delivering version covers the event (S5).
+func (b *batch) flushDeliveries(ctx context.Context) error {
+	if len(b.deliveries) == 0 {
 		return nil
 	}
-	if len(tg.unchecked) == 0 || !a.covers {
-		return nil // already delivered (a replayed batch), or nothing to record
+	n := len(b.deliveries)
+	actionIDs, ids, identities, triggers := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	versions, sizes := make([]int32, n), make([]int32, n)
+	starts := make([]bool, n)
+	eventIDs := make([]string, n)
+	windows := make([]time.Time, n)
+	for i, dl := range b.deliveries {
+		tj, err := json.Marshal(dl.tg.triggers)
+		if err != nil {
+			return fmt.Errorf("deliver: %w", err)
+		}
+		actionIDs[i], ids[i], versions[i], starts[i] = dl.a.ActionID.String(), dl.tg.id, int32(dl.a.Version), dl.starts
+		identities[i], eventIDs[i], triggers[i], sizes[i] = "event/"+dl.ev.ID.String(), dl.ev.ID.String(), string(tj), int32(len(dl.ev.Data))
+		// T4: an input that finds the session idle starts its turn after
+		// the window; after the session's end nothing waits (E3).
+		windows[i] = b.now.Add(dl.a.Session.Window)
 	}
-	s, err := b.lock(ctx, a, tg.id)
+	rows, err := b.tx.Query(ctx, deliverSQL, actionIDs, ids, versions, starts, identities, eventIDs, triggers, sizes, windows, b.now)
 	if err != nil {
-		return err
+		return fmt.Errorf("deliver: %w", err)
 	}
-	if s != nil && !s.Status.Final() {
-		return nil // open at another version, whose triggers decide (A2)
+	delivered := make([]bool, n)
+	var timerSIDs []int64
+	var timerDue []time.Time
+	var ord, sid int64
+	var next *time.Time
+	_, err = pgx.ForEachRow(rows, []any{&ord, &sid, &next}, func() error {
+		i := int(ord - 1)
+		delivered[i] = true
+		b.changed.Session(sid)
+		dl := b.deliveries[i]
+		b.notify = b.notify || dl.starts
+		if dl.starts && next != nil && next.After(b.now) && !slices.Contains(timerSIDs, sid) {
+			// The window's end wakes the executor through the timer.
+			timerSIDs, timerDue = append(timerSIDs, sid), append(timerDue, *next)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("deliver: %w", err)
 	}
-	for _, t := range tg.unchecked {
-		if err := b.missed(ctx, a, t, ev, tg.id, s); err != nil {
-			return err
+	if len(timerSIDs) > 0 {
+		b.timers = true
+		if _, err := b.tx.Exec(ctx, `INSERT INTO session_timers (sid, due_at) SELECT * FROM unnest($1::bigint[], $2::timestamptz[])
+			ON CONFLICT (sid) DO UPDATE SET due_at = least(session_timers.due_at, EXCLUDED.due_at)`, timerSIDs, timerDue); err != nil {
+			return fmt.Errorf("session: set timers: %w", err)
+		}
+	}
+	return b.missedDeliveries(ctx, delivered)
+}
+
+// missedDeliveries records the intake records of the deliveries that
+// reached no session, where a resume trigger named the session without
+// looking it up and the version covers the event (S5): one read for all
+// of them. A session open at another version is left to its own triggers
+// (A2). Final statuses never change, so the read needs no lock.
+func (b *batch) missedDeliveries(ctx context.Context, delivered []bool) error {
+	var idx []int
+	var actionIDs, ids []string
+	for i, dl := range b.deliveries {
+		if delivered[i] || len(dl.tg.unchecked) == 0 || !dl.a.covers {
+			continue
+		}
+		idx = append(idx, i)
+		actionIDs, ids = append(actionIDs, dl.a.ActionID.String()), append(ids, dl.tg.id)
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	rows, err := b.tx.Query(ctx, `SELECT s.status FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS k (action_id, id, ord)
+		  LEFT JOIN sessions s ON s.action_id = k.action_id AND s.id = k.id ORDER BY k.ord`, actionIDs, ids)
+	if err != nil {
+		return fmt.Errorf("deliver: look up sessions: %w", err)
+	}
+	statuses, err := pgx.CollectRows(rows, pgx.RowTo[*Status])
+	if err != nil {
+		return fmt.Errorf("deliver: look up sessions: %w", err)
+	}
+	for j, i := range idx {
+		dl, st := b.deliveries[i], statuses[j]
+		var s *Session
+		switch {
+		case st != nil && !st.Final():
+			continue // open at another version, whose triggers decide (A2)
+		case st != nil:
+			s = &Session{Status: *st}
+		}
+		for _, t := range dl.tg.unchecked {
+			b.cand = dl.cand
+			if err := b.missed(ctx, dl.a, t, dl.ev, dl.tg.id, s); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -452,32 +561,58 @@ func (b *batch) deliver(ctx context.Context, a scope, tg *target, ev ledger.Even
 // intake records an event that failed to start or resume (S5). Only the
 // version that covers the event records (A2): the triggers of an older
 // version, matched for its pinned sessions alone, record nothing.
-func (b *batch) intake(ctx context.Context, a scope, t *action.CompiledTrigger, ev ledger.Event, id *string, reason, msg string) error {
+func (b *batch) intake(_ context.Context, a scope, t *action.CompiledTrigger, ev ledger.Event, id *string, reason, msg string) error {
 	if !a.covers {
 		return nil
 	}
-	_, err := b.tx.Exec(ctx, `INSERT INTO intake_records (action_id, version, event_id, trigger, session_id, reason, message, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, a.ActionID, a.Version, ev.ID, t.Name, id, reason, text.Store(msg, 2000), b.now)
-	if err != nil {
-		return fmt.Errorf("intake record: %w", err)
+	var sid *string
+	if id != nil {
+		v := *id // the caller's variable may change before the flush
+		sid = &v
 	}
+	b.intakes = append(b.intakes, intakeRow{cand: b.cand, actionID: a.ActionID.String(), version: a.Version, eventID: ev.ID.String(),
+		trigger: t.Name, sessionID: sid, reason: reason, message: text.Store(msg, 2000)})
 	return nil
 }
 
-func (b *batch) flush(ctx context.Context) error {
+// flush writes what the batch kept for its end, in one round trip after
+// the deliveries: intake records in the order they were made,
+// diagnostics, the cursor at position and the notifications.
+func (b *batch) flush(ctx context.Context, position int64) error {
+	if err := b.flushDeliveries(ctx); err != nil {
+		return err
+	}
+	q := &pgx.Batch{}
+	if len(b.intakes) > 0 {
+		slices.SortStableFunc(b.intakes, func(x, y intakeRow) int { return x.cand - y.cand })
+		n := len(b.intakes)
+		actionIDs, eventIDs, triggers, reasons, msgs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		versions := make([]int32, n)
+		ids := make([]*string, n)
+		for i, r := range b.intakes {
+			actionIDs[i], versions[i], eventIDs[i], triggers[i], ids[i], reasons[i], msgs[i] = r.actionID, int32(r.version), r.eventID, r.trigger, r.sessionID, r.reason, r.message
+		}
+		q.Queue(`INSERT INTO intake_records (action_id, version, event_id, trigger, session_id, reason, message, created_at)
+			SELECT u.action_id, u.version, u.event_id, u.trigger, u.session_id, u.reason, u.message, $8
+			  FROM unnest($1::uuid[], $2::int[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[])
+			       WITH ORDINALITY AS u (action_id, version, event_id, trigger, session_id, reason, message, ord)
+			 ORDER BY u.ord`, actionIDs, versions, eventIDs, triggers, ids, reasons, msgs, b.now)
+	}
 	for k, e := range b.diags {
-		_, err := b.tx.Exec(ctx, `INSERT INTO trigger_diagnostics (action_id, version, trigger, count, last_event_id, last_message, last_at)
+		q.Queue(`INSERT INTO trigger_diagnostics (action_id, version, trigger, count, last_event_id, last_message, last_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)
 			ON CONFLICT (action_id, version, trigger) DO UPDATE SET count = trigger_diagnostics.count + EXCLUDED.count,
 				last_event_id = EXCLUDED.last_event_id, last_message = EXCLUDED.last_message, last_at = EXCLUDED.last_at`,
 			k.action, k.version, k.trigger, e.count, e.event.ID, e.msg, b.now)
-		if err != nil {
-			return fmt.Errorf("diagnostics: %w", err)
-		}
 	}
+	q.Queue(`UPDATE dispatch_state SET position = $1, updated_at = $2`, position, b.now)
 	n := b.changed
 	n.Turns, n.Timers = b.notify, b.timers
-	return n.Send(ctx, b.tx)
+	n.Queue(q)
+	if err := b.tx.SendBatch(ctx, q).Close(); err != nil {
+		return fmt.Errorf("dispatch: %w", err)
+	}
+	return nil
 }
 
 // evalID evaluates a session id expression and checks the id is storable.

@@ -153,11 +153,8 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 				return fmt.Errorf("dispatch: event %d: %w", ev.Position, err)
 			}
 		}
-		if err := b.flush(ctx); err != nil {
+		if err := b.flush(ctx, events[len(events)-1].Position); err != nil {
 			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE dispatch_state SET position = $1, updated_at = $2`, events[len(events)-1].Position, b.now); err != nil {
-			return fmt.Errorf("dispatch: advance cursor: %w", err)
 		}
 		n = len(events)
 		return nil

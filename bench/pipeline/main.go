@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,6 +67,7 @@ type options struct {
 	slow               int
 	timeout            time.Duration
 	skipBulk, skipSlow bool
+	profile            string
 }
 
 func main() {
@@ -84,6 +86,7 @@ func main() {
 	flag.IntVar(&o.slow, "slow", 100, "rate of the slow paced pass, entries/s (0 skips it)")
 	flag.DurationVar(&o.ceiling, "ceiling", 5*time.Second, "length of each pgbench run")
 	flag.DurationVar(&o.timeout, "timeout", 180*time.Second, "longest wait for a pass's inputs to be consumed")
+	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of each pass into this folder (bulk.pprof, single.pprof, half.pprof, slow.pprof)")
 	flag.Parse()
 	ctx := context.Background()
 	var all []runResult
@@ -360,6 +363,26 @@ func (r *rig) setup(ctx context.Context, n int) error {
 // they go (rate 0) or paced at rate per second, waits until every input is
 // consumed and measures.
 func (r *rig) pass(ctx context.Context, o options, n, rate int, bulk bool) (pass, error) {
+	if o.profile != "" {
+		name := "single"
+		switch {
+		case bulk:
+			name = "bulk"
+		case rate > 0 && rate == o.slow:
+			name = "slow"
+		case rate > 0:
+			name = "half"
+		}
+		f, err := os.Create(filepath.Join(o.profile, name+".pprof"))
+		if err != nil {
+			return pass{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return pass{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	p := pass{N: n, Paced: rate}
 	var first int64
 	if err := r.mon.pool.QueryRow(ctx, `SELECT position FROM ledger_head`).Scan(&first); err != nil {

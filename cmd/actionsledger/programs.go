@@ -9,6 +9,7 @@ import (
 	"github.com/actionsledger/actionsledger/bench"
 	"github.com/actionsledger/actionsledger/demo"
 	"github.com/actionsledger/actionsledger/internal/observe"
+	"github.com/actionsledger/actionsledger/server"
 )
 
 // The programs that drive the service in this process (packages demo and
@@ -42,9 +43,17 @@ type benchCmd struct {
 	Timeout  time.Duration `default:"3m" help:"Longest wait for a pass's entries to be taken by turns."`
 	Turns    int           `default:"50" help:"Turns of the session the seed's session query reads."`
 	Runs     int           `default:"1" help:"Measurement runs on the same service (ceilings and passes); the ratios line gives the medians."`
+	DebugAddr string       `help:"Serve pprof (/debug/pprof/) on this loopback address while the bench runs, to profile a pass."`
 }
 
 func (c *benchCmd) Run(ctx context.Context, log *slog.Logger) error {
+	if c.DebugAddr != "" {
+		stop, err := server.ServeDebug(c.DebugAddr, false)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	return bench.Run(ctx, bench.Config{DatabaseURL: c.DatabaseURL, Clients: c.Clients, Accounts: c.Accounts, Workers: c.Workers,
 		Duration: c.Duration, Ceiling: c.Ceiling, BulkSize: c.BulkSize, BulkMax: c.BulkMax, Paced: c.Paced, Timeout: c.Timeout,
 		Turns: c.Turns, Runs: c.Runs}, os.Stdout, observe.AtLeast(log, slog.LevelWarn))
