@@ -32,18 +32,18 @@ func (c *demoCmd) Run(ctx context.Context, log *slog.Logger) error {
 
 type benchCmd struct {
 	database
-	Clients  int           `default:"8" help:"Keep-alive GraphQL clients writing over HTTP."`
-	Accounts int           `default:"100" help:"Accounts, one session of the seed's monitor each."`
-	Workers  int           `default:"4" help:"Concurrent turns (as serve's WORKERS)."`
-	Duration time.Duration `default:"10s" help:"Length of each write pass."`
-	Ceiling  time.Duration `default:"5s" help:"Length of each ceiling measurement (whole seconds with pgbench)."`
-	BulkSize int           `default:"500" help:"Events per appendEvents request."`
-	BulkMax  int64         `default:"60000" help:"Events of the bulk pass at most."`
-	Paced    time.Duration `default:"5s" help:"Length of the paced latency pass."`
-	Timeout  time.Duration `default:"3m" help:"Longest wait for a pass's entries to be taken by turns."`
-	Turns    int           `default:"50" help:"Turns of the session the seed's session query reads."`
-	Runs     int           `default:"1" help:"Measurement runs on the same service (ceilings and passes); the ratios line gives the medians."`
-	DebugAddr string       `help:"Serve pprof (/debug/pprof/) on this loopback address while the bench runs, to profile a pass."`
+	Clients   int           `default:"8" help:"Keep-alive GraphQL clients writing over HTTP."`
+	Accounts  int           `default:"100" help:"Accounts, one session of the seed's monitor each."`
+	Workers   int           `default:"4" help:"Concurrent turns (as serve's WORKERS)."`
+	Duration  time.Duration `default:"10s" help:"Length of each write pass."`
+	Ceiling   time.Duration `default:"5s" help:"Length of each ceiling measurement (whole seconds with pgbench)."`
+	BulkSize  int           `default:"500" help:"Events per appendEvents request."`
+	BulkMax   int64         `default:"60000" help:"Events of the bulk pass at most."`
+	Paced     time.Duration `default:"5s" help:"Length of the paced latency pass."`
+	Timeout   time.Duration `default:"3m" help:"Longest wait for a pass's entries to be taken by turns."`
+	Turns     int           `default:"50" help:"Turns of the session the seed's session query reads."`
+	Runs      int           `default:"1" help:"Measurement runs on the same service (ceilings and passes); the ratios line gives the medians."`
+	DebugAddr string        `help:"Serve pprof (/debug/pprof/) on this loopback address while the bench runs, to profile a pass."`
 }
 
 func (c *benchCmd) Run(ctx context.Context, log *slog.Logger) error {
