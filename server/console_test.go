@@ -135,10 +135,14 @@ const consoleAdmin = "console-admin-token-0123456789abcdef-0123"
 // while the session page follows live, a replacement input checked against
 // the tool's inputSchema, retrying a held turn, closing a session, a second
 // browser's decision removing the row, a responder shown only what its
-// token allows, keyboard-only answering, deep links, and no request to any
-// other origin (console/tests/console.page.mjs, which sets up a scripted
-// agent with a gated tool through the API). With CONSOLE_SCREENSHOTS set
-// to a folder (make screenshots), it leaves PNGs of every screen there.
+// token allows, keyboard-only answering, deep links, answers shown in the
+// turns that raised them, a held turn's reason, a session's clock, trigger
+// diagnostics and intake records, a sessions row changing live, axe-core
+// on every screen at 1280 and 390 px, and no request to any other origin
+// (console/tests/console.page.mjs, which sets up a scripted agent with a
+// gated tool through the API). The browser's clock is set from liveStart
+// (SERVER_TIME). With CONSOLE_SCREENSHOTS set to a folder (make
+// screenshots), it leaves PNGs of every screen there.
 func TestConsoleInBrowser(t *testing.T) {
 	t.Parallel()
 	chromium := os.Getenv("CHROMIUM")
@@ -163,7 +167,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	cmd := exec.CommandContext(ctx, node, args...)
 	cmd.Dir = web
-	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium, "ADMIN_TOKEN="+consoleAdmin)
+	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium, "ADMIN_TOKEN="+consoleAdmin, "SERVER_TIME="+liveStart.Format(time.RFC3339))
 	out, err := cmd.CombinedOutput()
 	t.Logf("console/tests/console.page.mjs:\n%s", out)
 	require.NoError(t, err, "the page test failed (its output is above)")

@@ -30,6 +30,9 @@ import (
 // is a guard against a hang, never a stand-in for synchronisation.
 const liveWait = 30 * time.Second
 
+// liveStart is the time on newLiveEnv's server clock, which stays there.
+var liveStart = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
 // newLiveEnv starts a service with cfg (database, clock and poll filled in)
 // whose dispatcher, executor, listener and change feed run, behind
 // httptest: the dev principal, or with cfg.Auth the bearer-token front;
@@ -40,7 +43,7 @@ func newLiveEnv(t testing.TB, cfg server.Config, wrap ...func(http.Handler) http
 	logs := &logBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg.DatabaseURL = pgtest.NewDB(t)
-	cfg.Clock = clock.NewManual(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
+	cfg.Clock = clock.NewManual(liveStart)
 	if cfg.Poll == 0 {
 		cfg.Poll = 50 * time.Millisecond
 	}

@@ -93,7 +93,7 @@ export function AnswerForm({ item, onAnswered, onGone, onSending }: Props) {
   if (item.kind === 'APPROVAL' && item.approval) {
     const reason = text.trim() ? { reason: text.trim() } : {};
     return (
-      <form className="answer" onSubmit={(e) => e.preventDefault()} aria-label={`Answer the approval request for ${item.approval.tool}`}>
+      <form className="answer" onSubmit={(e) => e.preventDefault()} aria-label={`Answer the approval request for ${item.approval.tool} in session ${item.session.id}`}>
         <label htmlFor={reasonId}>Reason (shown to the agent; a denial's reason is what it is told)</label>
         <textarea id={reasonId} rows={2} value={text} onChange={(e) => setText(e.target.value)} maxLength={1000} disabled={busy} />
         {editing ? (
@@ -167,7 +167,7 @@ export function AnswerForm({ item, onAnswered, onGone, onSending }: Props) {
     const note = text.trim() ? { note: text.trim() } : {};
     const skipWhy = item.hold.skipRefusal;
     return (
-      <form className="answer" onSubmit={(e) => e.preventDefault()} aria-label={`Answer the hold of turn ${item.hold.turn}`}>
+      <form className="answer" onSubmit={(e) => e.preventDefault()} aria-label={`Answer the hold of turn ${item.hold.turn} in session ${item.session.id}`}>
         <label htmlFor={reasonId}>Note (shown to the agent with the inputs it runs again)</label>
         <textarea id={reasonId} rows={2} value={text} onChange={(e) => setText(e.target.value)} maxLength={1024} disabled={busy} />
         <div className="buttons">

@@ -1,5 +1,7 @@
-// Two versions of a definition side by side (issue 13): the lines of each
-// (indented JSON) paired up, changed lines marked, using jsdiff.
+// Two versions of a definition compared (issue 13), using jsdiff: side by
+// side (the lines of each paired up, changed lines marked) for a wide
+// screen, one column (a unified diff) for a narrow one, and long runs of
+// unchanged lines folded away in either.
 import { diffLines } from 'diff';
 
 export interface Side {
@@ -49,4 +51,59 @@ export function sideBySide(a: string, b: string): Row[] {
   }
   flush([]);
   return rows;
+}
+
+/** One line of the one-column view: in the old text (old), the new (new), or both. */
+export interface Line {
+  old?: number;
+  new?: number;
+  text: string;
+  change: 'same' | 'removed' | 'added';
+}
+
+/** unified lists the lines of a and b in one column: each unchanged line once, removals before their additions. */
+export function unified(a: string, b: string): Line[] {
+  const out: Line[] = [];
+  let on = 0;
+  let nn = 0;
+  for (const part of diffLines(a, b)) {
+    for (const text of lines(part.value)) {
+      if (part.removed) out.push({ old: ++on, text, change: 'removed' });
+      else if (part.added) out.push({ new: ++nn, text, change: 'added' });
+      else out.push({ old: ++on, new: ++nn, text, change: 'same' });
+    }
+  }
+  return out;
+}
+
+/** A run of rows shown, or a run of unchanged rows folded away. */
+export type Segment<T> = { shown: T[]; from: number } | { folded: T[]; from: number };
+
+/**
+ * fold keeps the rows within context rows of a change and folds each
+ * longer run of unchanged rows (at least minFold of them) into one segment.
+ * Without any change nothing is folded. from is each segment's first index.
+ */
+export function fold<T>(rows: T[], changed: (r: T) => boolean, context = 3, minFold = 4): Segment<T>[] {
+  const near = rows.map(() => false);
+  let any = false;
+  rows.forEach((r, i) => {
+    if (!changed(r)) return;
+    any = true;
+    for (let j = Math.max(0, i - context); j <= Math.min(rows.length - 1, i + context); j++) near[j] = true;
+  });
+  if (!any) return rows.length ? [{ shown: rows, from: 0 }] : [];
+  const out: Segment<T>[] = [];
+  let i = 0;
+  while (i < rows.length) {
+    let j = i;
+    while (j < rows.length && near[j] === near[i]) j++;
+    const run = rows.slice(i, j);
+    const last = out[out.length - 1];
+    if (!near[i] && run.length >= minFold) out.push({ folded: run, from: i });
+    else if (last && 'shown' in last) last.shown.push(...run);
+    else out.push({ shown: run, from: i });
+    i = j;
+  }
+  return out;
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { ago, span, stamp, took } from './format';
+import { ago, span, stamp, took, waitingFor } from './format';
 
 describe('format', () => {
   it('spans', () => {
@@ -18,5 +18,12 @@ describe('format', () => {
     expect(stamp('2026-01-02T09:00:00.123456Z')).toBe('2026-01-02 09:00:00 UTC');
     expect(stamp(null)).toBe('—');
     expect(took('2026-01-02T09:00:00Z', '2026-01-02T09:00:00.250Z', now)).toBe('250 ms');
+  });
+  it('waiting for (issue 13: how long an interrupt has waited)', () => {
+    const now = Date.parse('2026-03-02T09:03:20Z');
+    expect(waitingFor('2026-03-02T09:00:00Z', now)).toBe('waiting for 3 min');
+    expect(waitingFor('2026-03-01T07:00:00Z', now)).toBe('waiting for 1 d 2 h');
+    expect(waitingFor('2026-03-02T09:03:19.500Z', now)).toBe('just raised');
+    expect(waitingFor('2026-03-02T09:05:00Z', now)).toBe('just raised');
   });
 });

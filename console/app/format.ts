@@ -19,6 +19,16 @@ export function ago(iso: string, now: number): string {
   return t > now + 1000 ? `in ${span(t - now)}` : `${span(now - t)} ago`;
 }
 
+/**
+ * How long something raised at iso has waited at now: "waiting for 3 min",
+ * or "just raised" under a second (or when the browser's clock is behind).
+ */
+export function waitingFor(iso: string, now: number): string {
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) return `waiting since ${iso}`;
+  return now - t < 1000 ? 'just raised' : `waiting for ${span(now - t)}`;
+}
+
 /** An RFC 3339 time as "2026-01-02 09:00:00 UTC". */
 export function stamp(iso: string | null | undefined): string {
   if (!iso) return '—';

@@ -138,3 +138,19 @@ export function useTitle(title: string) {
     document.title = `${title} · actionsledger`;
   }, [title]);
 }
+
+/** The width under which the console lays out for a phone (console.css uses the same). */
+export const narrowQuery = '(max-width: 760px)';
+
+/** Whether the media query q matches, following changes (a rotated phone, a resized window). */
+export function useMedia(q: string): boolean {
+  const [on, setOn] = useState(() => window.matchMedia(q).matches);
+  useEffect(() => {
+    const m = window.matchMedia(q);
+    const change = () => setOn(m.matches);
+    change();
+    m.addEventListener('change', change);
+    return () => m.removeEventListener('change', change);
+  }, [q]);
+  return on;
+}

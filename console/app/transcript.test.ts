@@ -37,6 +37,37 @@ describe('conversation', () => {
   });
 });
 
+describe('conversation (issue 13: held turns and nesting)', () => {
+  it('leaves out the empty model message a refusal follows, and keeps one that stops otherwise', () => {
+    const held = conversation([
+      e(1, 'input', { text: 'turn 1' }),
+      e(2, 'model_message', { text: '', tool_calls: null, stop_reason: 'refusal' }),
+      e(3, 'refusal', { category: 'fraud', explanation: 'I cannot judge this transfer', text: 'the model declined to continue' }),
+    ]);
+    expect(held.map((m) => m.type)).toEqual(['user', 'refusal']);
+    const cut = conversation([e(1, 'model_message', { text: '', stop_reason: 'max_tokens' }), e(2, 'note', { text: 'nudge' })]);
+    expect(cut[0]).toMatchObject({ type: 'model', text: '', calls: [], stop: 'max_tokens' });
+    const resumed = conversation([e(1, 'note', { resumed: true, waiting_for: 2 })]);
+    expect(resumed[0]).toMatchObject({ text: 'Resumed the paused conversation: 2 calls waited for approval.' });
+  });
+  it("nests a tool call under this transcript's model message that made it, not one approved from an earlier turn", () => {
+    const msgs = conversation([
+      e(1, 'approval_response', { interrupt_id: 'i1', decision: 'APPROVE', call_id: 'c0', tool: 'freeze_account' }),
+      e(2, 'tool_call', { call_id: 'c0', tool: 'freeze_account', input: {} }),
+      e(3, 'tool_result', { call_id: 'c0', tool: 'freeze_account', content: '{}' }),
+      e(4, 'model_message', { text: '', tool_calls: [{ id: 'c1', name: 'lookup', input: {} }], stop_reason: 'tool_use' }),
+      e(5, 'tool_call', { call_id: 'c1', tool: 'lookup', input: {} }),
+      e(6, 'tool_result', { call_id: 'c2', tool: 'other', content: 'x' }),
+    ]);
+    const tools = msgs.filter((m) => m.type === 'tool');
+    expect(tools.map((m) => [m.tool, m.nested])).toEqual([
+      ['freeze_account', false],
+      ['lookup', true],
+      ['other', false],
+    ]);
+  });
+});
+
 describe('mergeEntries', () => {
   it('keeps each sequence once, in order', () => {
     const merged = mergeEntries([e(1, 'input', {}), e(3, 'note', {})], [e(2, 'x', {}), e(3, 'note', { text: 'new' })]);

@@ -22,7 +22,7 @@ export interface ToolCall {
 export type Message =
   | { type: 'user'; seq: number; at: string; text: string }
   | { type: 'model'; seq: number; at: string; text: string; calls: ToolCall[]; stop?: string }
-  | { type: 'tool'; seq: number; at: string; tool: string; callId?: string; input: unknown; via?: string; result?: { content: unknown; error: boolean } }
+  | { type: 'tool'; seq: number; at: string; tool: string; callId?: string; input: unknown; via?: string; result?: { content: unknown; error: boolean }; nested: boolean }
   | { type: 'approval'; seq: number; at: string; tool: string; interruptId: string; input: unknown; toolVersion?: number }
   | { type: 'answer'; seq: number; at: string; tool?: string; interruptId: string; decision: string; reason?: string; responder?: string; input?: unknown; ignored?: string }
   | { type: 'refusal'; seq: number; at: string; category?: string; explanation?: string; text?: string }
@@ -45,29 +45,41 @@ function noteText(d: Obj): string {
   if (typeof d.text === 'string') return d.text;
   if (typeof d.unfinished === 'string') return `unfinished: ${d.unfinished}`;
   if (typeof d.error === 'string') return `error: ${d.error}`;
-  if (d.resumed) return `resumed, waiting for ${String(d.waiting_for ?? 0)} answer(s)`;
+  if (d.resumed) {
+    const n = Number(d.waiting_for ?? 0);
+    return `Resumed the paused conversation: ${n} ${n === 1 ? 'call' : 'calls'} waited for approval.`;
+  }
   if (d.ignored_calls) return `ignored calls: ${String(d.why ?? '')}`;
   return JSON.stringify(d);
 }
 
 /**
  * conversation turns entries (in sequence order) into messages. A
- * tool_result joins the tool_call with its call_id, when there is one.
+ * tool_result joins the tool_call with its call_id, when there is one. A
+ * tool call is nested under the model message of this transcript that made
+ * it; one the model made in an earlier turn (run after its approval) is
+ * not. A model message with neither text nor calls that a refusal follows
+ * is left out: the refusal says what the model said.
  */
 export function conversation(entries: Entry[]): Message[] {
   const out: Message[] = [];
   const open = new Map<string, Extract<Message, { type: 'tool' }>>();
+  const asked = new Set<string>(); // call ids of this transcript's model messages
   const sorted = [...entries].sort((a, b) => a.sequence - b.sequence);
-  for (const e of sorted) {
+  for (const [i, e] of sorted.entries()) {
     const d = obj(e.data);
     const base = { seq: e.sequence, at: e.at };
     switch (e.kind) {
       case 'input':
         out.push({ ...base, type: 'user', text: str(d.text) ?? JSON.stringify(e.data) });
         break;
-      case 'model_message':
-        out.push({ ...base, type: 'model', text: str(d.text) ?? '', calls: calls(d.tool_calls), stop: str(d.stop_reason) });
+      case 'model_message': {
+        const m: Extract<Message, { type: 'model' }> = { ...base, type: 'model', text: str(d.text) ?? '', calls: calls(d.tool_calls), stop: str(d.stop_reason) };
+        for (const c of m.calls) if (c.id) asked.add(c.id);
+        if (!m.text && m.calls.length === 0 && sorted[i + 1]?.kind === 'refusal') break;
+        out.push(m);
         break;
+      }
       case 'tool_call': {
         const m: Extract<Message, { type: 'tool' }> = {
           ...base,
@@ -76,6 +88,7 @@ export function conversation(entries: Entry[]): Message[] {
           callId: str(d.call_id),
           input: d.input ?? null,
           via: str(d.via),
+          nested: !!str(d.call_id) && asked.has(str(d.call_id)!),
         };
         out.push(m);
         if (m.callId) open.set(m.callId, m);
@@ -86,7 +99,7 @@ export function conversation(entries: Entry[]): Message[] {
         const m = id ? open.get(id) : undefined;
         const result = { content: d.content ?? null, error: d.is_error === true };
         if (m && !m.result) m.result = result;
-        else out.push({ ...base, type: 'tool', tool: str(d.tool) ?? '?', callId: id, input: undefined, result });
+        else out.push({ ...base, type: 'tool', tool: str(d.tool) ?? '?', callId: id, input: undefined, result, nested: !!id && asked.has(id) });
         break;
       }
       case 'approval_request':

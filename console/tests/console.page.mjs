@@ -13,13 +13,23 @@
 // first; retries a held turn with a note; closes a session with a reason;
 // has a second browser (the responder) answer one, which removes the row
 // from the first with a notice, and checks the responder sees no control
-// it may not use; answers one with the keyboard alone; opens deep links
-// (a session, a turn, an interrupt); and fails if any page requested
+// it may not use; answers one with the keyboard alone (the focus ring at
+// least 3:1); opens deep links (a session, a turn, an interrupt) and
+// checks each turn says how its approval or hold was answered, and a held
+// turn why it is held; reads a session's clock and end, the agent's trigger
+// diagnostic and intake record, and a sessions row whose status changes
+// live; and fails if any page requested
 // anything from another origin, broke the Content-Security-Policy or
-// threw. With SCREENSHOT_DIR, it leaves PNGs of every screen at 1280 px
-// and at 390 px there. Prints one line per check; exits non-zero on the
-// first failure. server/console_test.go runs it from `go test`.
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+// threw. Every screen is looked at 1280 px and 390 px wide: axe-core
+// (from node_modules, never a CDN) must find no serious or critical
+// accessibility violation, and at 390 px nothing may be wider than the
+// page. The browser's clock is fixed 3 min after the server's fixed clock
+// (SERVER_TIME), so times read as they would a few minutes on. With
+// SCREENSHOT_DIR, it leaves PNGs of every screen at both widths there.
+// Prints one line per check; exits non-zero on the first failure.
+// server/console_test.go runs it from `go test`.
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -35,6 +45,9 @@ const origin = new URL(base).origin;
 const host = new URL(base).host;
 const executablePath = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const timeout = Number(process.env.PAGE_TIMEOUT_MS ?? 60_000);
+const serverTime = Date.parse(process.env.SERVER_TIME ?? '2026-03-02T09:00:00Z');
+const browserTime = serverTime + 3 * 60_000;
+const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 const check = (ok, what, detail = '') => {
   if (!ok) throw new Error(`${what}${detail ? `: ${detail}` : ''}`);
@@ -110,8 +123,19 @@ async function setUp() {
       triggers: [
         { name: 'opened', event: 'event.type == "account.inserted"', session: { start: { input: { account_id: 'string(event.data.account_id)' } } } },
         { name: 'entry', event: 'event.type == "entry.inserted"', session: { resume: { id: 'string(event.data.account_id)' } } },
+        // Its predicate fails on a limit.changed event without a limit: a trigger diagnostic.
+        { name: 'limit', event: 'event.type == "limit.changed" && event.data.limit > 1000', session: { resume: { id: 'string(event.data.account_id)' } } },
       ],
-      session: { id: 'string(session.input.account_id)', turns: { on: ['entry'] } },
+      session: {
+        id: 'string(session.input.account_id)',
+        ends: "session.started_at + duration('720h')",
+        // The server's clock stays at SERVER_TIME, so neither fires: the session page shows their next firings.
+        schedule: [
+          { name: 'review', every: '1h' },
+          { name: 'morning', cron: '0 9 * * 1-5', timezone: 'America/New_York' },
+        ],
+        turns: { on: ['entry', 'morning'] },
+      },
     },
   });
   const r = await gql(
@@ -132,6 +156,15 @@ async function raise(acct, suspicious = false) {
   await until(`session ${acct} to wait`, () => session(acct), (s) => s?.status === 'WAITING' && !s.running);
 }
 
+/** Writes an entry (entry.inserted) of key for account acct, which resumes acct's session if it has one; returns the event's position. */
+const entry = async (key, acct, note = 'large entry') =>
+  (
+    await gql(`mutation($k: String!, $e: JSON!) { ledger { putValue(namespace: "entry", key: $k, value: $e) { event { position } } } }`, {
+      k: key,
+      e: { account_id: acct, amount: 12000, note },
+    })
+  ).ledger.putValue.event.position;
+
 /** A session that went on: OPEN again once its newest turn (after the first) committed. */
 const wentOn = (s) => s.status === 'OPEN' && !s.running && s.turns.nodes[0]?.number > 1 && s.turns.nodes[0].status === 'COMPLETED' && s;
 
@@ -151,6 +184,8 @@ const launch = async (name) => {
   });
   context.on('request', (r) => requests.push(r.url()));
   context.profile = profile;
+  // Date in every page of the context reads browserTime; timers run as usual.
+  await context.clock.setFixedTime(browserTime);
   return context;
 };
 
@@ -171,19 +206,65 @@ const watch = (page, who) => {
 
 const row = (page, text) => page.locator('li[data-interrupt]', { hasText: text });
 
-const shot = async (page, name) => {
-  if (!shots) return;
-  mkdirSync(shots, { recursive: true });
+/** Resolves after the page has laid out and painted twice (React has rendered what a resize changed). */
+const settled = (page) => page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+
+/** The serious and critical axe-core violations of the page as it is, one line each. */
+async function violations(page) {
+  // Evaluated through the DevTools protocol, so the page's CSP (no inline
+  // script, no eval) does not apply; the page itself loads nothing.
+  if (!(await page.evaluate(() => typeof window.axe === 'object'))) await page.evaluate(axeSource);
+  const { rules, found } = await page.evaluate(async () => {
+    const r = await window.axe.run(document, { resultTypes: ['violations'] });
+    return {
+      rules: r.passes.length + r.violations.length + r.incomplete.length,
+      found: r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map((n) => `${n.target.join(' ')}: ${n.failureSummary?.split('\n').slice(1, 2).join('')}`) })),
+    };
+  });
+  if (rules < 10) throw new Error(`axe-core applied only ${rules} rules: it did not look at the page`);
+  const line = (v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.join(' | ')}`;
+  const serious = (v) => v.impact === 'serious' || v.impact === 'critical';
+  for (const v of found.filter((x) => !serious(x))) console.log(`note: axe-core, not failing: ${line(v)}`);
+  return found.filter(serious).map(line);
+}
+
+/** What sticks out past a 390 px page: the widest elements, as "tag.class width". */
+const overflow = (page) =>
+  page.evaluate(() => {
+    const w = document.documentElement.clientWidth;
+    if (document.documentElement.scrollWidth <= w) return [];
+    return [...document.querySelectorAll('body *')]
+      .filter((el) => el.getBoundingClientRect().right > w + 1 && getComputedStyle(el).position !== 'absolute')
+      .slice(-3)
+      .map((el) => `${el.tagName.toLowerCase()}.${[...el.classList].join('.')} right ${Math.round(el.getBoundingClientRect().right)}`);
+  });
+
+/**
+ * Looks at a screen as a reader would, at 1280 px and at 390 px: no serious
+ * or critical accessibility violation at either, nothing wider than the
+ * phone's page; with SCREENSHOT_DIR, a PNG of each.
+ */
+const screen = async (page, name) => {
   for (const [w, h, suffix] of [
     [1280, 900, '1280'],
     [390, 844, 'phone'],
   ]) {
     await page.setViewportSize({ width: w, height: h });
-    await page.waitForTimeout(150); // layout settles (a screenshot, not a check)
-    await page.screenshot({ path: join(shots, `${name}-${suffix}.png`), fullPage: true });
+    await settled(page);
+    const bad = await violations(page);
+    check(bad.length === 0, `${name} at ${w} px: axe-core finds no serious or critical violation`, bad.join('\n  '));
+    if (w < 400) {
+      const wide = await overflow(page);
+      check(wide.length === 0, `${name} at ${w} px: nothing is wider than the page`, wide.join(', '));
+    }
+    if (shots) {
+      mkdirSync(shots, { recursive: true });
+      await page.screenshot({ path: join(shots, `${name}-${suffix}.png`), fullPage: true });
+    }
   }
   await page.setViewportSize({ width: 1280, height: 900 });
-  console.log(`screenshots ${join(shots, name)}-{1280,phone}.png`);
+  await settled(page);
+  if (shots) console.log(`screenshots ${join(shots, name)}-{1280,phone}.png`);
 };
 
 let one;
@@ -214,7 +295,12 @@ try {
   check(resp?.status() === 200 && new URL(page.url()).pathname === '/console/', 'GET / lands on /console/', page.url());
   await page.getByLabel('Token').waitFor();
   check(true, 'the console asks for a token (AUTH=on)');
-  await shot(page, 'sign-in');
+  // The accessibility check can fail: an image without a text alternative is critical.
+  await page.evaluate(() => document.querySelector('main').insertAdjacentHTML('beforeend', '<img id="no-alt" src="data:image/gif;base64,R0lGODlhAQABAAAAACw=">'));
+  const planted = await violations(page);
+  await page.evaluate(() => document.getElementById('no-alt').remove());
+  check(planted.some((v) => v.startsWith('image-alt (critical)')), 'axe-core is loaded from node_modules and reports a planted violation', planted.join(' | '));
+  await screen(page, 'sign-in');
   await page.getByLabel('Token').fill('not-a-token');
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.getByText('This token is not valid.').waitFor();
@@ -237,7 +323,9 @@ try {
   check(await row(page, 'acct-a1').getByText('3f0c9f8e').isVisible(), "a row shows the call's input");
   check(await row(page, 'acct-a2').getByText('I cannot judge this transfer').isVisible(), "the hold's explanation is shown");
   check(await row(page, 'acct-a2').getByRole('button', { name: 'Skip its inputs' }).isEnabled(), 'skip is offered for a held turn that may be skipped');
-  await shot(page, 'inbox');
+  const waited = await row(page, 'acct-a1').locator('.waited').innerText();
+  check(waited === 'waiting for 3 min', "a row says how long it has waited, by the browser's clock", waited);
+  await screen(page, 'inbox');
 
   // A new interrupt appears without a reload.
   await page.evaluate(() => (window.__noReload = true));
@@ -255,7 +343,17 @@ try {
   await follow.locator('.title-line .status', { hasText: 'WAITING' }).waitFor();
   await follow.evaluate(() => (window.__noReload = true));
   check(true, 'the session page shows acct-a1 WAITING');
-  await shot(follow, 'session-waiting');
+  const pendingAnswer = follow.locator('[data-turn="1"] .msg-approval .answered-pending');
+  check((await pendingAnswer.innerText()).includes('Waiting for an answer') && (await pendingAnswer.getByRole('link', { name: 'Approve or deny it' }).count()) === 1, 'the approval request in turn 1 says it waits, with a link to answer it');
+  const clock = await follow.getByRole('region', { name: 'Clock' }).innerText();
+  check(
+    /review[\s\S]*every 1h[\s\S]*rides along[\s\S]*2026-03-02 10:00:00 UTC \(in 57 min\)/.test(clock) && /morning[\s\S]*0 9 \* \* 1-5 \(America\/New_York\)[\s\S]*yes[\s\S]*2026-03-02 14:00:00 UTC/.test(clock),
+    "the session's clock shows each entry's schedule and next firing",
+    clock,
+  );
+  const ends = await follow.locator('.kv', { hasText: 'Ends' }).first().innerText();
+  check(/in 29 d 23 h \(2026-04-01 09:00:00 UTC\)/.test(ends), "and the session's end", ends);
+  await screen(follow, 'session-waiting');
   const a1 = row(page, 'acct-a1');
   await a1.getByLabel(/Reason/).fill('Confirmed with the account owner.');
   await a1.getByRole('button', { name: 'Approve', exact: true }).click();
@@ -263,10 +361,16 @@ try {
   await page.getByText(/Approved the call of freeze_account in session acct-a1/).waitFor();
   check(true, 'approving removes the row with a notice');
   await follow.locator('.title-line .status', { hasText: 'OPEN' }).waitFor();
-  await follow.locator('[data-turn="2"] .msg-answer', { hasText: 'APPROVE by admin' }).waitFor();
+  await follow.locator('[data-turn="2"] .msg-answer', { hasText: 'Approved by admin' }).waitFor();
   await follow.locator('[data-turn="2"] .msg-tool', { hasText: 'frozen' }).waitFor();
   check(await follow.evaluate(() => window.__noReload === true), 'the session page went on live: OPEN, turn 2 shows the approval and the tool result');
-  await shot(follow, 'session');
+  const indent = await follow.evaluate(() => ['.msg-tool', '.msg-model'].map((c) => getComputedStyle(document.querySelector(`[data-turn="2"] ${c}`)).marginLeft));
+  check(indent[0] === indent[1], 'the tool call run after the approval sits at the level of the model message, not nested under nothing', indent.join(' vs '));
+  const told = follow.locator('[data-turn="1"] .msg-approval .answered');
+  await told.filter({ hasText: 'Approved by admin' }).waitFor();
+  const toldText = await told.innerText();
+  check(toldText.includes('Confirmed with the account owner.') && toldText.includes('3 min ago') && (await told.getByRole('link', { name: 'turn 2' }).count()) === 1, 'turn 1 shows how its approval was answered: by whom, when, the reason and the turn that ran the call', toldText);
+  await screen(follow, 'session');
   await follow.close();
 
   // Approve with a replacement input, checked against the tool's schema first.
@@ -283,7 +387,7 @@ try {
   const listed = await a3.getByRole('list', { name: 'Problems with the replacement input' }).innerText();
   check(/account_id/.test(listed) && /account/.test(listed), "an input against the tool's inputSchema is refused, naming what is wrong", listed);
   check(await a3.getByRole('button', { name: 'Approve with this input' }).isDisabled(), 'and cannot be sent');
-  await shot(page, 'inbox-replacement');
+  await screen(page, 'inbox-replacement');
   await editor.fill('{"account_id": "3f0c9f8e", "reason": "owner asked"}');
   await a3.getByText("Matches the tool's input schema.").waitFor();
   await a3.getByRole('button', { name: 'Approve with this input' }).click();
@@ -309,7 +413,7 @@ try {
   await other.getByRole('button', { name: 'Sign in' }).click();
   await row(other, 'acct-a5').waitFor();
   check((await other.getByRole('link', { name: 'Ledger' }).count()) === 0, 'the responder does not see the Ledger screen');
-  await shot(other, 'inbox-responder');
+  await screen(other, 'inbox-responder');
   await row(other, 'acct-a5').getByLabel(/Reason/).fill('Not this one.');
   await row(other, 'acct-a5').getByRole('button', { name: 'Deny' }).click();
   await row(other, 'acct-a5').waitFor({ state: 'detached' });
@@ -335,8 +439,29 @@ try {
     });
   }
   check(reached, "Tab reaches the reason field of acct-a6's row");
-  const ring = await page.evaluate(() => getComputedStyle(document.activeElement).outlineStyle);
-  check(ring !== 'none', 'the focused field shows a focus ring', ring);
+  const ring = await page.evaluate(() => {
+    const lum = (c) => {
+      const [r, g, b] = c.match(/[\d.]+/g).slice(0, 3).map((v) => {
+        const x = Number(v) / 255;
+        return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4;
+      });
+      return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    };
+    const el = document.activeElement;
+    const st = getComputedStyle(el);
+    // The ring sits outside the field (outline-offset), on the first opaque background around it.
+    let bg = 'rgb(255, 255, 255)';
+    for (let p = el.parentElement; p; p = p.parentElement) {
+      const c = getComputedStyle(p).backgroundColor;
+      if (!/rgba\(.*, 0\)$|transparent/.test(c)) {
+        bg = c;
+        break;
+      }
+    }
+    const [a, b] = [lum(st.outlineColor), lum(bg)];
+    return { style: st.outlineStyle, width: st.outlineWidth, ratio: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05), color: st.outlineColor, bg };
+  });
+  check(ring.style !== 'none' && ring.width === '3px' && ring.ratio >= 3, 'the focused field shows a 3 px focus ring with at least 3:1 contrast on what is around it', JSON.stringify(ring));
   await page.keyboard.type('Looks right.');
   await page.keyboard.press('Tab'); // Approve
   const focused = await page.evaluate(() => document.activeElement?.textContent);
@@ -359,7 +484,22 @@ try {
   check(await skip.isDisabled(), 'Skip is disabled for a held turn that resumed from approval responses');
   const why = await a7.locator(`#${await skip.getAttribute('aria-describedby')}`).innerText();
   check(/resumed from approval responses/.test(why), 'and the reason is given beside it (aria-describedby)', why);
-  await shot(page, 'inbox-skip-refused');
+  await screen(page, 'inbox-skip-refused');
+  // The held turn on its session page: why it is held, and that it waits, with a link to answer it.
+  await page.goto(`${base}/console/sessions/${agentId}/acct-a7`);
+  const heldNow = page.locator('[data-turn="2"] .held');
+  await heldNow.waitFor();
+  const heldNowText = await heldNow.innerText();
+  check(
+    /the model refused to go on \(category doubt\)/.test(heldNowText) && /Waiting for an answer/.test(heldNowText) && (await heldNow.getByRole('link', { name: 'Retry or skip it' }).count()) === 1,
+    'a held turn that waits says so on its session page, with a link to retry or skip it',
+    heldNowText,
+  );
+  const crumbs = await page.locator('.crumbs').innerText();
+  check(/turn 2 is held: it waits for a retry or a skip/.test(crumbs), "and the session's reason says what it waits for in a person's words", crumbs);
+  await screen(page, 'session-held');
+  await page.goto(`${base}/console/`);
+  await a7.waitFor();
   await gql(`mutation { actions { closeSession(actionId: "${agentId}", id: "acct-a7", reason: "test over") { status } } }`);
   await a7.waitFor({ state: 'detached' });
   await page.getByText(/the hold of turn 2 in session acct-a7 no longer waits/i).waitFor();
@@ -380,21 +520,41 @@ try {
   await page.waitForFunction(() => document.querySelector('[data-testid="inbox-badge"]')?.textContent === '0');
   await page.getByText('Nothing waits for an answer.').waitFor();
   check(true, 'the inbox is empty and the badge counts 0');
-  await shot(page, 'inbox-empty');
+  await screen(page, 'inbox-empty');
 
   // Deep links.
   phase = 'deep links';
   await page.goto(`${base}/console/sessions/${agentId}/acct-a1/turns/1`);
   await page.locator('[data-turn="1"].highlight').waitFor();
   check(await page.locator('[data-turn="1"] .msg-approval').isVisible(), 'a turn link opens the turn, with its approval request inline');
-  const interrupt = await page.locator('[data-turn="1"] .msg-approval a').getAttribute('href');
+  const interrupt = await page.locator('[data-turn="1"] .msg-approval').getByRole('link', { name: 'Link to this request' }).getAttribute('href');
   await page.goto(`${origin}${interrupt}`);
-  await page.getByText(/was answered APPROVE by admin/).waitFor();
+  await page.getByText(/approval request you followed a link to was answered: Approved by admin, 2026-03-02 09:00:00 UTC/).waitFor();
   check(true, 'an interrupt link says how it was answered');
   await page.goto(`${base}/console/sessions/${agentId}/acct-a2`);
   await page.locator('.msg-refusal', { hasText: 'I cannot judge this transfer' }).waitFor();
   check(true, 'a held turn shows its refusal in the conversation');
-  await shot(page, 'session-held-retried');
+  const held = page.locator('[data-turn="1"]');
+  check((await held.locator('.msg-model').count()) === 0 && (await held.locator('.problem').count()) === 0, 'with no empty model message and no error box');
+  const heldText = await held.locator('.held').innerText();
+  check(
+    /the model refused to go on \(category fraud\)/.test(heldText) && /Retried by admin/.test(heldText) && heldText.includes('The transfer was reviewed by the fraud desk.') && (await held.locator('.held').getByRole('link', { name: 'turn 2' }).count()) === 1,
+    'and says why it is held and how the hold was answered: RETRY by admin, the note, the turn its inputs ran again in',
+    heldText,
+  );
+  const apiWords = await page.evaluate(() => /respondToSession|interruptId/.test(document.body.innerText));
+  check(!apiWords, 'the page speaks of what a person does, not of API calls');
+  await screen(page, 'session-held-retried');
+  for (const [acct, words] of [
+    ['acct-a3', ['Approved by admin', 'Run with this input instead', 'owner asked']],
+    ['acct-a5', ['Denied by carol', 'Not this one.', 'The agent was told in']],
+  ]) {
+    await page.goto(`${base}/console/sessions/${agentId}/${acct}/turns/1`);
+    const answered = page.locator('[data-turn="1"] .msg-approval .answered');
+    await answered.filter({ hasText: words[0] }).waitFor();
+    const text = await answered.innerText();
+    check(words.every((w) => text.includes(w)), `${acct}'s turn 1 shows its answer: ${words.join(', ')}`, text);
+  }
   await page.goto(`${base}/console/sessions/${agentId}/no-such-session`);
   await page.getByText('There is no such session').waitFor();
   check(true, 'an unknown session says so');
@@ -404,14 +564,20 @@ try {
   await page.goto(`${base}/console/actions/${agentId}/sessions`);
   await page.getByRole('link', { name: 'acct-a6' }).waitFor();
   check((await page.locator('tbody tr').count()) === 7, 'the sessions of the agent are listed');
+  const a1row = page.locator('tbody tr', { has: page.getByRole('link', { name: 'acct-a1', exact: true }) });
+  check((await a1row.locator('.status').innerText()).startsWith('OPEN'), 'acct-a1 is OPEN in the list');
+  await page.evaluate(() => (window.__noReload = true));
+  const againAt = await entry('acct-a1-again', 'acct-a1');
+  await a1row.locator('.status', { hasText: 'WAITING' }).waitFor();
+  check(await page.evaluate(() => window.__noReload === true), "a row's status changes live (acct-a1 OPEN, then WAITING on a new approval)");
   await page.getByLabel('Status').selectOption('CANCELLED');
   await page.waitForFunction(() => document.querySelectorAll('tbody tr').length === 2);
   check(await page.getByRole('link', { name: 'acct-a4' }).isVisible(), 'filtering by status keeps the closed ones');
-  await shot(page, 'sessions');
+  await screen(page, 'sessions');
   await page.goto(`${base}/console/actions`);
   await page.getByRole('link', { name: 'agent-monitor', exact: true }).waitFor();
   check(await page.getByRole('link', { name: 'freeze-account', exact: true }).isVisible(), 'the actions are listed');
-  await shot(page, 'actions');
+  await screen(page, 'actions');
   await gql(`mutation($id: UUID!, $in: ActionInput!) { actions { updateAction(id: $id, input: $in) { version } } }`, {
     id: toolId,
     in: {
@@ -425,11 +591,34 @@ try {
   await page.getByRole('table', { name: 'Version 1 and version 2 side by side', exact: true }).waitFor();
   check(await page.locator('.diff-added', { hasText: 'until reviewed' }).isVisible(), 'the definition view shows versions 1 and 2 side by side, the change marked');
   check(await page.locator('.diff-added', { hasText: '"by": "v2"' }).isVisible(), "and the source's changed line");
-  await shot(page, 'action');
+  await screen(page, 'action');
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.getByRole('table', { name: 'Version 1 changed into version 2', exact: true }).waitFor();
+  const kindLines = await page.locator('.diff-unified .diff-line', { hasText: '"inputSchema": {' }).count();
+  check(kindLines === 1, 'at 390 px the versions are one column: an unchanged line shows once', String(kindLines));
+  check(await page.getByRole('button', { name: /Show \d+ unchanged lines/ }).first().isVisible(), 'and runs of unchanged lines are folded behind a button');
+  await page.setViewportSize({ width: 1280, height: 900 });
+
+  // Trigger diagnostics and intake records of the agent.
+  await gql(`mutation { ledger { appendEvent(type: "limit.changed", data: { account_id: "acct-a1" }) { position } } }`);
+  const strayAt = await entry('acct-zz', 'acct-zz');
+  await until(
+    'a diagnostic and an intake record',
+    () => gql(`query($a: UUID!) { actions { action(id: $a) { triggerDiagnostics { trigger } intakeRecords(first: 5) { nodes { reason } } } } }`, { a: agentId }),
+    (d) => d.actions.action.triggerDiagnostics.length > 0 && d.actions.action.intakeRecords.nodes.length > 0,
+  );
+  await page.goto(`${base}/console/actions/${agentId}`);
+  const diag = await page.getByRole('region', { name: 'Trigger diagnostics' }).locator('tbody tr').first().innerText();
+  check(/limit/.test(diag) && /limit\.changed at position \d+/.test(diag) && /no such key/.test(diag), "the agent's page lists the failing predicate: trigger, message, last event", diag);
+  const intake = page.getByRole('region', { name: 'Intake records' }).locator('tbody tr').first();
+  const intakeText = await intake.innerText();
+  check(/session_not_found/.test(intakeText) && /entry/.test(intakeText) && /entry\.inserted at position \d+/.test(intakeText) && /acct-zz \(none\)/.test(intakeText), 'and the entry that reached no session as an intake record, naming the id it looked for', intakeText);
+  await screen(page, 'action-agent');
+
   await page.goto(`${base}/console/ledger`);
   await page.locator('.events > li').first().waitFor();
-  const reachedLink = page.locator('.events > li', { hasText: 'entry.inserted' }).first().getByRole('link', { name: /agent-monitor/ });
-  check(await reachedLink.isVisible(), 'ledger events link to the sessions they reached');
+  check(await page.locator(`.events > li[data-position="${againAt}"]`).getByRole('link', { name: 'agent-monitor / acct-a1' }).isVisible(), 'ledger events link to the sessions they reached');
+  check(await page.locator(`.events > li[data-position="${strayAt}"]`).getByText('Reached no session.').isVisible(), 'and say when they reached none');
   await gql(`mutation { ledger { appendEvent(type: "console.page", data: { n: 1 }) { position } } }`);
   await page.locator('.events > li', { hasText: 'console.page' }).waitFor();
   check(true, 'a new event appears live at the top of the ledger');
@@ -438,7 +627,7 @@ try {
   check(true, 'filtering by type keeps that type');
   await page.goto(`${base}/console/ledger`);
   await page.locator('.events > li').first().waitFor();
-  await shot(page, 'ledger');
+  await screen(page, 'ledger');
 
   // Nothing from anywhere else.
   phase = 'origin';

@@ -1,14 +1,13 @@
 // One action: its definition, its versions side by side as a diff, the
 // trigger diagnostics (predicates that failed on events) and the intake
 // records (events that matched but could not start or resume a session).
-import { useMemo } from 'react';
+import { useMemo, useState } from 'react';
 import { Link, useParams, useSearchParams } from 'react-router';
 
-import { sideBySide } from '../diff';
+import { fold, sideBySide, unified, type Line, type Row } from '../diff';
 import { pretty, stamp } from '../format';
-import { useNow, useQuery, useTitle } from '../hooks';
+import { narrowQuery, useMedia, useNow, useQuery, useTitle } from '../hooks';
 import { paths } from '../links';
-import { useConsole } from '../session';
 import { Json, Loading, Problem, Status, When } from '../ui';
 
 const definitionFields = `name kind config source
@@ -69,7 +68,6 @@ function shown(def: Record<string, unknown>): string {
 export function ActionScreen() {
   const { actionId = '' } = useParams();
   const [params, setParams] = useSearchParams();
-  const { can } = useConsole();
   const now = useNow(30_000);
   const q = useQuery<Answer>(actionQuery, { a: actionId }, actionId);
   const a = q.data?.actions.action;
@@ -81,12 +79,17 @@ export function ActionScreen() {
   const byNumber = (n: number) => a?.versions.find((v) => v.version === n);
   const l = byNumber(left);
   const r = byNumber(right);
-  const rows = useMemo(() => (l && r ? sideBySide(shown({ ...l.definition, source: null }), shown({ ...r.definition, source: null })) : []), [l, r]);
-  const sourceRows = useMemo(
-    () => (l && r && (l.definition.source || r.definition.source) ? sideBySide(String(l.definition.source ?? ''), String(r.definition.source ?? '')) : []),
+  const texts = useMemo(
+    () =>
+      l && r
+        ? {
+            def: [shown({ ...l.definition, source: null }), shown({ ...r.definition, source: null })] as const,
+            source: l.definition.source || r.definition.source ? ([String(l.definition.source ?? ''), String(r.definition.source ?? '')] as const) : null,
+          }
+        : null,
     [l, r],
   );
-  const changed = [...rows, ...sourceRows].some((x) => x.left?.change !== 'same' || x.right?.change !== 'same');
+  const changed = !!texts && (texts.def[0] !== texts.def[1] || (!!texts.source && texts.source[0] !== texts.source[1]));
 
   if (q.error && !q.data) return <Problem error={q.error} what="The action could not be read" />;
   if (!q.data) return <Loading what="the action" />;
@@ -107,69 +110,17 @@ export function ActionScreen() {
       <p className="crumbs">
         <span className="mono">{a.id}</span> · kind {current?.definition.kind} · version {a.version} · changed <When iso={a.updatedAt} now={now} /> ·{' '}
         <Link to={paths.sessions(a.id)}>Sessions</Link>
-        {can.readLedger ? null : null}
       </p>
 
       <section aria-labelledby="versions">
         <h2 id="versions">Versions</h2>
-        <form className="filters" onSubmit={(e) => e.preventDefault()}>
-          <label htmlFor="v-from">Compare version</label>
-          <select id="v-from" value={left} onChange={(e) => pick('from', e.target.value)}>
-            {a.versions.map((v) => (
-              <option key={v.version} value={v.version}>
-                {v.version}
-              </option>
-            ))}
-          </select>
-          <label htmlFor="v-to">with version</label>
-          <select id="v-to" value={right} onChange={(e) => pick('to', e.target.value)}>
-            {a.versions.map((v) => (
-              <option key={v.version} value={v.version}>
-                {v.version}
-              </option>
-            ))}
-          </select>
-        </form>
-        {l && r ? (
-          <>
-            <p className="muted">
-              Version {l.version}: {stamp(l.createdAt)}
-              {l.author ? ` by ${l.author}` : ''}, triggers from position {l.fromPosition}. Version {r.version}: {stamp(r.createdAt)}
-              {r.author ? ` by ${r.author}` : ''}, triggers from position {r.fromPosition}.
-              {l.version !== r.version && !changed ? ' The definitions are the same.' : ''}
-            </p>
-            <div className="diff" role="table" aria-label={`Version ${l.version} and version ${r.version} side by side`}>
-              <div role="row" className="diff-head">
-                <span role="columnheader">Version {l.version}</span>
-                <span role="columnheader">Version {r.version}</span>
-              </div>
-              {rows.map((row, i) => (
-                <div role="row" key={i} className="diff-row">
-                  <DiffCell side={row.left} />
-                  <DiffCell side={row.right} />
-                </div>
-              ))}
-            </div>
-            {sourceRows.length ? (
-              <>
-                <h3 className="diff-title">Source</h3>
-                <div className="diff" role="table" aria-label={`The source of version ${l.version} and version ${r.version} side by side`}>
-                  <div role="row" className="diff-head">
-                    <span role="columnheader">Version {l.version}</span>
-                    <span role="columnheader">Version {r.version}</span>
-                  </div>
-                  {sourceRows.map((row, i) => (
-                    <div role="row" key={i} className="diff-row">
-                      <DiffCell side={row.left} />
-                      <DiffCell side={row.right} />
-                    </div>
-                  ))}
-                </div>
-              </>
-            ) : null}
-          </>
+        {a.versions.length === 1 && current ? (
+          <p className="muted">
+            One version so far ({stamp(current.createdAt)}
+            {current.author ? ` by ${current.author}` : ''}, triggers from position {current.fromPosition}): nothing to compare. Its definition is below.
+          </p>
         ) : (
-          <p className="problem">No such version.</p>
+          <Compare versions={a.versions} left={left} right={right} l={l} r={r} texts={texts} changed={changed} pick={pick} />
         )}
       </section>
 
@@ -193,15 +144,15 @@ export function ActionScreen() {
                 {a.triggerDiagnostics.map((d) => (
                   <tr key={`${d.version}/${d.trigger}`}>
                     <th scope="row">{d.trigger}</th>
-                    <td>{d.version}</td>
-                    <td>{d.count}</td>
-                    <td>
+                    <td data-label="Version">{d.version}</td>
+                    <td data-label="Failures">{d.count}</td>
+                    <td data-label="Last message">
                       {d.lastMessage}
                       <div className="small muted">
                         <When iso={d.lastAt} now={now} />
                       </div>
                     </td>
-                    <td>{d.lastEvent ? `${d.lastEvent.eventType} @ ${d.lastEvent.position}` : '—'}</td>
+                    <td data-label="Last event">{d.lastEvent ? `${d.lastEvent.eventType} at position ${d.lastEvent.position}` : '—'}</td>
                   </tr>
                 ))}
               </tbody>
@@ -219,8 +170,8 @@ export function ActionScreen() {
             <table className="rows">
               <thead>
                 <tr>
-                  <th scope="col">When</th>
                   <th scope="col">Reason</th>
+                  <th scope="col">When</th>
                   <th scope="col">Trigger</th>
                   <th scope="col">Session</th>
                   <th scope="col">Event</th>
@@ -229,19 +180,21 @@ export function ActionScreen() {
               <tbody>
                 {a.intakeRecords.nodes.map((x) => (
                   <tr key={x.id}>
-                    <td>
-                      <When iso={x.createdAt} now={now} />
-                    </td>
                     <th scope="row">
                       <code>{x.reason}</code>
                       <div className="small">{x.message}</div>
                     </th>
-                    <td>
-                      {x.trigger} (v{x.version})
+                    <td data-label="When">
+                      <When iso={x.createdAt} now={now} />
                     </td>
-                    <td>{x.sessionId ? <Link to={paths.session(a.id, x.sessionId)}>{x.sessionId}</Link> : '—'}</td>
-                    <td>
-                      {x.event.eventType} @ {x.event.position}
+                    <td data-label="Trigger">
+                      {x.trigger} (version {x.version})
+                    </td>
+                    <td data-label="Session">
+                      {!x.sessionId ? '—' : x.reason === 'session_not_found' ? <span className="mono">{x.sessionId} (none)</span> : <Link to={paths.session(a.id, x.sessionId)}>{x.sessionId}</Link>}
+                    </td>
+                    <td data-label="Event">
+                      {x.event.eventType} at position {x.event.position}
                     </td>
                   </tr>
                 ))}
@@ -252,11 +205,160 @@ export function ActionScreen() {
         {a.intakeRecords.pageInfo.hasNextPage ? <p className="muted">The newest 50 are shown.</p> : null}
       </section>
 
-      <details>
+      <details open={a.versions.length === 1 || undefined}>
         <summary>The current definition as JSON</summary>
         {current ? <Json value={current.definition} /> : null}
       </details>
     </>
+  );
+}
+
+type Texts = { def: readonly [string, string]; source: readonly [string, string] | null } | null;
+
+/** Two versions picked and compared: the definitions as JSON, then the sources. */
+function Compare({
+  versions,
+  left,
+  right,
+  l,
+  r,
+  texts,
+  changed,
+  pick,
+}: {
+  versions: Version[];
+  left: number;
+  right: number;
+  l?: Version;
+  r?: Version;
+  texts: Texts;
+  changed: boolean;
+  pick: (key: 'from' | 'to', v: string) => void;
+}) {
+  return (
+    <>
+          <form className="filters" onSubmit={(e) => e.preventDefault()}>
+            <span className="field">
+              <label htmlFor="v-from">Compare version</label>
+              <select id="v-from" value={left} onChange={(e) => pick('from', e.target.value)}>
+                {versions.map((v) => (
+                  <option key={v.version} value={v.version}>
+                    {v.version}
+                  </option>
+                ))}
+              </select>
+            </span>
+            <span className="field">
+              <label htmlFor="v-to">with version</label>
+              <select id="v-to" value={right} onChange={(e) => pick('to', e.target.value)}>
+                {versions.map((v) => (
+                  <option key={v.version} value={v.version}>
+                    {v.version}
+                  </option>
+                ))}
+              </select>
+            </span>
+          </form>
+          {l && r && l.version === r.version ? (
+            <p className="muted">Version {l.version} on both sides: pick another version to compare it with.</p>
+          ) : l && r ? (
+            <>
+              <p className="muted">
+                Version {l.version}: {stamp(l.createdAt)}
+                {l.author ? ` by ${l.author}` : ''}, triggers from position {l.fromPosition}. Version {r.version}: {stamp(r.createdAt)}
+                {r.author ? ` by ${r.author}` : ''}, triggers from position {r.fromPosition}.
+                {l.version !== r.version && !changed ? ' The definitions are the same.' : ''}
+              </p>
+              <Diff key={`d${l.version}/${r.version}`} a={texts!.def[0]} b={texts!.def[1]} left={l.version} right={r.version} what="" />
+              {texts!.source ? (
+                <>
+                  <h3 className="diff-title">Source</h3>
+                  <Diff key={`s${l.version}/${r.version}`} a={texts!.source[0]} b={texts!.source[1]} left={l.version} right={r.version} what="The source of " />
+                </>
+              ) : null}
+            </>
+          ) : (
+            <p className="problem">No such version.</p>
+          )}
+    </>
+  );
+}
+
+const sameRow = (x: Row) => x.left?.change === 'same' && x.right?.change === 'same';
+
+/**
+ * Two texts compared: side by side on a wide screen, in one column (each
+ * unchanged line once) on a phone; runs of unchanged lines far from a
+ * change are folded, each behind a button that shows it.
+ */
+function Diff({ a, b, left, right, what }: { a: string; b: string; left: number; right: number; what: string }) {
+  const narrow = useMedia(narrowQuery);
+  const [opened, setOpened] = useState<Set<string>>(() => new Set());
+  const open = (k: string) => setOpened((o) => new Set(o).add(k));
+  const folder = (n: number, k: string) => (
+    <div role="row" className="diff-fold" key={`f${k}`}>
+      <span role="cell">
+        <button type="button" className="link" onClick={() => open(k)}>
+          Show {n} unchanged {n === 1 ? 'line' : 'lines'}
+        </button>
+      </span>
+    </div>
+  );
+  if (narrow) {
+    const segs = fold(unified(a, b), (x) => x.change !== 'same');
+    return (
+      <div className="diff diff-unified" role="table" aria-label={`${what ? `${what}version` : 'Version'} ${left} changed into version ${right}`}>
+        <div role="row" className="diff-head">
+          <span role="columnheader">
+            Version {left} → {right}: <span className="diff-removed-key">− only in {left}</span> <span className="diff-added-key">+ only in {right}</span>
+          </span>
+        </div>
+        {segs.map((seg) =>
+          'folded' in seg && !opened.has(`u${seg.from}`)
+            ? folder(seg.folded.length, `u${seg.from}`)
+            : ('folded' in seg ? seg.folded : seg.shown).map((x, i) => <UnifiedLine key={seg.from + i} line={x} />),
+        )}
+      </div>
+    );
+  }
+  const segs = fold(sideBySide(a, b), (x) => !sameRow(x));
+  return (
+    <div className="diff" role="table" aria-label={`${what ? `${what}version` : 'Version'} ${left} and version ${right} side by side`}>
+      <div role="row" className="diff-head">
+        <span role="columnheader">Version {left}</span>
+        <span role="columnheader">Version {right}</span>
+      </div>
+      {segs.map((seg) =>
+        'folded' in seg && !opened.has(`s${seg.from}`)
+          ? folder(seg.folded.length, `s${seg.from}`)
+          : ('folded' in seg ? seg.folded : seg.shown).map((row, i) => (
+              <div role="row" key={seg.from + i} className="diff-row">
+                <DiffCell side={row.left} />
+                <DiffCell side={row.right} />
+              </div>
+            )),
+      )}
+    </div>
+  );
+}
+
+function UnifiedLine({ line }: { line: Line }) {
+  const mark = line.change === 'added' ? '+' : line.change === 'removed' ? '−' : ' ';
+  return (
+    <div role="row" className={`diff-line diff-${line.change}`}>
+      <span role="cell" className="diff-cell">
+        <span className="ln" aria-hidden="true">
+          {line.old ?? ''}
+        </span>
+        <span className="ln" aria-hidden="true">
+          {line.new ?? ''}
+        </span>
+        <span className="mark" aria-label={line.change === 'same' ? undefined : line.change}>
+          {mark}
+        </span>
+        <code>{line.text}</code>
+      </span>
+    </div>
   );
 }
 

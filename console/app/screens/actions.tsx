@@ -40,7 +40,7 @@ export function ActionsScreen() {
                     <Link to={paths.action(a.id)}>{a.definition.name}</Link>
                     <div className="mono small muted">{a.id}</div>
                   </th>
-                  <td>
+                  <td data-label="Kind">
                     {a.definition.kind}
                     {a.definition.tool ? (
                       <>
@@ -49,14 +49,14 @@ export function ActionsScreen() {
                       </>
                     ) : null}
                   </td>
-                  <td>
+                  <td data-label="Status">
                     <Status value={a.status} />
                   </td>
-                  <td>{a.version}</td>
-                  <td>
+                  <td data-label="Version">{a.version}</td>
+                  <td data-label="Changed">
                     <When iso={a.updatedAt} now={now} />
                   </td>
-                  <td>
+                  <td data-label="Sessions">
                     <Link to={paths.sessions(a.id)} aria-label={`Sessions of ${a.definition.name}`}>
                       Sessions
                     </Link>

@@ -7,11 +7,12 @@ import { Link, useSearchParams } from 'react-router';
 
 import { request, type APIError } from '../api';
 import { AnswerForm, type Answered } from '../answer';
+import { stamp, waitingFor } from '../format';
 import { useNow, useSubscription, useTitle } from '../hooks';
 import { paths } from '../links';
 import { inboxQuery, inboxSub, type InboxItem, type InboxPage, type InboxUpdate } from '../queries';
 import { useConsole } from '../session';
-import { Loading, Problem, useNotify, Value, When } from '../ui';
+import { Loading, Problem, useNotify, Value } from '../ui';
 
 const kinds = [
   ['', 'Everything'],
@@ -238,9 +239,9 @@ function Row({
             )}
           </Link>
         </h2>
-        <span className="waited">
-          waiting <When iso={item.raisedAt} now={now} />
-        </span>
+        <time className="waited" dateTime={item.raisedAt} title={`raised ${stamp(item.raisedAt)}`}>
+          {waitingFor(item.raisedAt, now)}
+        </time>
       </div>
       <p className="item-meta">
         Session <Link to={paths.session(item.action.id, item.session.id)}>{item.session.id}</Link>

@@ -10,7 +10,7 @@ import { Link, useParams } from 'react-router';
 
 import { APIError, request } from '../api';
 import { AnswerForm, type Answered } from '../answer';
-import { stamp, took } from '../format';
+import { ago, stamp, took } from '../format';
 import { useNow, useQuery, useSubscription, useTitle } from '../hooks';
 import { paths } from '../links';
 import { closeMutation } from '../queries';
@@ -27,11 +27,12 @@ const sessionQuery = `query Session($a: UUID!, $s: String!, $turns: Int!, $focus
     origin { id eventType position }
     clock { name cron timezone every startsTurn lastTaken due next }
     inputs(status: PENDING, first: 100) { nodes { ${inputFields} } pageInfo { hasNextPage } }
-    approvals { interruptId tool toolVersion input status executionId response { decision reason note responder at input } }
-    holds { interruptId cause category explanation turn status skipRefusal response { decision note responder at } }
+    approvals { interruptId tool toolVersion input status executionId response { ...Response } }
+    holds { interruptId cause category explanation turn status skipRefusal response { ...Response } }
     turns(first: $turns) { pageInfo { hasNextPage } nodes { ...Turn } }
     focus: turn(number: $focus) { ...Turn }
   } } } }
+fragment Response on InterruptResponse { decision reason note input responder at command { turn } }
 fragment Turn on ActionSessionTurn {
   number status final startedAt finishedAt endsAt
   inputs { ${inputFields} }
@@ -69,6 +70,17 @@ interface Turn {
   };
 }
 
+/** How an interrupt was answered; command.turn is the turn that took the answer. */
+interface Response {
+  decision: string;
+  reason: string | null;
+  note: string | null;
+  input: unknown;
+  responder: string;
+  at: string;
+  command: null | { turn: number | null };
+}
+
 interface Approval {
   interruptId: string;
   tool: string;
@@ -76,7 +88,7 @@ interface Approval {
   input: unknown;
   status: string;
   executionId: string;
-  response: null | { decision: string; reason: string | null; note: string | null; responder: string; at: string; input: unknown };
+  response: Response | null;
 }
 
 interface Hold {
@@ -87,7 +99,17 @@ interface Hold {
   turn: number;
   status: string;
   skipRefusal: string | null;
-  response: null | { decision: string; note: string | null; responder: string; at: string };
+  response: Response | null;
+}
+
+/** What a turn's view needs of the session around it. */
+interface Around {
+  actionId: string;
+  sessionId: string;
+  now: number;
+  approvals: Map<string, Approval>;
+  holds: Map<number, Hold>;
+  canRespond: boolean;
 }
 
 interface ClockEntry {
@@ -207,6 +229,14 @@ export function SessionScreen() {
   const linked = interruptId ? (s.approvals.find((a) => a.interruptId === interruptId) ?? s.holds.find((h) => h.interruptId === interruptId)) : undefined;
   const turns = [...s.turns.nodes];
   if (s.focus && !turns.some((t) => t.number === s.focus?.number)) turns.push(s.focus);
+  const around: Around = {
+    actionId: action.id,
+    sessionId: s.id,
+    now,
+    approvals: new Map(s.approvals.map((a) => [a.interruptId, a])),
+    holds: new Map(s.holds.map((h) => [h.turn, h])),
+    canRespond: can.respond(action.id),
+  };
 
   return (
     <>
@@ -220,7 +250,11 @@ export function SessionScreen() {
         <Link to={paths.action(action.id)}>{action.definition.name}</Link> · <Link to={paths.sessions(action.id)}>its sessions</Link>
         {' · '}
         version {s.version}
-        {s.reason ? <> · reason: {s.reason}</> : null}
+        {pendingHolds.length ? (
+          <> · turn {pendingHolds[0].turn} is held: it waits for a retry or a skip</>
+        ) : s.reason ? (
+          <> · reason: {s.reason}</>
+        ) : null}
       </p>
       <Problem error={q.error} what="The last update could not be read" />
       <Problem error={subError} what="Live updates stopped" />
@@ -282,7 +316,7 @@ export function SessionScreen() {
       {s.clock.length > 0 ? (
         <section aria-labelledby="clock">
           <h2 id="clock">Clock</h2>
-          <table>
+          <table className="rows">
             <thead>
               <tr>
                 <th scope="col">Entry</th>
@@ -297,11 +331,11 @@ export function SessionScreen() {
               {s.clock.map((c) => (
                 <tr key={c.name}>
                   <th scope="row">{c.name}</th>
-                  <td>{c.cron ? `${c.cron} (${c.timezone ?? 'UTC'})` : `every ${c.every}`}</td>
-                  <td>{c.startsTurn ? 'yes' : 'no, rides along'}</td>
-                  <td>{c.lastTaken ? stamp(c.lastTaken) : '—'}</td>
-                  <td>{c.due ? stamp(c.due) : '—'}</td>
-                  <td>{c.next ? <>{stamp(c.next)} (<When iso={c.next} now={now} />)</> : '—'}</td>
+                  <td data-label="Schedule">{c.cron ? `${c.cron} (${c.timezone ?? 'UTC'})` : `every ${c.every}`}</td>
+                  <td data-label="Starts a turn">{c.startsTurn ? 'yes' : 'no, rides along with the next turn'}</td>
+                  <td data-label="Last taken">{c.lastTaken ? stamp(c.lastTaken) : '—'}</td>
+                  <td data-label="Due now">{c.due ? stamp(c.due) : '—'}</td>
+                  <td data-label="Next firing">{c.next ? <>{stamp(c.next)} (<When iso={c.next} now={now} />)</> : '—'}</td>
                 </tr>
               ))}
             </tbody>
@@ -314,7 +348,7 @@ export function SessionScreen() {
         {turns.length === 0 ? <p className="muted">No turn yet.</p> : null}
         <ol className="turns" reversed>
           {turns.map((t) => (
-            <TurnView key={t.number} t={t} actionId={action.id} sessionId={s.id} now={now} live={live[t.number]} focus={t.number === focusTurn} />
+            <TurnView key={t.number} t={t} around={around} live={live[t.number]} focus={t.number === focusTurn} />
           ))}
         </ol>
         {s.turns.pageInfo.hasNextPage ? (
@@ -339,10 +373,10 @@ function LinkedInterrupt({ id, found }: { id: string; found?: Approval | Hold })
   const r = found.response;
   return (
     <p className="notice notice-info" role="status">
-      The interrupt you followed a link to{' '}
+      The {'tool' in found ? 'approval request' : 'hold'} you followed a link to{' '}
       {found.status === 'ANSWERED' && r ? (
         <>
-          was answered {r.decision} by {r.responder} at {stamp(r.at)}.
+          was answered: {decided[r.decision] ?? r.decision} by {r.responder}, {stamp(r.at)}.
         </>
       ) : (
         <>no longer waits: the session closed or went on without it.</>
@@ -503,7 +537,9 @@ function Inputs({ inputs, now }: { inputs: Input[]; now: number }) {
   );
 }
 
-function TurnView({ t, actionId, sessionId, now, live, focus }: { t: Turn; actionId: string; sessionId: string; now: number; live?: { attempt: number; entries: Entry[] }; focus: boolean }) {
+function TurnView({ t, around, live, focus }: { t: Turn; around: Around; live?: { attempt: number; entries: Entry[] }; focus: boolean }) {
+  const { actionId, sessionId, now } = around;
+  const hold = t.status === 'HELD' ? around.holds.get(t.number) : undefined;
   const ref = useRef<HTMLLIElement>(null);
   useEffect(() => {
     if (focus) {
@@ -528,7 +564,7 @@ function TurnView({ t, actionId, sessionId, now, live, focus }: { t: Turn; actio
           {t.execution.attempts > 1 ? `, ${t.execution.attempts} attempts` : ''}
         </span>
       </div>
-      {t.execution.error ? <p className="problem">Error: {t.execution.error}</p> : null}
+      {hold ? <HeldView t={t} hold={hold} around={around} /> : t.execution.error ? <p className="problem">Error: {t.execution.error}</p> : null}
       <details open={focus || t.status === 'RUNNING' || undefined}>
         <summary>Inputs ({t.inputs.length})</summary>
         <Inputs inputs={t.inputs} now={now} />
@@ -541,14 +577,14 @@ function TurnView({ t, actionId, sessionId, now, live, focus }: { t: Turn; actio
           </p>
         ) : null}
         {msgs.map((m) => (
-          <MessageView key={m.seq} m={m} actionId={actionId} sessionId={sessionId} />
+          <MessageView key={m.seq} m={m} around={around} />
         ))}
       </section>
       {t.checkpoint ? (
         <details open={focus || undefined}>
           <summary>
             Checkpoint: {t.checkpoint.status}
-            {t.checkpoint.reason ? ` (${t.checkpoint.reason})` : ''}
+            {hold ? ' (the turn is held: the state is as it was before it)' : t.checkpoint.reason ? ` (${t.checkpoint.reason})` : ''}
           </summary>
           <Json value={t.checkpoint.state} label={`State after turn ${t.number}`} />
         </details>
@@ -582,7 +618,8 @@ function parsed(v: unknown): unknown {
   }
 }
 
-function MessageView({ m, actionId, sessionId }: { m: Message; actionId: string; sessionId: string }) {
+function MessageView({ m, around }: { m: Message; around: Around }) {
+  const { actionId, sessionId, now } = around;
   switch (m.type) {
     case 'user':
       return (
@@ -596,6 +633,7 @@ function MessageView({ m, actionId, sessionId }: { m: Message; actionId: string;
         <div className="msg msg-model">
           <span className="who-label">Model</span>
           {m.text ? <p className="text">{m.text}</p> : null}
+          {!m.text && m.calls.length === 0 ? <p className="muted">No text{m.stop ? ` (stopped: ${m.stop})` : ''}.</p> : null}
           {m.calls.length ? (
             <ul className="calls">
               {m.calls.map((c, i) => (
@@ -610,7 +648,7 @@ function MessageView({ m, actionId, sessionId }: { m: Message; actionId: string;
       );
     case 'tool':
       return (
-        <div className={`msg msg-tool${m.result?.error ? ' msg-error' : ''}`}>
+        <div className={`msg msg-tool${m.nested ? ' msg-nested' : ''}${m.result?.error ? ' msg-error' : ''}`}>
           <span className="who-label">
             Tool call <code>{m.tool}</code>
             {m.via ? ` via ${m.via}` : ''}
@@ -631,20 +669,23 @@ function MessageView({ m, actionId, sessionId }: { m: Message; actionId: string;
             Approval requested for <code>{m.tool}</code>
           </span>
           <Json value={m.input} />
-          {m.interruptId ? <Link to={paths.interrupt(actionId, sessionId, m.interruptId)}>Interrupt {m.interruptId.slice(0, 8)}</Link> : null}
+          {m.interruptId ? <Link to={paths.interrupt(actionId, sessionId, m.interruptId)}>Link to this request</Link> : null}
+          <Answer what="approval" found={around.approvals.get(m.interruptId)} around={around} interruptId={m.interruptId} />
         </div>
       );
     case 'answer':
       return (
         <div className={`msg msg-answer answer-${m.decision.toLowerCase()}`}>
           <span className="who-label">
-            {m.decision} by {m.responder ?? 'someone'}
+            {decided[m.decision] ?? m.decision} by {m.responder ?? 'someone'}
             {m.tool ? (
               <>
                 {' '}
                 for <code>{m.tool}</code>
               </>
             ) : null}
+            {' · '}
+            <When iso={m.at} now={now} />
           </span>
           {m.reason ? <p className="text">“{m.reason}”</p> : null}
           {m.input !== undefined && m.input !== null ? <Json value={m.input} label="Replacement input" /> : null}
@@ -654,7 +695,7 @@ function MessageView({ m, actionId, sessionId }: { m: Message; actionId: string;
     case 'refusal':
       return (
         <div className="msg msg-refusal">
-          <span className="who-label">Refusal{m.category ? ` (${m.category})` : ''}</span>
+          <span className="who-label">Model refused{m.category ? ` (${m.category})` : ''}</span>
           <p className="text">{m.explanation ?? m.text ?? ''}</p>
         </div>
       );
@@ -670,7 +711,7 @@ function MessageView({ m, actionId, sessionId }: { m: Message; actionId: string;
         <div className="msg msg-outcome">
           <span className="who-label">Outcome: {m.status}</span>
           {m.reason ? <p className="text">{m.reason}</p> : null}
-          {m.waitingOn?.length ? <p className="muted">waiting on {m.waitingOn.length} approval(s)</p> : null}
+          {m.waitingOn?.length && !m.reason ? <p className="muted">waiting on {plural(m.waitingOn.length, 'approval')}</p> : null}
           {m.state !== null && m.state !== undefined ? <Json value={m.state} label="Reported state" /> : null}
         </div>
       );
@@ -682,4 +723,88 @@ function MessageView({ m, actionId, sessionId }: { m: Message; actionId: string;
         </div>
       );
   }
+}
+
+const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
+
+const decided: Record<string, string> = { APPROVE: 'Approved', DENY: 'Denied', RETRY: 'Retried', SKIP: 'Skipped' };
+
+/**
+ * How an approval request or a hold was answered, where it shows in the
+ * turn that raised it: the decision, who and when, the reason or note, a
+ * replacement input, and the turn that took the answer; or that it still
+ * waits (with what a person does about it), or no longer does.
+ */
+function Answer({ what, found, around, interruptId }: { what: 'approval' | 'hold'; found?: Approval | Hold; around: Around; interruptId: string }) {
+  const { actionId, sessionId, now } = around;
+  if (!found) return null;
+  const link = paths.interrupt(actionId, sessionId, interruptId);
+  if (found.status === 'PENDING') {
+    return (
+      <p className="answered answered-pending">
+        <strong>Waiting for an answer.</strong>{' '}
+        {around.canRespond ? (
+          <Link to={link}>{what === 'hold' ? 'Retry or skip it' : 'Approve or deny it'}</Link>
+        ) : (
+          <>Someone who may respond on this action can {what === 'hold' ? 'retry or skip it' : 'approve or deny it'} from the inbox.</>
+        )}
+      </p>
+    );
+  }
+  const r = found.response;
+  if (found.status !== 'ANSWERED' || !r) {
+    return (
+      <p className="answered answered-closed">
+        <strong>No longer waits:</strong> the session closed, or went on without an answer.
+      </p>
+    );
+  }
+  const words = r.reason ?? r.note;
+  const later = r.command?.turn;
+  const took = { APPROVE: 'The call ran in', DENY: 'The agent was told in', RETRY: 'Its inputs ran again in', SKIP: 'The session went on in' }[r.decision] ?? 'Taken in';
+  return (
+    <div className={`answered answered-${r.decision.toLowerCase()}`}>
+      <p className="answered-head">
+        <strong>
+          {decided[r.decision] ?? r.decision} by {r.responder}
+        </strong>{' '}
+        <span className="muted">
+          ·{' '}
+          <time dateTime={r.at} title={stamp(r.at)}>
+            {ago(r.at, now)}
+          </time>
+        </span>
+      </p>
+      {words ? <blockquote className="said">{words}</blockquote> : null}
+      {r.input !== null && r.input !== undefined ? (
+        <>
+          <p className="small muted">Run with this input instead of the model's:</p>
+          <Json value={r.input} label="Replacement input" />
+        </>
+      ) : null}
+      {later ? (
+        <p>
+          {took} <Link to={paths.turn(actionId, sessionId, later)}>turn {later}</Link>.
+        </p>
+      ) : r.decision === 'SKIP' ? (
+        <p>Its inputs were set aside and the session went on.</p>
+      ) : null}
+    </div>
+  );
+}
+
+/** A held turn: why it is held, and how the hold was answered (H1-H4). */
+function HeldView({ t, hold, around }: { t: Turn; hold: Hold; around: Around }) {
+  const detail = hold.cause === 'UNFINISHED' && t.execution.error ? t.execution.error.replace(/^agent_unfinished: /, '') : null;
+  return (
+    <section className="held" aria-label={`Why turn ${t.number} is held`}>
+      <p>
+        <strong>Held:</strong> {hold.cause === 'REFUSED' ? 'the model refused to go on' : 'the turn ended without an outcome after its retries'}
+        {hold.category ? <> (category {hold.category})</> : null}
+        {hold.explanation && hold.cause !== 'REFUSED' ? <>: {hold.explanation}</> : null}. Nothing it did was committed.
+        {detail ? <span className="muted"> ({detail})</span> : null}
+      </p>
+      <Answer what="hold" found={hold} around={around} interruptId={hold.interruptId} />
+    </section>
+  );
 }

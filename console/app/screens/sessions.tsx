@@ -33,6 +33,8 @@ interface Answer {
   actions: { action: null | { id: string; definition: { name: string }; sessions: { pageInfo: { hasNextPage: boolean; endCursor: string | null }; nodes: Row[] } } };
 }
 
+const final = (status: string) => ['COMPLETED', 'FAILED', 'CANCELLED'].includes(status);
+
 const rowSub = `subscription SessionRow($a: UUID!, $s: String!) { sessionUpdates(actionId: $a, id: $s) { kind session { status running } } }`;
 
 export function SessionsScreen() {
@@ -73,24 +75,28 @@ export function SessionsScreen() {
       <div className="screen-head">
         <h1>Sessions{action ? <> of {action.definition.name}</> : null}</h1>
         <form className="filters" onSubmit={(e) => e.preventDefault()}>
-          <label htmlFor="s-action">Action</label>
-          <select id="s-action" value={actionId ?? ''} onChange={(e) => navigate(paths.sessions(e.target.value, status || undefined))}>
-            {!actionId ? <option value="">Choose…</option> : null}
-            {actionRows.map((a) => (
-              <option key={a.id} value={a.id}>
-                {a.definition.name}
-              </option>
-            ))}
-            {actionId && !actionRows.some((a) => a.id === actionId) ? <option value={actionId}>{action?.definition.name ?? actionId}</option> : null}
-          </select>
-          <label htmlFor="s-status">Status</label>
-          <select id="s-status" value={status} onChange={(e) => setParams(e.target.value ? { status: e.target.value } : {})}>
-            {statuses.map((s) => (
-              <option key={s} value={s}>
-                {s || 'Any'}
-              </option>
-            ))}
-          </select>
+          <span className="field">
+            <label htmlFor="s-action">Action</label>
+            <select id="s-action" value={actionId ?? ''} onChange={(e) => navigate(paths.sessions(e.target.value, status || undefined))}>
+              {!actionId ? <option value="">Choose…</option> : null}
+              {actionRows.map((a) => (
+                <option key={a.id} value={a.id}>
+                  {a.definition.name}
+                </option>
+              ))}
+              {actionId && !actionRows.some((a) => a.id === actionId) ? <option value={actionId}>{action?.definition.name ?? actionId}</option> : null}
+            </select>
+          </span>
+          <span className="field">
+            <label htmlFor="s-status">Status</label>
+            <select id="s-status" value={status} onChange={(e) => setParams(e.target.value ? { status: e.target.value } : {})}>
+              {statuses.map((s) => (
+                <option key={s} value={s}>
+                  {s || 'Any'}
+                </option>
+              ))}
+            </select>
+          </span>
         </form>
       </div>
       <Problem error={actions.error} what="The actions could not be read" />
@@ -126,7 +132,7 @@ export function SessionsScreen() {
 }
 
 function SessionRow({ r, actionId, now, follow, onChange }: { r: Row; actionId: string; now: number; follow: boolean; onChange: () => void }) {
-  const live = follow && !['COMPLETED', 'FAILED', 'CANCELLED'].includes(r.status);
+  const live = follow && !final(r.status);
   const seen = useRef(`${r.status}/${r.running}`);
   seen.current = `${r.status}/${r.running}`;
   useSubscription<{ sessionUpdates: { session: { status: string; running: boolean } } }>(rowSub, { a: actionId, s: r.id }, `${actionId}/${r.id}`, (d) => {
@@ -140,18 +146,18 @@ function SessionRow({ r, actionId, now, follow, onChange }: { r: Row; actionId: 
           {r.id}
         </Link>
       </th>
-      <td>
+      <td data-label="Status">
         <Status value={r.status} running={r.running} />
         {r.reason ? <div className="small muted">{r.reason}</div> : null}
       </td>
-      <td>{r.version}</td>
-      <td>
+      <td data-label="Version">{r.version}</td>
+      <td data-label="Started">
         <When iso={r.startedAt} now={now} />
       </td>
-      <td>
+      <td data-label="Last change">
         <When iso={r.updatedAt} now={now} />
       </td>
-      <td>{r.endsAt ? <When iso={r.endsAt} now={now} /> : '—'}</td>
+      <td data-label="Ends">{final(r.status) ? '— (ended)' : r.endsAt ? <When iso={r.endsAt} now={now} /> : 'no end'}</td>
     </tr>
   );
 }
