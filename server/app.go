@@ -45,7 +45,7 @@ type Config struct {
 	Workers     int           // concurrent turns (see turns.Config)
 	Lease       time.Duration // turn lease (see turns.Config)
 	Poll        time.Duration // fallback poll of dispatcher and executor (1s)
-	MaxConns    int           // database pool size (2*Workers + 8); pool_max_conns in the URL wins
+	MaxConns    int           // database pool size (Workers + 16); pool_max_conns in the URL wins
 	Clock       clock.Clock   // defaults to the wall clock
 	// DisableIntrospection turns GraphQL introspection off (on by default).
 	DisableIntrospection bool
@@ -194,11 +194,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, fmt.Errorf("database: %w", err)
 	}
 	if !strings.Contains(cfg.DatabaseURL, "pool_max_conns") {
-		// Turn workers, their heartbeats, the dispatcher and requests share
-		// the pool; the driver's default (4 on two cores) starves them.
+		// Turns whose handler began a transaction hold a connection each
+		// while they run; the claim, the completer, the heartbeats, the
+		// dispatcher, the timers, the writers' group commit and requests
+		// share the rest. The driver's default (4 on two cores) starves them.
 		pcfg.MaxConns = int32(cfg.MaxConns)
 		if pcfg.MaxConns <= 0 {
-			pcfg.MaxConns = int32(2*max(cfg.Workers, 4) + 8)
+			pcfg.MaxConns = int32(max(cfg.Workers, 4) + 16)
 		}
 	}
 	if observe.Tracing(cfg.TracerProvider) {

@@ -82,7 +82,7 @@ type serveCmd struct {
 	Addr          string        `env:"ADDR" default:"127.0.0.1:8080" help:"HTTP listen address (loopback only unless AUTH=on)."`
 	Auth          string        `env:"AUTH" default:"off" enum:"on,off" help:"on: every GraphQL request needs a bearer token; off: loopback dev mode, no credentials."`
 	AdminToken    string        `env:"ADMIN_TOKEN" help:"A bearer token (32+ characters) for principal admin with ADMIN on *."`
-	Workers       int           `env:"WORKERS" default:"4" help:"Concurrent turns in this process."`
+	Workers       int           `env:"WORKERS" default:"16" help:"Concurrent turns in this process."`
 	Lease         time.Duration `env:"TURN_LEASE" default:"30s" help:"How long a claimed turn stays leased without a heartbeat."`
 	Introspection bool          `env:"INTROSPECTION" default:"true" negatable:"" help:"Answer GraphQL introspection queries."`
 	GraphiQL      bool          `env:"GRAPHIQL" name:"graphiql" default:"true" negatable:"" help:"Serve the GraphiQL page at /graphiql."`
@@ -162,7 +162,7 @@ func (l liveLimits) check(maxConns int) error {
 type workerCmd struct {
 	database
 	startup
-	Workers    int           `env:"WORKERS" default:"4" help:"Concurrent turns in this process."`
+	Workers    int           `env:"WORKERS" default:"16" help:"Concurrent turns in this process."`
 	Lease      time.Duration `env:"TURN_LEASE" default:"30s" help:"How long a claimed turn stays leased without a heartbeat."`
 	Auth       string        `env:"AUTH" default:"off" enum:"on,off" help:"on: action versions run with their authors' authority (set it as for serve); off: dev mode."`
 	AdminToken string        `env:"ADMIN_TOKEN" help:"Set as for serve: versions stored with it keep ADMIN on * under AUTH=on."`

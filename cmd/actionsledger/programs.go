@@ -34,7 +34,7 @@ type benchCmd struct {
 	database
 	Clients   int           `default:"8" help:"Keep-alive GraphQL clients writing over HTTP."`
 	Accounts  int           `default:"100" help:"Accounts, one session of the seed's monitor each."`
-	Workers   int           `default:"4" help:"Concurrent turns (as serve's WORKERS)."`
+	Workers   int           `default:"16" help:"Concurrent turns (as serve's WORKERS)."`
 	Duration  time.Duration `default:"10s" help:"Length of each write pass."`
 	Ceiling   time.Duration `default:"5s" help:"Length of each ceiling measurement (whole seconds with pgbench)."`
 	BulkSize  int           `default:"500" help:"Events per appendEvents request."`
@@ -67,7 +67,7 @@ type benchClockCmd struct {
 	Load         int           `default:"300" help:"Sessions of the loaded lag pass (300 every 2s: 150 firings/s)."`
 	LoadEvery    time.Duration `default:"2s" help:"Clock period of the loaded pass's sessions."`
 	LagDuration  time.Duration `default:"20s" help:"Length of each lag pass."`
-	Workers      int           `default:"4" help:"Concurrent turns (executor workers)."`
+	Workers      int           `default:"16" help:"Concurrent turns (executor workers)."`
 	StartTimeout time.Duration `default:"10m" help:"Longest wait for the sessions to start."`
 }
 
