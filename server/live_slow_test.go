@@ -173,10 +173,17 @@ func TestLiveSlowSubscribers(t *testing.T) {
 		g.hold()
 		defer g.release()
 		dropped := e.app.Feed.Dropped(session.InboxChannel)
+		// Each approval is raised by a turn committed by itself (waited
+		// for before the next entry), so each is a notification of its own:
+		// turns that finish together commit, and notify, together.
 		for i := 0; i < 8; i++ {
 			acct := "s" + strconv.Itoa(i)
 			e.put(t, "account", acct, map[string]any{"account_id": acct}, "")
 			e.put(t, "entry", "e-"+acct, map[string]any{"account_id": acct, "amount": 1}, "")
+			poll(t, "the approval raised", func() bool {
+				return e.countRows(t, `SELECT count(*) FROM session_interrupts i JOIN sessions s USING (sid)
+					WHERE s.action_id = $1 AND i.status = 'PENDING'`, agent) == i+1
+			})
 		}
 		poll(t, "notes dropped for the stalled subscriber", func() bool { return e.app.Feed.Dropped(session.InboxChannel) > dropped })
 		g.release()
