@@ -575,9 +575,16 @@ func (r *holdResolver) SkipRefusal(ctx context.Context, obj *session.Interrupt) 
 	if obj.Kind != session.InterruptHold {
 		return nil, nil
 	}
-	t, err := r.turn(ctx, obj.SID, obj.Turn)
-	if err != nil || t == nil || !t.Resumed {
-		return nil, err
+	resumed := obj.TurnResumed
+	if resumed == nil { // not read along: read the turn
+		t, err := r.turn(ctx, obj.SID, obj.Turn)
+		if err != nil || t == nil {
+			return nil, err
+		}
+		resumed = &t.Resumed
+	}
+	if !*resumed {
+		return nil, nil
 	}
 	why := session.SkipRefusal(obj.Turn)
 	return &why, nil
@@ -595,6 +602,9 @@ func (r *inboxItemResolver) Kind(ctx context.Context, obj *session.InboxItem) (m
 
 // Action is the resolver for the action field.
 func (r *inboxItemResolver) Action(ctx context.Context, obj *session.InboxItem) (*action.Action, error) {
+	if obj.Action != nil { // read along, once for every subscriber of inboxUpdates
+		return obj.Action, nil
+	}
 	a, err := r.action(ctx, obj.Session.ActionID)
 	if err == nil && a == nil {
 		err = fmt.Errorf("action %s of interrupt %s is missing", obj.Session.ActionID, obj.ID)

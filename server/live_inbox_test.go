@@ -85,6 +85,23 @@ type inboxSeed struct{ tool, a, b string }
 
 func seedInbox(t testing.TB, e *env) inboxSeed {
 	t.Helper()
+	s := inboxAgents(t, e)
+	for _, acct := range []string{"a1", "a2", "a3", "ah1", "b1", "bh2"} {
+		e.put(t, "account", acct, map[string]any{"account_id": acct}, "")
+		entry := map[string]any{"account_id": acct, "amount": 100}
+		if len(acct) == 3 {
+			entry["note"] = "suspicious-transfer" // the model refuses: a held turn
+		}
+		e.put(t, "entry", "e-"+acct, entry, "")
+	}
+	return s
+}
+
+// inboxAgents creates the two agents of inboxSeed, with no session yet:
+// agent-a's sessions are the accounts whose id starts with "a", agent-b's
+// those starting with "b".
+func inboxAgents(t testing.TB, e *env) inboxSeed {
+	t.Helper()
 	s := inboxSeed{tool: uuid.NewString(), a: uuid.NewString(), b: uuid.NewString()}
 	e.ok(t, createOp, map[string]any{"id": s.tool, "input": freezeTool()}, nil)
 	for id, name := range map[string]string{s.a: "agent-a", s.b: "agent-b"} {
@@ -94,14 +111,6 @@ func seedInbox(t testing.TB, e *env) inboxSeed {
 		// Each agent watches accounts of its own namespace prefix.
 		trig[0].(map[string]any)["event"] = `event.type == "account.inserted" && string(event.data.account_id).startsWith("` + name[len(name)-1:] + `")`
 		e.ok(t, createOp, map[string]any{"id": id, "input": def}, nil)
-	}
-	for _, acct := range []string{"a1", "a2", "a3", "ah1", "b1", "bh2"} {
-		e.put(t, "account", acct, map[string]any{"account_id": acct}, "")
-		entry := map[string]any{"account_id": acct, "amount": 100}
-		if len(acct) == 3 {
-			entry["note"] = "suspicious-transfer" // the model refuses: a held turn
-		}
-		e.put(t, "entry", "e-"+acct, entry, "")
 	}
 	return s
 }
