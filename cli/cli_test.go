@@ -355,13 +355,13 @@ func TestUnreachableServer(t *testing.T) {
 		{"--server", down + "/graphql", "events", "tail"},
 		{"--server", notGraphQL(t), "actions", "list"},
 	} {
-		res := execute(t.Context(), "", nil, args...)
+		res := execute(t.Context(), "", nil, nil, args...)
 		require.Equal(t, cli.ExitUnreachable, res.code, "%v\n%s", args, res)
 		require.Contains(t, res.errOut, "/graphql")
 	}
-	res := execute(t.Context(), "", nil, "--server", down, "-o", "json", "actions", "list")
+	res := execute(t.Context(), "", nil, nil, "--server", down, "-o", "json", "actions", "list")
 	require.Contains(t, res.errOut, `"exit":3`)
-	res = execute(t.Context(), "", nil, "--server", "localhost:8080", "actions", "list")
+	res = execute(t.Context(), "", nil, nil, "--server", "localhost:8080", "actions", "list")
 	require.Equal(t, cli.ExitUsage, res.code, "%s", res)
 	require.Contains(t, res.errOut, "write http://HOST:PORT")
 }
@@ -372,7 +372,7 @@ func TestServerAndTokenFromEnvironment(t *testing.T) {
 	r := newRig(t, true)
 	t.Setenv("ACTIONSLEDGER_SERVER", r.srv.URL+"/graphql/")
 	t.Setenv("ACTIONSLEDGER_TOKEN", adminToken)
-	res := execute(t.Context(), "", nil, "actions", "list", "-o", "json")
+	res := execute(t.Context(), "", nil, nil, "actions", "list", "-o", "json")
 	require.Equal(t, cli.ExitOK, res.code, "%s", res)
 	require.Equal(t, "[]\n", res.out)
 }

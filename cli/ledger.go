@@ -32,8 +32,12 @@ func (c *EventsTailCmd) Run(ctx context.Context, env *Env) error {
 	}
 	after := ptr(c.After)
 	n := 0
-	open := func(ctx context.Context) (*client.Stream[*client.LedgerEvent], error) {
-		return env.Client.FollowLedgerEvents(ctx, after, ptr(c.Type))
+	open := func(ctx context.Context) (updates[*client.LedgerEvent], error) {
+		s, err := env.Client.FollowLedgerEvents(ctx, after, ptr(c.Type))
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	return followLoop(ctx, env.Stderr, open, func(e *client.LedgerEvent) (bool, error) {
 		pos := e.Position
