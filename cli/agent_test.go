@@ -260,3 +260,27 @@ func TestSessionsWatchWaitsForTheSession(t *testing.T) {
 	require.NotContains(t, res.errOut, "waiting")
 	r.fails(t, cli.ExitUsage, []string{"sessions", "watch", monitorID, acct, "--wait=-1s"}, "--wait must be 0 or more")
 }
+
+// Issue 12 follow-up item 5: events tail --after a position past the
+// ledger's newest event says so on standard error (nothing to replay, and
+// what it will show), rather than waiting silently; a position it has is
+// replayed without a word.
+func TestEventsTailAfterPastTheHead(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, false)
+	r.ok(t, "append", "tail.one", `{"n": 1}`)
+	r.ok(t, "append", "tail.two", `{"n": 2}`)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	w := r.start(t, ctx, "events", "tail", "--after", "40")
+	require.Equal(t, "actionsledger: --after 40 is past the newest event (position 2): nothing to replay, and events are shown from position 41 on; waiting", w.nextErr(t))
+	cancel()
+	res := w.wait(t)
+	require.Equal(t, cli.ExitOK, res.code, "%s", res)
+	require.Empty(t, res.out)
+
+	res = r.run(t, "events", "tail", "--after", "1", "--limit", "1")
+	require.Equal(t, cli.ExitOK, res.code, "%s", res)
+	require.Contains(t, res.out, "tail.two")
+	require.Empty(t, res.errOut)
+}

@@ -805,6 +805,24 @@ func (r *mutationResolver) Auth(ctx context.Context) (*model.AuthMutation, error
 	return &model.AuthMutation{}, nil
 }
 
+// Tokens is the resolver for the tokens field.
+func (r *principalResolver) Tokens(ctx context.Context, obj *model.Principal, includeRevoked *bool) ([]auth.TokenInfo, error) {
+	all, err := r.tokensOf(ctx, obj.ID)
+	if err != nil {
+		return nil, err
+	}
+	if includeRevoked != nil && *includeRevoked {
+		return append([]auth.TokenInfo{}, all...), nil
+	}
+	valid := []auth.TokenInfo{}
+	for _, t := range all {
+		if t.RevokedAt == nil {
+			valid = append(valid, t)
+		}
+	}
+	return valid, nil
+}
+
 // Actions is the resolver for the actions field.
 func (r *queryResolver) Actions(ctx context.Context) (*model.ActionsQuery, error) {
 	return &model.ActionsQuery{}, nil
@@ -951,6 +969,9 @@ func (r *Resolver) LedgerQuery() LedgerQueryResolver { return &ledgerQueryResolv
 // Mutation returns MutationResolver implementation.
 func (r *Resolver) Mutation() MutationResolver { return &mutationResolver{r} }
 
+// Principal returns PrincipalResolver implementation.
+func (r *Resolver) Principal() PrincipalResolver { return &principalResolver{r} }
+
 // Query returns QueryResolver implementation.
 func (r *Resolver) Query() QueryResolver { return &queryResolver{r} }
 
@@ -993,6 +1014,7 @@ type (
 	ledgerMutationResolver     struct{ *Resolver }
 	ledgerQueryResolver        struct{ *Resolver }
 	mutationResolver           struct{ *Resolver }
+	principalResolver          struct{ *Resolver }
 	queryResolver              struct{ *Resolver }
 	subscriptionResolver       struct{ *Resolver }
 	toolCallResolver           struct{ *Resolver }
