@@ -180,10 +180,16 @@ func TestLiveSlowSubscribers(t *testing.T) {
 		g.hold()
 		defer g.release()
 		lagged, dropped := e.app.Resolver.LiveStats().Lagged, e.app.Feed.Dropped(session.InboxChannel)
+		// 8 approvals, one after another: each raised by a transaction (so
+		// a notification, a read and an inbox change) of its own.
 		for i := 0; i < 8; i++ {
 			acct := "s" + strconv.Itoa(i)
 			e.put(t, "account", acct, map[string]any{"account_id": acct}, "")
 			e.put(t, "entry", "e-"+acct, map[string]any{"account_id": acct, "amount": 1}, "")
+			poll(t, "the approval raised", func() bool {
+				return e.countRows(t, `SELECT count(*) FROM session_interrupts i JOIN sessions s USING (sid)
+					WHERE s.action_id = $1 AND i.status = 'PENDING'`, agent) == i+1
+			})
 		}
 		// The changes overflow the stalled subscriber's queue, or the
 		// inbox reader's feed buffer (the reader then ends every
