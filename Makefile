@@ -19,7 +19,8 @@
 #                   the session query's round trips, as ratios to the ceiling
 #                   (docs/throughput.md; BENCH_FLAGS='--runs 3')
 #   make bench-live memory per idle subscriber (SSE, WebSocket) and the cost of
-#                   one notification with 1,000 subscribers, on a fresh
+#                   one notification with 1 and 1,000 subscribers, for
+#                   ledgerEvents, sessionUpdates and inboxUpdates, on a fresh
 #                   database actionsledger_bench_live (docs/subscriptions.md)
 #   make chaos      replicas, worker and a private PostgreSQL under kill -9 and
 #                   crash restarts, then invariants (docs/chaos.md; CHAOS_SEED=N replays)

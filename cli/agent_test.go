@@ -222,3 +222,65 @@ func TestEventsTail(t *testing.T) {
 	require.Equal(t, cli.ExitOK, res.code, "%s", res)
 	require.Contains(t, res.out, "tail.live")
 }
+
+// Issue 12 follow-up item 2, sessions watch --wait: right after the put
+// that starts a session the dispatcher may not have created it yet; watch
+// says on standard error that it waits for it and follows it once it
+// exists. The service is stepped: the session is created only when the
+// test steps it, after watch has said it waits. Without --wait, after the
+// wait, and for an action that does not exist (at once, whatever the
+// wait), it exits 4.
+func TestSessionsWatchWaitsForTheSession(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, false)
+	r.ok(t, "apply", "-f", "testdata/monitor.json")
+	acct := "0b6f2a4c-3d5e-4f60-8a7b-9c0d1e2f3a4b"
+	r.ok(t, "put", "account", acct, `{"account_id": "`+acct+`"}`)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	w := r.start(t, ctx, "sessions", "watch", monitorID, acct, "--wait", "1m")
+	require.Equal(t, "actionsledger: action "+monitorID+" has no session "+acct+" yet; waiting up to 1m0s for it (--wait)", w.nextErr(t))
+	r.step(t) // the dispatcher creates the session
+	require.Regexp(t, `session `+acct+` OPEN, 0 pending$`, w.next(t))
+	cancel() // Ctrl-C
+	res := w.wait(t)
+	require.Equal(t, cli.ExitOK, res.code, "%s", res)
+
+	missing := "7e8f9a0b-1c2d-4e3f-8a4b-5c6d7e8f9a0b"
+	res = r.fails(t, cli.ExitNotFound, []string{"sessions", "watch", monitorID, missing, "--wait", "0"}, "NOT_FOUND")
+	require.NotContains(t, res.errOut, "waiting")
+	res = r.fails(t, cli.ExitNotFound, []string{"sessions", "watch", monitorID, missing, "--wait", "300ms"},
+		"waiting up to 300ms", "NOT_FOUND: no session "+missing+" of action "+monitorID+" after waiting 300ms")
+	// An action that does not exist is not waited for.
+	w = r.start(t, t.Context(), "sessions", "watch", missing, acct, "--wait", "1h")
+	res = w.wait(t)
+	require.Equal(t, cli.ExitNotFound, res.code, "%s", res)
+	require.Contains(t, res.errOut, "NOT_FOUND: no action "+missing)
+	require.NotContains(t, res.errOut, "waiting")
+	r.fails(t, cli.ExitUsage, []string{"sessions", "watch", monitorID, acct, "--wait=-1s"}, "--wait must be 0 or more")
+}
+
+// Issue 12 follow-up item 5: events tail --after a position past the
+// ledger's newest event says so on standard error (nothing to replay, and
+// what it will show), rather than waiting silently; a position it has is
+// replayed without a word.
+func TestEventsTailAfterPastTheHead(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, false)
+	r.ok(t, "append", "tail.one", `{"n": 1}`)
+	r.ok(t, "append", "tail.two", `{"n": 2}`)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	w := r.start(t, ctx, "events", "tail", "--after", "40")
+	require.Equal(t, "actionsledger: --after 40 is past the newest event (position 2): nothing to replay, and events are shown from position 41 on; waiting", w.nextErr(t))
+	cancel()
+	res := w.wait(t)
+	require.Equal(t, cli.ExitOK, res.code, "%s", res)
+	require.Empty(t, res.out)
+
+	res = r.run(t, "events", "tail", "--after", "1", "--limit", "1")
+	require.Equal(t, cli.ExitOK, res.code, "%s", res)
+	require.Contains(t, res.out, "tail.two")
+	require.Empty(t, res.errOut)
+}

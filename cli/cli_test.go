@@ -311,12 +311,27 @@ func TestTokensAndRefusals(t *testing.T) {
 	require.Equal(t, []struct{ Action, Resource string }{{"ADMIN", "*"}}, tok.Principal.Policies)
 	require.NotEmpty(t, tok.Token)
 
+	// tokens list: a row per token, with its id (never the secret).
 	out := r.ok(t, append(admin, "tokens", "list")...)
-	require.Regexp(t, `(?m)^reader\s+READ=financial.Action.document READ=ledger$`, out)
-	require.Regexp(t, `(?m)^carol\s+ADMIN=\*$`, out)
-	var ps []struct{ ID string }
+	readerID := regexp.MustCompile(`token ([0-9a-f-]{36})`).FindStringSubmatch(res.errOut)[1]
+	require.Regexp(t, `(?m)^reader\s+`+readerID+`\s+2026-03-02T09:00:00Z\s+-\s+READ=financial.Action.document READ=ledger$`, out)
+	require.Regexp(t, `(?m)^carol\s+`+tok.ID+`\s+2026-03-02T09:00:00Z\s+-\s+ADMIN=\*$`, out)
+	require.NotContains(t, out, reader, "no secret")
+	require.NotContains(t, out, tok.Token, "no secret")
+	type tokenJSON struct {
+		ID        string
+		CreatedAt string
+		RevokedAt *string
+	}
+	var ps []struct {
+		ID     string
+		Tokens []tokenJSON
+	}
 	r.okJSON(t, &ps, "--token", tok.Token, "tokens", "list")
-	require.Contains(t, ps, struct{ ID string }{"carol"})
+	require.Contains(t, ps, struct {
+		ID     string
+		Tokens []tokenJSON
+	}{"carol", []tokenJSON{{ID: tok.ID, CreatedAt: "2026-03-02T09:00:00Z"}}})
 
 	// The reader may read, not store actions nor manage tokens.
 	r.ok(t, "--token", reader, "actions", "list")
@@ -330,6 +345,11 @@ func TestTokensAndRefusals(t *testing.T) {
 	require.Equal(t, "revoked token "+tok.ID+"\n", out)
 	r.fails(t, cli.ExitRefused, []string{"--token", tok.Token, "tokens", "list"}, "UNAUTHENTICATED")
 	r.fails(t, cli.ExitNotFound, append(admin, "tokens", "revoke", tok.ID), "NOT_FOUND", "revoked already")
+	// A revoked token is listed only with --revoked, with when.
+	out = r.ok(t, append(admin, "tokens", "list")...)
+	require.Regexp(t, `(?m)^carol\s+-\s+-\s+-\s+ADMIN=\*$`, out)
+	out = r.ok(t, append(admin, "tokens", "list", "--revoked")...)
+	require.Regexp(t, `(?m)^carol\s+`+tok.ID+`\s+2026-03-02T09:00:00Z\s+2026-03-02T09:00:00Z\s+ADMIN=\*$`, out)
 	var rev map[string]any
 	res = r.run(t, append(admin, "tokens", "create", "dave", "--policy", "READ=ledger", "-o", "json")...)
 	require.Equal(t, cli.ExitOK, res.code)
@@ -355,13 +375,13 @@ func TestUnreachableServer(t *testing.T) {
 		{"--server", down + "/graphql", "events", "tail"},
 		{"--server", notGraphQL(t), "actions", "list"},
 	} {
-		res := execute(t.Context(), "", nil, args...)
+		res := execute(t.Context(), "", nil, nil, args...)
 		require.Equal(t, cli.ExitUnreachable, res.code, "%v\n%s", args, res)
 		require.Contains(t, res.errOut, "/graphql")
 	}
-	res := execute(t.Context(), "", nil, "--server", down, "-o", "json", "actions", "list")
+	res := execute(t.Context(), "", nil, nil, "--server", down, "-o", "json", "actions", "list")
 	require.Contains(t, res.errOut, `"exit":3`)
-	res = execute(t.Context(), "", nil, "--server", "localhost:8080", "actions", "list")
+	res = execute(t.Context(), "", nil, nil, "--server", "localhost:8080", "actions", "list")
 	require.Equal(t, cli.ExitUsage, res.code, "%s", res)
 	require.Contains(t, res.errOut, "write http://HOST:PORT")
 }
@@ -372,7 +392,7 @@ func TestServerAndTokenFromEnvironment(t *testing.T) {
 	r := newRig(t, true)
 	t.Setenv("ACTIONSLEDGER_SERVER", r.srv.URL+"/graphql/")
 	t.Setenv("ACTIONSLEDGER_TOKEN", adminToken)
-	res := execute(t.Context(), "", nil, "actions", "list", "-o", "json")
+	res := execute(t.Context(), "", nil, nil, "actions", "list", "-o", "json")
 	require.Equal(t, cli.ExitOK, res.code, "%s", res)
 	require.Equal(t, "[]\n", res.out)
 }

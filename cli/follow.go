@@ -20,13 +20,35 @@ var (
 	maxBackoff   = 8 * time.Second
 )
 
+// updates is what followLoop reads: a client stream, or one with its
+// first update read ahead (peeked).
+type updates[T any] interface {
+	Next(ctx context.Context) (T, error)
+	Close() error
+}
+
+// peeked is a stream whose first update was read already.
+type peeked[T any] struct {
+	updates[T]
+	first T
+	taken bool
+}
+
+func (p *peeked[T]) Next(ctx context.Context) (T, error) {
+	if !p.taken {
+		p.taken = true
+		return p.first, nil
+	}
+	return p.updates.Next(ctx)
+}
+
 // followLoop opens a stream with open and hands each update to on until on
 // says stop, the server completes the stream (io.EOF), it refuses or ends
 // it with errors, or ctx ends (the user stopped it: nil). open is called
 // again after a break, so it must resume where the last update left off.
 // Notices about breaks go to notice.
 func followLoop[T any](ctx context.Context, notice io.Writer,
-	open func(context.Context) (*client.Stream[T], error),
+	open func(context.Context) (updates[T], error),
 	on func(T) (stop bool, err error),
 ) error {
 	s, err := open(ctx)

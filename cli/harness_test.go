@@ -128,18 +128,22 @@ func (r *rig) run(t *testing.T, args ...string) result {
 // runIn runs the CLI with stdin.
 func (r *rig) runIn(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
-	return execute(context.Background(), stdin, nil, append([]string{"--server", r.srv.URL}, args...)...)
+	return execute(context.Background(), stdin, nil, nil, append([]string{"--server", r.srv.URL}, args...)...)
 }
 
-// execute runs the command line in-process; stdout goes to out when given.
-func execute(ctx context.Context, stdin string, out io.Writer, args ...string) result {
+// execute runs the command line in-process; stdout and stderr go to out
+// and errOut too when given.
+func execute(ctx context.Context, stdin string, out, errOut io.Writer, args ...string) result {
 	var g grammar
 	var stdout, stderr bytes.Buffer
-	var w io.Writer = &stdout
+	var w, ew io.Writer = &stdout, &stderr
 	if out != nil {
 		w = io.MultiWriter(&stdout, out)
 	}
-	code := cli.Execute(ctx, &g, &g.Globals, args, cli.IO{Stdin: strings.NewReader(stdin), Stdout: w, Stderr: &stderr})
+	if errOut != nil {
+		ew = io.MultiWriter(&stderr, errOut)
+	}
+	code := cli.Execute(ctx, &g, &g.Globals, args, cli.IO{Stdin: strings.NewReader(stdin), Stdout: w, Stderr: ew})
 	return result{code: code, out: stdout.String(), errOut: stderr.String()}
 }
 
@@ -185,39 +189,57 @@ func skipUnlessImplemented(t *testing.T, res result, what string) {
 	}
 }
 
-// lines collects a running command's standard output line by line.
+// lines collects a running command's standard output and standard error
+// line by line.
 type lines struct {
-	pw   *io.PipeWriter
-	ch   chan string
-	done chan result
+	ch, errs chan string
+	done     chan result
 }
 
-// start runs args in the background; its output lines arrive on next.
+// start runs args in the background; its output lines arrive on next,
+// its error lines on nextErr.
 func (r *rig) start(t *testing.T, ctx context.Context, args ...string) *lines {
 	t.Helper()
-	pr, pw := io.Pipe()
-	l := &lines{pw: pw, ch: make(chan string, 1000), done: make(chan result, 1)}
+	l := &lines{ch: make(chan string, 1000), errs: make(chan string, 1000), done: make(chan result, 1)}
+	scan := func(ch chan string) *io.PipeWriter {
+		pr, pw := io.Pipe()
+		go func() {
+			sc := bufio.NewScanner(pr)
+			sc.Buffer(nil, 16<<20)
+			for sc.Scan() {
+				ch <- sc.Text()
+			}
+			close(ch)
+		}()
+		return pw
+	}
+	pw, ew := scan(l.ch), scan(l.errs)
 	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(nil, 16<<20)
-		for sc.Scan() {
-			l.ch <- sc.Text()
-		}
-		close(l.ch)
-	}()
-	go func() {
-		res := execute(ctx, "", pw, append([]string{"--server", r.srv.URL}, args...)...)
+		res := execute(ctx, "", pw, ew, append([]string{"--server", r.srv.URL}, args...)...)
 		_ = pw.Close()
+		_ = ew.Close()
 		l.done <- res
 	}()
 	return l
 }
 
-// next returns the next line, failing after a generous deadline.
+// next returns the next line of standard output, failing after a generous
+// deadline.
 func (l *lines) next(t *testing.T) string {
 	t.Helper()
+	return nextLine(t, l.ch)
+}
+
+// nextErr returns the next line of standard error.
+func (l *lines) nextErr(t *testing.T) string {
+	t.Helper()
+	return nextLine(t, l.errs)
+}
+
+func nextLine(t *testing.T, ch chan string) string {
+	t.Helper()
 	select {
-	case s, ok := <-l.ch:
+	case s, ok := <-ch:
 		require.True(t, ok, "the command ended")
 		return s
 	case <-time.After(30 * time.Second):

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/actionsledger/actionsledger/client"
@@ -18,7 +19,7 @@ type EventsCmd struct {
 // EventsTailCmd is `events tail [--type T] [--after CURSOR]` (issue 12).
 type EventsTailCmd struct {
 	Type  string `placeholder:"TYPE" help:"Only events of this type, e.g. entry.inserted."`
-	After string `placeholder:"POSITION" help:"Replay the events after this position (an event's position) first; without it, only events committed from now on."`
+	After string `placeholder:"POSITION" help:"Replay the events after this position (an event's position; 0: the whole ledger) first; without it, only events committed from now on."`
 	Limit int    `help:"Stop after this many events (0: follow until stopped)."`
 }
 
@@ -31,9 +32,14 @@ func (c *EventsTailCmd) Run(ctx context.Context, env *Env) error {
 		return usagef("--limit must be 0 or more")
 	}
 	after := ptr(c.After)
+	c.pastHead(ctx, env)
 	n := 0
-	open := func(ctx context.Context) (*client.Stream[*client.LedgerEvent], error) {
-		return env.Client.FollowLedgerEvents(ctx, after, ptr(c.Type))
+	open := func(ctx context.Context) (updates[*client.LedgerEvent], error) {
+		s, err := env.Client.FollowLedgerEvents(ctx, after, ptr(c.Type))
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	return followLoop(ctx, env.Stderr, open, func(e *client.LedgerEvent) (bool, error) {
 		pos := e.Position
@@ -54,6 +60,30 @@ func (c *EventsTailCmd) Run(ctx context.Context, env *Env) error {
 		}
 		return c.Limit > 0 && n >= c.Limit, nil
 	})
+}
+
+// pastHead says on standard error when --after is a position past the
+// ledger's newest event: nothing is replayed, and the events up to that
+// position will not be shown either when they commit. Silent when the head
+// cannot be read (the subscription then reports why).
+func (c *EventsTailCmd) pastHead(ctx context.Context, env *Env) {
+	n, err := strconv.ParseInt(c.After, 10, 64)
+	if err != nil || n <= 0 {
+		return
+	}
+	r, err := client.LedgerHead(ctx, env.Client)
+	if err != nil {
+		return
+	}
+	var head int64
+	if nodes := r.Ledger.RecentEvents.Nodes; len(nodes) > 0 {
+		if head, err = strconv.ParseInt(nodes[0].Position, 10, 64); err != nil {
+			return
+		}
+	}
+	if n > head {
+		fmt.Fprintf(env.Stderr, "actionsledger: --after %d is past the newest event (position %d): nothing to replay, and events are shown from position %d on; waiting\n", n, head, n+1)
+	}
 }
 
 // jsonArg returns a JSON argument's bytes: the argument itself, or standard

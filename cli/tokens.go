@@ -16,7 +16,7 @@ import (
 // create` is the bootstrap for a server without any admin token yet.
 type TokensCmd struct {
 	Create TokensCreateCmd `cmd:"" help:"Create a principal (or replace its policies) and issue a bearer token for it; the token is shown once."`
-	List   TokensListCmd   `cmd:"" help:"List principals and their policies (tokens themselves are never listed)."`
+	List   TokensListCmd   `cmd:"" help:"List principals with their policies and their tokens' ids (never the secrets), to revoke one."`
 	Revoke TokensRevokeCmd `cmd:"" help:"Revoke a token by its id."`
 }
 
@@ -86,12 +86,15 @@ func (c *TokensCreateCmd) Run(ctx context.Context, env *Env) error {
 	})
 }
 
-// TokensListCmd is `tokens list`.
-type TokensListCmd struct{}
+// TokensListCmd is `tokens list [--revoked]`.
+type TokensListCmd struct {
+	Revoked bool `help:"List revoked tokens too."`
+}
 
-// Run lists the principals; JSON output is an array.
+// Run lists the principals with their policies and tokens (ids and times,
+// never secrets), a row per token; JSON output is an array of principals.
 func (c *TokensListCmd) Run(ctx context.Context, env *Env) error {
-	r, err := client.Principals(ctx, env.Client)
+	r, err := client.Principals(ctx, env.Client, &c.Revoked)
 	if err != nil {
 		return err
 	}
@@ -100,13 +103,22 @@ func (c *TokensListCmd) Run(ctx context.Context, env *Env) error {
 		ps = []client.Principal{}
 	}
 	return env.emit(ps, func(w io.Writer) error {
-		t := newTable(w, "PRINCIPAL", "POLICIES")
+		t := newTable(w, "PRINCIPAL", "TOKEN", "CREATED", "REVOKED", "POLICIES")
 		for _, p := range ps {
 			var pols []string
 			for _, x := range p.Policies {
 				pols = append(pols, string(x.Action)+"="+x.Resource)
 			}
-			t.row(p.Id, strings.Join(pols, " "))
+			if len(p.Tokens) == 0 {
+				t.row(p.Id, "-", "-", "-", strings.Join(pols, " "))
+			}
+			for _, tok := range p.Tokens {
+				revoked := "-"
+				if tok.RevokedAt != nil {
+					revoked = stamp(*tok.RevokedAt)
+				}
+				t.row(p.Id, tok.Id, stamp(tok.CreatedAt), revoked, strings.Join(pols, " "))
+			}
 		}
 		return t.flush()
 	})

@@ -61,7 +61,7 @@ func TestGraphQLErrorsKeepCodeFieldAndRetryable(t *testing.T) {
 		w.WriteHeader(http.StatusUnauthorized)
 		fmt.Fprint(w, `{"errors":[{"message":"no","path":["auth","principals"],"extensions":{"code":"UNAVAILABLE","field":"id","retryable":true}}],"data":null}`)
 	})
-	_, err := client.Principals(context.Background(), c)
+	_, err := client.Principals(context.Background(), c, nil)
 	require.Equal(t, "Bearer tok", auth)
 	var re *client.ResponseError
 	require.ErrorAs(t, err, &re)
@@ -90,7 +90,7 @@ func TestNoGraphQLAnswerIsATransportError(t *testing.T) {
 		w.WriteHeader(http.StatusBadGateway)
 		fmt.Fprint(w, "<html>bad gateway</html>")
 	})
-	_, err := client.Principals(context.Background(), html)
+	_, err := client.Principals(context.Background(), html, nil)
 	var te *client.TransportError
 	require.ErrorAs(t, err, &te)
 	require.Equal(t, http.StatusBadGateway, te.HTTPStatus)
@@ -103,7 +103,7 @@ func TestNoGraphQLAnswerIsATransportError(t *testing.T) {
 	require.NoError(t, l.Close())
 	down, err := client.New("http://"+addr, client.Options{})
 	require.NoError(t, err)
-	_, err = client.Principals(context.Background(), down)
+	_, err = client.Principals(context.Background(), down, nil)
 	require.ErrorAs(t, err, &te)
 	require.Zero(t, te.HTTPStatus)
 }

@@ -23,7 +23,7 @@ type ActionDetail struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 	// The newest definition.
 	Definition Definition `json:"definition"`
-	// Every version, oldest first (A2).
+	// Every version, oldest first.
 	Versions []ActionDetailVersionsActionVersion `json:"versions"`
 }
 
@@ -252,7 +252,7 @@ func (v *ApprovalResponseInput) GetInput() *json.RawMessage { return v.Input }
 
 // CloseSessionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
 type CloseSessionActionsActionsMutation struct {
-	// Ends a session by an operator (I3): status CANCELLED with the reason; it takes no more inputs.
+	// Ends a session by an operator: status CANCELLED with the reason; it takes no more inputs.
 	CloseSession *ClosedSession `json:"closeSession"`
 }
 
@@ -290,12 +290,12 @@ func (v *ClosedSession) GetUpdatedAt() time.Time { return v.UpdatedAt }
 
 // CommandInput includes the requested fields of the GraphQL type ActionSessionInput.
 type CommandInput struct {
-	// Unique within the session, e.g. event/<event id> or schedule/<entry>/<scheduled_at> (C3).
+	// Unique within the session, e.g. event/<event id> or schedule/<entry>/<scheduled_at>.
 	Identity string      `json:"identity"`
 	Kind     InputKind   `json:"kind"`
 	Status   InputStatus `json:"status"`
 	// Position in the session's delivery order, from 1. A SCHEDULE input is
-	// delivered when the turn that takes it starts (C6), so listings, which
+	// delivered when the turn that takes it starts, so listings, which
 	// place it among the turn's inputs by its scheduled time, may show its
 	// sequence out of order.
 	Sequence    int       `json:"sequence"`
@@ -523,9 +523,9 @@ type DefinitionFieldsSessionSessionDefinition struct {
 	InputSchema *json.RawMessage `json:"inputSchema"`
 	// CEL expression over `session.input` giving the session id.
 	Id string `json:"id"`
-	// CEL expression over `session.input` and `session.started_at` giving each session's end (a timestamp), or null: no end (E1, E7).
+	// CEL expression over `session.input` and `session.started_at` giving each session's end (a timestamp), or null: no end.
 	Ends *string `json:"ends"`
-	// The session clock: up to 8 named entries (C1).
+	// The session clock: up to 8 named entries.
 	Schedule []DefinitionFieldsSessionSessionDefinitionScheduleScheduleEntry `json:"schedule"`
 	Turns    *DefinitionFieldsSessionSessionDefinitionTurnsTurnsDefinition   `json:"turns"`
 }
@@ -554,7 +554,7 @@ func (v *DefinitionFieldsSessionSessionDefinition) GetTurns() *DefinitionFieldsS
 // DefinitionFieldsSessionSessionDefinitionScheduleScheduleEntry includes the requested fields of the GraphQL type ScheduleEntry.
 // The GraphQL type's documentation follows.
 //
-// An entry of a session clock: a cron expression in a timezone, or an every period (C1, C2).
+// An entry of a session clock: a cron expression in a timezone, or an every period.
 type DefinitionFieldsSessionSessionDefinitionScheduleScheduleEntry struct {
 	Name string `json:"name"`
 	// Five cron fields (minute hour day-of-month month day-of-week) or a descriptor such as @daily.
@@ -590,7 +590,7 @@ type DefinitionFieldsSessionSessionDefinitionTurnsTurnsDefinition struct {
 	On        []string `json:"on"`
 	MaxInputs *int     `json:"maxInputs"`
 	MaxBytes  *int     `json:"maxBytes"`
-	// Delays the first turn after the session was idle (T4).
+	// Delays the first turn after the session was idle.
 	Window *string `json:"window"`
 }
 
@@ -798,9 +798,9 @@ var AllHoldCause = []HoldCause{
 type HoldDecision string
 
 const (
-	// Run the held turn's inputs again in a new turn, followed by this answer (H3).
+	// Run the held turn's inputs again in a new turn, followed by this answer.
 	HoldDecisionRetry HoldDecision = "RETRY"
-	// Go on without the held turn's inputs: no model call, the session is OPEN again (H4).
+	// Go on without the held turn's inputs: no model call, the session is OPEN again.
 	HoldDecisionSkip HoldDecision = "SKIP"
 )
 
@@ -931,7 +931,7 @@ func (v *InboxItemAction) GetId() string { return v.Id }
 // InboxItemApprovalApprovalRequest includes the requested fields of the GraphQL type ApprovalRequest.
 // The GraphQL type's documentation follows.
 //
-// A gated tool call a turn paused before (P1, P2).
+// A gated tool call a turn paused before.
 type InboxItemApprovalApprovalRequest struct {
 	// The tool's name as the agent calls it.
 	Tool        string `json:"tool"`
@@ -960,7 +960,7 @@ func (v *InboxItemExecution) GetId() string { return v.Id }
 // InboxItemHold includes the requested fields of the GraphQL type Hold.
 // The GraphQL type's documentation follows.
 //
-// A turn held after the model refused or left it unfinished (H1, H2).
+// A turn held after the model refused or left it unfinished.
 type InboxItemHold struct {
 	Cause HoldCause `json:"cause"`
 	// The provider's refusal category, when it gave one.
@@ -1042,9 +1042,9 @@ var AllInputStatus = []InputStatus{
 type InterruptKind string
 
 const (
-	// A gated tool call waits for approval (P1).
+	// A gated tool call waits for approval.
 	InterruptKindApproval InterruptKind = "APPROVAL"
-	// A refused or unfinished turn is held (H2).
+	// A refused or unfinished turn is held.
 	InterruptKindHold InterruptKind = "HOLD"
 )
 
@@ -1262,6 +1262,52 @@ type LedgerEventsResponse struct {
 // GetLedgerEvents returns LedgerEventsResponse.LedgerEvents, and is useful for accessing the field via an interface.
 func (v *LedgerEventsResponse) GetLedgerEvents() LedgerEvent { return v.LedgerEvents }
 
+// LedgerHeadLedgerLedgerQuery includes the requested fields of the GraphQL type LedgerQuery.
+type LedgerHeadLedgerLedgerQuery struct {
+	// The newest events, newest first (descending position): the `last` ones
+	// (1-500, default 100) before position `before` (from the newest when
+	// omitted), optionally of one type. pageInfo.endCursor is the oldest
+	// position listed: pass it as `before` for older events.
+	RecentEvents LedgerHeadLedgerLedgerQueryRecentEventsEventConnection `json:"recentEvents"`
+}
+
+// GetRecentEvents returns LedgerHeadLedgerLedgerQuery.RecentEvents, and is useful for accessing the field via an interface.
+func (v *LedgerHeadLedgerLedgerQuery) GetRecentEvents() LedgerHeadLedgerLedgerQueryRecentEventsEventConnection {
+	return v.RecentEvents
+}
+
+// LedgerHeadLedgerLedgerQueryRecentEventsEventConnection includes the requested fields of the GraphQL type EventConnection.
+type LedgerHeadLedgerLedgerQueryRecentEventsEventConnection struct {
+	Nodes []LedgerHeadLedgerLedgerQueryRecentEventsEventConnectionNodesEvent `json:"nodes"`
+}
+
+// GetNodes returns LedgerHeadLedgerLedgerQueryRecentEventsEventConnection.Nodes, and is useful for accessing the field via an interface.
+func (v *LedgerHeadLedgerLedgerQueryRecentEventsEventConnection) GetNodes() []LedgerHeadLedgerLedgerQueryRecentEventsEventConnectionNodesEvent {
+	return v.Nodes
+}
+
+// LedgerHeadLedgerLedgerQueryRecentEventsEventConnectionNodesEvent includes the requested fields of the GraphQL type Event.
+// The GraphQL type's documentation follows.
+//
+// One committed ledger event.
+type LedgerHeadLedgerLedgerQueryRecentEventsEventConnectionNodesEvent struct {
+	// Position in commit order, as a decimal string (a 64-bit integer).
+	Position string `json:"position"`
+}
+
+// GetPosition returns LedgerHeadLedgerLedgerQueryRecentEventsEventConnectionNodesEvent.Position, and is useful for accessing the field via an interface.
+func (v *LedgerHeadLedgerLedgerQueryRecentEventsEventConnectionNodesEvent) GetPosition() string {
+	return v.Position
+}
+
+// LedgerHeadResponse is returned by LedgerHead on success.
+type LedgerHeadResponse struct {
+	Ledger LedgerHeadLedgerLedgerQuery `json:"ledger"`
+}
+
+// GetLedger returns LedgerHeadResponse.Ledger, and is useful for accessing the field via an interface.
+func (v *LedgerHeadResponse) GetLedger() LedgerHeadLedgerLedgerQuery { return v.Ledger }
+
 // ListActionsActionsActionsQuery includes the requested fields of the GraphQL type ActionsQuery.
 type ListActionsActionsActionsQuery struct {
 	// Actions by id. first: 1-500, default 100.
@@ -1411,7 +1457,7 @@ func (v *NewToken) GetPrincipal() NewTokenPrincipal { return v.Principal }
 // NewTokenPrincipal includes the requested fields of the GraphQL type Principal.
 // The GraphQL type's documentation follows.
 //
-// Who may call the API: an id and its policies. Tokens are never listed.
+// Who may call the API: an id, its policies and its tokens (never their secrets).
 type NewTokenPrincipal struct {
 	Id       string                            `json:"id"`
 	Policies []NewTokenPrincipalPoliciesPolicy `json:"policies"`
@@ -1459,7 +1505,7 @@ func (v *PendingInterrupts) GetHolds() []PendingInterruptsHoldsHold { return v.H
 // PendingInterruptsApprovalsApprovalRequest includes the requested fields of the GraphQL type ApprovalRequest.
 // The GraphQL type's documentation follows.
 //
-// A gated tool call a turn paused before (P1, P2).
+// A gated tool call a turn paused before.
 type PendingInterruptsApprovalsApprovalRequest struct {
 	// Answer it with respondToSession(interruptId: ...). Stable while it waits.
 	InterruptId string `json:"interruptId"`
@@ -1485,7 +1531,7 @@ func (v *PendingInterruptsApprovalsApprovalRequest) GetInput() json.RawMessage {
 // PendingInterruptsHoldsHold includes the requested fields of the GraphQL type Hold.
 // The GraphQL type's documentation follows.
 //
-// A turn held after the model refused or left it unfinished (H1, H2).
+// A turn held after the model refused or left it unfinished.
 type PendingInterruptsHoldsHold struct {
 	// Answer it with respondToSession(interruptId: ..., response: { hold: ... }).
 	InterruptId string    `json:"interruptId"`
@@ -1550,10 +1596,15 @@ func (v *PolicyInput) GetResource() string { return v.Resource }
 // Principal includes the requested fields of the GraphQL type Principal.
 // The GraphQL type's documentation follows.
 //
-// Who may call the API: an id and its policies. Tokens are never listed.
+// Who may call the API: an id, its policies and its tokens (never their secrets).
 type Principal struct {
 	Id       string                    `json:"id"`
 	Policies []PrincipalPoliciesPolicy `json:"policies"`
+	// The principal's bearer tokens, newest first: each one's id (what
+	// revokeToken takes), when it was created and when it was revoked. A token's
+	// secret is shown only when it is created: only its hash is kept. Without
+	// includeRevoked, only the tokens still valid.
+	Tokens []Token `json:"tokens"`
 }
 
 // GetId returns Principal.Id, and is useful for accessing the field via an interface.
@@ -1561,6 +1612,9 @@ func (v *Principal) GetId() string { return v.Id }
 
 // GetPolicies returns Principal.Policies, and is useful for accessing the field via an interface.
 func (v *Principal) GetPolicies() []PrincipalPoliciesPolicy { return v.Policies }
+
+// GetTokens returns Principal.Tokens, and is useful for accessing the field via an interface.
+func (v *Principal) GetTokens() []Token { return v.Tokens }
 
 // PrincipalPoliciesPolicy includes the requested fields of the GraphQL type Policy.
 // The GraphQL type's documentation follows.
@@ -1581,7 +1635,7 @@ func (v *PrincipalPoliciesPolicy) GetResource() string { return v.Resource }
 
 // PrincipalsAuthAuthQuery includes the requested fields of the GraphQL type AuthQuery.
 type PrincipalsAuthAuthQuery struct {
-	// Every principal, by id.
+	// Every principal, by id, with its policies and tokens.
 	Principals []Principal `json:"principals"`
 }
 
@@ -1677,7 +1731,7 @@ func (v *PutValueResponse) GetLedger() PutValueLedgerLedgerMutation { return v.L
 
 // RespondToSessionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
 type RespondToSessionActionsActionsMutation struct {
-	// Answers one of a session's interrupts (P5, H3-H5) and returns the COMMAND
+	// Answers one of a session's interrupts and returns the COMMAND
 	// input that carries the answer; a turn of its own takes it. Give exactly one
 	// of response.approval (for an approval request) and response.hold (for a
 	// held turn). The answer is recorded as an action_session.responded event
@@ -1736,9 +1790,9 @@ type SessionDetail struct {
 	State  *json.RawMessage `json:"state"`
 	// True while a turn runs.
 	Running bool `json:"running"`
-	// Commit time of the session's origin (S3).
+	// Commit time of the session's origin.
 	StartedAt time.Time `json:"startedAt"`
-	// The session's end from session.ends (E1); it moves with startedAt. Null: no end.
+	// The session's end from session.ends; it moves with startedAt. Null: no end.
 	EndsAt            *time.Time `json:"endsAt"`
 	UpdatedAt         time.Time  `json:"updatedAt"`
 	PendingInterrupts `json:"-"`
@@ -1887,16 +1941,16 @@ func (v *SessionDetailInputsActionSessionInputConnection) GetNodes() []SessionDe
 
 // SessionDetailInputsActionSessionInputConnectionNodesActionSessionInput includes the requested fields of the GraphQL type ActionSessionInput.
 type SessionDetailInputsActionSessionInputConnectionNodesActionSessionInput struct {
-	// Unique within the session, e.g. event/<event id> or schedule/<entry>/<scheduled_at> (C3).
+	// Unique within the session, e.g. event/<event id> or schedule/<entry>/<scheduled_at>.
 	Identity string    `json:"identity"`
 	Kind     InputKind `json:"kind"`
 	// Position in the session's delivery order, from 1. A SCHEDULE input is
-	// delivered when the turn that takes it starts (C6), so listings, which
+	// delivered when the turn that takes it starts, so listings, which
 	// place it among the turn's inputs by its scheduled time, may show its
 	// sequence out of order.
 	Sequence    int       `json:"sequence"`
 	DeliveredAt time.Time `json:"deliveredAt"`
-	// The input's event; for a SCHEDULE input a schedule.fired event, data {schedule, scheduled_at, missed} (C3).
+	// The input's event; for a SCHEDULE input a schedule.fired event, data {schedule, scheduled_at, missed}.
 	Event *SessionDetailInputsActionSessionInputConnectionNodesActionSessionInputEvent `json:"event"`
 }
 
@@ -1999,7 +2053,7 @@ type SessionSummary struct {
 	Reason *string `json:"reason"`
 	// True while a turn runs.
 	Running bool `json:"running"`
-	// Commit time of the session's origin (S3).
+	// Commit time of the session's origin.
 	StartedAt time.Time `json:"startedAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
 }
@@ -2265,11 +2319,31 @@ type StoredVersionDefinitionActionDefinition struct {
 // GetName returns StoredVersionDefinitionActionDefinition.Name, and is useful for accessing the field via an interface.
 func (v *StoredVersionDefinitionActionDefinition) GetName() string { return v.Name }
 
+// Token includes the requested fields of the GraphQL type Token.
+// The GraphQL type's documentation follows.
+//
+// A bearer token of a principal, without its secret.
+type Token struct {
+	Id        string    `json:"id"`
+	CreatedAt time.Time `json:"createdAt"`
+	// Null while the token is valid.
+	RevokedAt *time.Time `json:"revokedAt"`
+}
+
+// GetId returns Token.Id, and is useful for accessing the field via an interface.
+func (v *Token) GetId() string { return v.Id }
+
+// GetCreatedAt returns Token.CreatedAt, and is useful for accessing the field via an interface.
+func (v *Token) GetCreatedAt() time.Time { return v.CreatedAt }
+
+// GetRevokedAt returns Token.RevokedAt, and is useful for accessing the field via an interface.
+func (v *Token) GetRevokedAt() *time.Time { return v.RevokedAt }
+
 // Whether calls to a tool wait for a person.
 type ToolApproval string
 
 const (
-	// Every call an agent makes waits for a person's approval (P1), whatever the agent's reference says.
+	// Every call an agent makes waits for a person's approval, whatever the agent's reference says.
 	ToolApprovalRequired ToolApproval = "REQUIRED"
 	// The agent's reference decides.
 	ToolApprovalNone ToolApproval = "NONE"
@@ -2284,7 +2358,7 @@ var AllToolApproval = []ToolApproval{
 type Turn struct {
 	Number int        `json:"number"`
 	Status TurnStatus `json:"status"`
-	// True for the turn that takes everything pending at the session's end (E3, E4); it must complete the session.
+	// True for the turn that takes everything pending at the session's end; it must complete the session.
 	Final      bool       `json:"final"`
 	StartedAt  time.Time  `json:"startedAt"`
 	FinishedAt *time.Time `json:"finishedAt"`
@@ -2484,16 +2558,16 @@ func (v *TurnExecutionInvocationTranscriptTranscriptConnectionNodesTranscriptEnt
 
 // TurnInputsActionSessionInput includes the requested fields of the GraphQL type ActionSessionInput.
 type TurnInputsActionSessionInput struct {
-	// Unique within the session, e.g. event/<event id> or schedule/<entry>/<scheduled_at> (C3).
+	// Unique within the session, e.g. event/<event id> or schedule/<entry>/<scheduled_at>.
 	Identity string      `json:"identity"`
 	Kind     InputKind   `json:"kind"`
 	Status   InputStatus `json:"status"`
 	// Position in the session's delivery order, from 1. A SCHEDULE input is
-	// delivered when the turn that takes it starts (C6), so listings, which
+	// delivered when the turn that takes it starts, so listings, which
 	// place it among the turn's inputs by its scheduled time, may show its
 	// sequence out of order.
 	Sequence int `json:"sequence"`
-	// The input's event; for a SCHEDULE input a schedule.fired event, data {schedule, scheduled_at, missed} (C3).
+	// The input's event; for a SCHEDULE input a schedule.fired event, data {schedule, scheduled_at, missed}.
 	Event *TurnInputsActionSessionInputEvent `json:"event"`
 }
 
@@ -2723,7 +2797,7 @@ var AllTurnStatus = []TurnStatus{
 
 // UpdateActionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
 type UpdateActionActionsActionsMutation struct {
-	// Stores a new definition as the action's next version (A2), validated as
+	// Stores a new definition as the action's next version, validated as
 	// createAction validates. The new version's triggers match events committed
 	// after the update; the version it replaces still judges events committed
 	// before it. Sessions keep the version they started with: their turns,
@@ -2899,6 +2973,14 @@ func (v *__ListSessionsInput) GetAfter() *string { return v.After }
 
 // GetStatus returns __ListSessionsInput.Status, and is useful for accessing the field via an interface.
 func (v *__ListSessionsInput) GetStatus() *SessionStatus { return v.Status }
+
+// __PrincipalsInput is used internally by genqlient
+type __PrincipalsInput struct {
+	IncludeRevoked *bool `json:"includeRevoked"`
+}
+
+// GetIncludeRevoked returns __PrincipalsInput.IncludeRevoked, and is useful for accessing the field via an interface.
+func (v *__PrincipalsInput) GetIncludeRevoked() *bool { return v.IncludeRevoked }
 
 // __PutValueInput is used internally by genqlient
 type __PutValueInput struct {
@@ -3582,6 +3664,41 @@ func LedgerEventsForwardData(interfaceChan interface{}, jsonRawMsg json.RawMessa
 	return nil
 }
 
+// The query executed by LedgerHead.
+const LedgerHead_Operation = `
+query LedgerHead {
+	ledger {
+		recentEvents(last: 1) {
+			nodes {
+				position
+			}
+		}
+	}
+}
+`
+
+// The newest event's position (events tail tells when --after is past it).
+func LedgerHead(
+	ctx_ context.Context,
+	client_ graphql.Client,
+) (data_ *LedgerHeadResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "LedgerHead",
+		Query:  LedgerHead_Operation,
+	}
+
+	data_ = &LedgerHeadResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
 // The query executed by ListActions.
 const ListActions_Operation = `
 query ListActions ($first: Int, $after: String) {
@@ -3693,13 +3810,18 @@ func ListSessions(
 
 // The query executed by Principals.
 const Principals_Operation = `
-query Principals {
+query Principals ($includeRevoked: Boolean) {
 	auth {
 		principals {
 			id
 			policies {
 				action
 				resource
+			}
+			tokens(includeRevoked: $includeRevoked) {
+				id
+				createdAt
+				revokedAt
 			}
 		}
 	}
@@ -3709,10 +3831,14 @@ query Principals {
 func Principals(
 	ctx_ context.Context,
 	client_ graphql.Client,
+	includeRevoked *bool,
 ) (data_ *PrincipalsResponse, err_ error) {
 	req_ := &graphql.Request{
 		OpName: "Principals",
 		Query:  Principals_Operation,
+		Variables: &__PrincipalsInput{
+			IncludeRevoked: includeRevoked,
+		},
 	}
 
 	data_ = &PrincipalsResponse{}

@@ -58,6 +58,7 @@ type ResolverRoot interface {
 	LedgerMutation() LedgerMutationResolver
 	LedgerQuery() LedgerQueryResolver
 	Mutation() MutationResolver
+	Principal() PrincipalResolver
 	Query() QueryResolver
 	Subscription() SubscriptionResolver
 	ToolCall() ToolCallResolver
@@ -402,6 +403,7 @@ type ComplexityRoot struct {
 	Principal struct {
 		ID       func(childComplexity int) int
 		Policies func(childComplexity int) int
+		Tokens   func(childComplexity int, includeRevoked *bool) int
 	}
 
 	Query struct {
@@ -448,6 +450,12 @@ type ComplexityRoot struct {
 		InboxUpdates   func(childComplexity int, kind *model.InterruptKind, actionID *uuid.UUID) int
 		LedgerEvents   func(childComplexity int, after *string, typeArg *string) int
 		SessionUpdates func(childComplexity int, actionID uuid.UUID, id string) int
+	}
+
+	Token struct {
+		CreatedAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		RevokedAt func(childComplexity int) int
 	}
 
 	ToolCall struct {
@@ -666,6 +674,9 @@ type MutationResolver interface {
 	Actions(ctx context.Context) (*model.ActionsMutation, error)
 	Ledger(ctx context.Context) (*model.LedgerMutation, error)
 	Auth(ctx context.Context) (*model.AuthMutation, error)
+}
+type PrincipalResolver interface {
+	Tokens(ctx context.Context, obj *model.Principal, includeRevoked *bool) ([]auth.TokenInfo, error)
 }
 type QueryResolver interface {
 	Actions(ctx context.Context) (*model.ActionsQuery, error)
@@ -2190,6 +2201,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Principal.Policies(childComplexity), true
+	case "Principal.tokens":
+		if e.ComplexityRoot.Principal.Tokens == nil {
+			break
+		}
+
+		args, err := ec.field_Principal_tokens_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Principal.Tokens(childComplexity, args["includeRevoked"].(*bool)), true
 
 	case "Query.actions":
 		if e.ComplexityRoot.Query.Actions == nil {
@@ -2363,6 +2385,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.SessionUpdates(childComplexity, args["actionId"].(uuid.UUID), args["id"].(string)), true
+
+	case "Token.createdAt":
+		if e.ComplexityRoot.Token.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.CreatedAt(childComplexity), true
+	case "Token.id":
+		if e.ComplexityRoot.Token.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.ID(childComplexity), true
+	case "Token.revokedAt":
+		if e.ComplexityRoot.Token.RevokedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.RevokedAt(childComplexity), true
 
 	case "ToolCall.execution":
 		if e.ComplexityRoot.ToolCall.Execution == nil {
@@ -2771,9 +2812,11 @@ type Subscription {
 
 "What an interrupt asks for."
 enum InterruptKind {
-  "A gated tool call waits for approval (P1)."
+  # Spec: P1
+  "A gated tool call waits for approval."
   APPROVAL
-  "A refused or unfinished turn is held (H2)."
+  # Spec: H2
+  "A refused or unfinished turn is held."
   HOLD
 }
 
@@ -2985,8 +3028,9 @@ type ActionsMutation {
   definition under the same id fails with ACTION_EXISTS.
   """
   createAction(id: UUID!, input: ActionInput!): ActionVersion
+  # Spec: A2
   """
-  Stores a new definition as the action's next version (A2), validated as
+  Stores a new definition as the action's next version, validated as
   createAction validates. The new version's triggers match events committed
   after the update; the version it replaces still judges events committed
   before it. Sessions keep the version they started with: their turns,
@@ -3004,16 +3048,19 @@ type ActionsMutation {
   the action has changes nothing. Unknown id: NOT_FOUND.
   """
   setActionStatus(id: UUID!, status: ActionStatus!): Action
-  "Ends a session by an operator (I3): status CANCELLED with the reason; it takes no more inputs."
+  # Spec: I3
+  "Ends a session by an operator: status CANCELLED with the reason; it takes no more inputs."
   closeSession(actionId: UUID!, id: String!, reason: String!): ActionSession
+  # Spec: X1-X6
   """
-  Calls a tool action directly (X1-X6), in a transaction of its own. The
+  Calls a tool action directly, in a transaction of its own. The
   input must match the tool's inputSchema. A tool with a session records the
   call as a CALL input of its session, created on the first call.
   """
   callTool(actionId: UUID!, input: JSON!): ToolCall
+  # Spec: P5, H3-H5
   """
-  Answers one of a session's interrupts (P5, H3-H5) and returns the COMMAND
+  Answers one of a session's interrupts and returns the COMMAND
   input that carries the answer; a turn of its own takes it. Give exactly one
   of response.approval (for an approval request) and response.hold (for a
   held turn). The answer is recorded as an action_session.responded event
@@ -3060,9 +3107,11 @@ input HoldResponseInput {
 }
 
 enum HoldDecision {
-  "Run the held turn's inputs again in a new turn, followed by this answer (H3)."
+  # Spec: H3
+  "Run the held turn's inputs again in a new turn, followed by this answer."
   RETRY
-  "Go on without the held turn's inputs: no model call, the session is OPEN again (H4)."
+  # Spec: H4
+  "Go on without the held turn's inputs: no model call, the session is OPEN again."
   SKIP
 }
 
@@ -3075,7 +3124,8 @@ enum InterruptStatus {
   CLOSED
 }
 
-"A gated tool call a turn paused before (P1, P2)."
+# Spec: P1, P2
+"A gated tool call a turn paused before."
 type ApprovalRequest {
   "Answer it with respondToSession(interruptId: ...). Stable while it waits."
   interruptId: String!
@@ -3093,7 +3143,8 @@ type ApprovalRequest {
   response: InterruptResponse
 }
 
-"A turn held after the model refused or left it unfinished (H1, H2)."
+# Spec: H1, H2
+"A turn held after the model refused or left it unfinished."
 type Hold {
   "Answer it with respondToSession(interruptId: ..., response: { hold: ... })."
   interruptId: String!
@@ -3106,9 +3157,10 @@ type Hold {
   turn: Int!
   status: InterruptStatus!
   response: InterruptResponse
+  # Spec: H4
   """
   Why SKIP cannot answer this hold (the held turn resumed from approval
-  responses, which cannot be given again, H4); null when SKIP is allowed.
+  responses, which cannot be given again); null when SKIP is allowed.
   respondToSession refuses such a SKIP with SKIP_NOT_ALLOWED.
   """
   skipRefusal: String
@@ -3164,7 +3216,8 @@ type Action {
   definition: ActionDefinition!
   "The newest version number."
   version: Int!
-  "Every version, oldest first (A2)."
+  # Spec: A2
+  "Every version, oldest first."
   versions: [ActionVersion!]!
   "One version by its number, or null when there is no such version."
   versionAt(number: Int!): ActionVersion
@@ -3175,7 +3228,8 @@ type Action {
   session(id: String!): ActionSession
   "Sessions, newest first. first: 1-500, default 100."
   sessions(first: Int, after: String, status: SessionStatus): ActionSessionConnection!
-  "Events that matched a trigger but could not start or resume a session (S5), newest first."
+  # Spec: S5
+  "Events that matched a trigger but could not start or resume a session, newest first."
   intakeRecords(first: Int, after: String): IntakeRecordConnection!
   "Trigger predicates that failed to evaluate on some event (each failure is a non-match)."
   triggerDiagnostics: [TriggerDiagnostic!]!
@@ -3285,14 +3339,17 @@ type SessionDefinition {
   inputSchema: JSON
   "CEL expression over ` + "`" + `session.input` + "`" + ` giving the session id."
   id: String!
-  "CEL expression over ` + "`" + `session.input` + "`" + ` and ` + "`" + `session.started_at` + "`" + ` giving each session's end (a timestamp), or null: no end (E1, E7)."
+  # Spec: E1, E7
+  "CEL expression over ` + "`" + `session.input` + "`" + ` and ` + "`" + `session.started_at` + "`" + ` giving each session's end (a timestamp), or null: no end."
   ends: String
-  "The session clock: up to 8 named entries (C1)."
+  # Spec: C1
+  "The session clock: up to 8 named entries."
   schedule: [ScheduleEntry!]
   turns: TurnsDefinition
 }
 
-"An entry of a session clock: a cron expression in a timezone, or an every period (C1, C2)."
+# Spec: C1, C2
+"An entry of a session clock: a cron expression in a timezone, or an every period."
 type ScheduleEntry {
   name: String!
   "Five cron fields (minute hour day-of-month month day-of-week) or a descriptor such as @daily."
@@ -3307,7 +3364,8 @@ type TurnsDefinition {
   on: [String!]
   maxInputs: Int
   maxBytes: Int
-  "Delays the first turn after the session was idle (T4)."
+  # Spec: T4
+  "Delays the first turn after the session was idle."
   window: String
 }
 
@@ -3332,7 +3390,8 @@ input ActionInput {
   permissions: PermissionsInput
 }
 
-"Declared reach of an action (issue 11; docs/security.md)."
+# Issue 11.
+"Declared reach of an action (docs/security.md)."
 input PermissionsInput {
   """
   Ledger namespaces read: events whose type is ` + "`" + `<namespace>.<anything>` + "`" + `
@@ -3350,7 +3409,8 @@ input PermissionsInput {
 
 "Whether calls to a tool wait for a person."
 enum ToolApproval {
-  "Every call an agent makes waits for a person's approval (P1), whatever the agent's reference says."
+  # Spec: P1
+  "Every call an agent makes waits for a person's approval, whatever the agent's reference says."
   REQUIRED
   "The agent's reference decides."
   NONE
@@ -3397,6 +3457,7 @@ input ResumeInput {
 input SessionInput {
   inputSchema: JSON
   id: String!
+  # Spec: E1-E6
   """
   CEL expression over ` + "`" + `session.input` + "`" + ` and ` + "`" + `session.started_at` + "`" + ` giving each
   session's end, e.g. ` + "`" + `session.started_at + duration('720h')` + "`" + `. Evaluated at
@@ -3404,10 +3465,11 @@ input SessionInput {
   ends_failed) and again when startedAt moves earlier. Before the end no turn
   may complete the session; at the end pending inputs get a final turn that
   must complete it; with nothing pending the session completes with reason
-  ` + "`" + `ended` + "`" + ` (E1-E6).
+  ` + "`" + `ended` + "`" + `.
   """
   ends: String
-  "The session clock: at most 8 entries, each with exactly one of cron and every (C1)."
+  # Spec: C1
+  "The session clock: at most 8 entries, each with exactly one of cron and every."
   schedule: [ScheduleEntryInput!]
   turns: TurnsInput
 }
@@ -3430,15 +3492,17 @@ input ScheduleEntryInput {
 }
 
 input TurnsInput {
-  "Only inputs of these triggers start a turn; the others wait and ride along (T3)."
+  # Spec: T3
+  "Only inputs of these triggers start a turn; the others wait and ride along."
   on: [String!]
   "Most inputs one turn takes (1-1000, default 1000)."
   maxInputs: Int
   "Most input bytes one turn takes (a turn always takes at least one input)."
   maxBytes: Int
+  # Spec: T4
   """
   A duration (1ms to 24h, e.g. 5s) by which the first turn after the
-  session was idle waits, so inputs arriving meanwhile join it (T4). A turn
+  session was idle waits, so inputs arriving meanwhile join it. A turn
   started by a clock firing or by the session's end never waits.
   """
   window: String
@@ -3474,11 +3538,14 @@ type ActionSession {
   reason: String
   input: JSON!
   state: JSON
-  "Commit time of the session's origin (S3)."
+  # Spec: S3
+  "Commit time of the session's origin."
   startedAt: Time!
-  "The session's end from session.ends (E1); it moves with startedAt. Null: no end."
+  # Spec: E1
+  "The session's end from session.ends; it moves with startedAt. Null: no end."
   endsAt: Time
-  "The session's origin: the start event that created it, or an earlier-committed start event delivered to it later (S2, S3). It is not one of the session's inputs."
+  # Spec: S2, S3
+  "The session's origin: the start event that created it, or an earlier-committed start event delivered to it later. It is not one of the session's inputs."
   origin: Event
   createdAt: Time!
   updatedAt: Time!
@@ -3493,11 +3560,13 @@ type ActionSession {
   approvals(status: InterruptStatus): [ApprovalRequest!]!
   "Holds of the session, oldest first, optionally of one status."
   holds(status: InterruptStatus): [Hold!]!
-  "The session clock's entries (its version's session.schedule) in definition order, each with its next firing; empty when it has none (C1)."
+  # Spec: C1
+  "The session clock's entries (its version's session.schedule) in definition order, each with its next firing; empty when it has none."
   clock: [ClockEntry!]!
 }
 
-"An entry of a session's clock as it stands for that session (C1-C5)."
+# Spec: C1-C5
+"An entry of a session's clock as it stands for that session."
 type ClockEntry {
   name: String!
   "Five cron fields or a descriptor; null for an every entry."
@@ -3506,13 +3575,15 @@ type ClockEntry {
   timezone: String
   "The period of an every entry (Go duration syntax); null for a cron entry."
   every: String
-  "Whether its firings start a turn (turns.on names it, or turns.on is unset; C4)."
+  # Spec: C4
+  "Whether its firings start a turn (turns.on names it, or turns.on is unset)."
   startsTurn: Boolean!
   "Scheduled time of the last firing a turn took; null when none has."
   lastTaken: Time
+  # Spec: C5
   """
   Scheduled time of the latest firing that is due and that no turn has taken
-  yet (the next turn takes it, C5); null when none is.
+  yet (the next turn takes it); null when none is.
   """
   due: Time
   "The first firing after now, before the session's end; null when none comes (closed, or past its end)."
@@ -3540,7 +3611,8 @@ type ActionSessionTurn {
   "The session as the turn left it; null until the turn commits."
   checkpoint: Checkpoint
   execution: Execution!
-  "True for the turn that takes everything pending at the session's end (E3, E4); it must complete the session."
+  # Spec: E3, E4
+  "True for the turn that takes everything pending at the session's end; it must complete the session."
   final: Boolean!
   "The session's end as the turn saw it."
   endsAt: Time
@@ -3577,18 +3649,21 @@ enum InputStatus {
 }
 
 type ActionSessionInput {
-  "Unique within the session, e.g. event/<event id> or schedule/<entry>/<scheduled_at> (C3)."
+  # Spec: C3
+  "Unique within the session, e.g. event/<event id> or schedule/<entry>/<scheduled_at>."
   identity: String!
   kind: InputKind!
   status: InputStatus!
+  # Spec: C6
   """
   Position in the session's delivery order, from 1. A SCHEDULE input is
-  delivered when the turn that takes it starts (C6), so listings, which
+  delivered when the turn that takes it starts, so listings, which
   place it among the turn's inputs by its scheduled time, may show its
   sequence out of order.
   """
   sequence: Int!
-  "The input's event; for a SCHEDULE input a schedule.fired event, data {schedule, scheduled_at, missed} (C3)."
+  # Spec: C3
+  "The input's event; for a SCHEDULE input a schedule.fired event, data {schedule, scheduled_at, missed}."
   event: Event
   "Names of the triggers that matched (EVENT inputs)."
   triggers: [String!]!
@@ -3599,9 +3674,10 @@ type ActionSessionInput {
   execution: Execution
   "CALL inputs: the execution that made the call; null for a direct call."
   caller: Execution
+  # Spec: I4
   """
   How many tool calls the input's execution made: the committed calls of tool
-  actions it started (its children). For a REQUEST input (I4) the execution
+  actions it started (its children). For a REQUEST input the execution
   that answered the request, for a CALL input the call's own. Null for an
   input without an execution. Calls to an agent's external MCP servers are
   in its transcript, not counted here (docs/mcp.md).
@@ -3671,13 +3747,15 @@ type ExecutionConnection {
 
 type Invocation {
   output: JSON
+  # Spec: P1, P2
   """
   The gated calls the session was left waiting on when this execution
-  ended WAITING (P1); a request still waiting is listed again, with the same
-  interruptId and executionId, by each later execution that ends WAITING (P2).
+  ended WAITING; a request still waiting is listed again, with the same
+  interruptId and executionId, by each later execution that ends WAITING.
   """
   approvals: [ApprovalRequest!]!
-  "For a held turn's execution: what to answer (H2)."
+  # Spec: H2
+  "For a held turn's execution: what to answer."
   hold: Hold
   "Entries in order. first: 1-500, default 100."
   transcript(first: Int, after: String): TranscriptConnection!
@@ -3726,10 +3804,25 @@ input PolicyInput {
   resource: String!
 }
 
-"Who may call the API: an id and its policies. Tokens are never listed."
+"Who may call the API: an id, its policies and its tokens (never their secrets)."
 type Principal {
   id: String!
   policies: [Policy!]!
+  """
+  The principal's bearer tokens, newest first: each one's id (what
+  revokeToken takes), when it was created and when it was revoked. A token's
+  secret is shown only when it is created: only its hash is kept. Without
+  includeRevoked, only the tokens still valid.
+  """
+  tokens(includeRevoked: Boolean = false): [Token!]!
+}
+
+"A bearer token of a principal, without its secret."
+type Token {
+  id: UUID!
+  createdAt: Time!
+  "Null while the token is valid."
+  revokedAt: Time
 }
 
 "A token just created. ` + "`" + `token` + "`" + ` is shown this once; only its hash is kept."
@@ -3742,7 +3835,7 @@ type NewToken {
 }
 
 type AuthQuery {
-  "Every principal, by id."
+  "Every principal, by id, with its policies and tokens."
   principals: [Principal!]!
 }
 
@@ -4416,6 +4509,8 @@ func (ec *executionContext) childFields_Principal(ctx context.Context, field gra
 		return ec.fieldContext_Principal_id(ctx, field)
 	case "policies":
 		return ec.fieldContext_Principal_policies(ctx, field)
+	case "tokens":
+		return ec.fieldContext_Principal_tokens(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Principal", field.Name)
 }
@@ -4484,6 +4579,18 @@ func (ec *executionContext) childFields_StartRole(ctx context.Context, field gra
 		return ec.fieldContext_StartRole_input(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type StartRole", field.Name)
+}
+
+func (ec *executionContext) childFields_Token(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Token_id(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Token_createdAt(ctx, field)
+	case "revokedAt":
+		return ec.fieldContext_Token_revokedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Token", field.Name)
 }
 
 func (ec *executionContext) childFields_ToolCall(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5431,6 +5538,20 @@ func (ec *executionContext) field_LedgerQuery_values_args(ctx context.Context, r
 		return nil, err
 	}
 	args["after"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Principal_tokens_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "includeRevoked",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["includeRevoked"] = arg0
 	return args, nil
 }
 
@@ -11719,6 +11840,50 @@ func (ec *executionContext) fieldContext_Principal_policies(_ context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _Principal_tokens(ctx context.Context, field graphql.CollectedField, obj *model.Principal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Principal_tokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Principal().Tokens(ctx, obj, fc.Args["includeRevoked"].(*bool))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []auth.TokenInfo) graphql.Marshaler {
+			return ec.marshalNToken2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋauthᚐTokenInfoᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Principal_tokens(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Principal",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Token(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Principal_tokens_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_actions(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12512,6 +12677,75 @@ func (ec *executionContext) fieldContext_Subscription_inboxUpdates(ctx context.C
 		return fc, err
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Token_id(ctx context.Context, field graphql.CollectedField, obj *auth.TokenInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "UUID")
+}
+
+func (ec *executionContext) _Token_createdAt(ctx context.Context, field graphql.CollectedField, obj *auth.TokenInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Token_revokedAt(ctx context.Context, field graphql.CollectedField, obj *auth.TokenInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_revokedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RevokedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Token_revokedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "Time")
 }
 
 func (ec *executionContext) _ToolCall_execution(ctx context.Context, field graphql.CollectedField, obj *tools.Result) (ret graphql.Marshaler) {
@@ -17706,13 +17940,19 @@ func (ec *executionContext) _Principal(ctx context.Context, sel ast.SelectionSet
 		case "id":
 			out.Values[i] = ec._Principal_id(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "policies":
 			out.Values[i] = ec._Principal_policies(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "tokens":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Principal_tokens(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -18056,6 +18296,49 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
+}
+
+var tokenImplementors = []string{"Token"}
+
+func (ec *executionContext) _Token(ctx context.Context, sel ast.SelectionSet, obj *auth.TokenInfo) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, tokenImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Token")
+		case "id":
+			out.Values[i] = ec._Token_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Token_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokedAt":
+			out.Values[i] = ec._Token_revokedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
 }
 
 var toolCallImplementors = []string{"ToolCall"}
@@ -19736,6 +20019,26 @@ func (ec *executionContext) marshalNTime2ᚖtimeᚐTime(ctx context.Context, sel
 		graphql.AddInvalidNullFromMarshaler(ctx, "Time!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNToken2githubᚗcomᚋactionsledgerᚋactionsledgerᚋauthᚐTokenInfo(ctx context.Context, sel ast.SelectionSet, v auth.TokenInfo) graphql.Marshaler {
+	return ec._Token(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNToken2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋauthᚐTokenInfoᚄ(ctx context.Context, sel ast.SelectionSet, v []auth.TokenInfo) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNToken2githubᚗcomᚋactionsledgerᚋactionsledgerᚋauthᚐTokenInfo(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalNToolApproval2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐToolApproval(ctx context.Context, v any) (model.ToolApproval, error) {

@@ -3,6 +3,8 @@ package graph
 import (
 	"context"
 
+	"github.com/99designs/gqlgen/graphql"
+
 	"github.com/actionsledger/actionsledger/graph/model"
 	"github.com/actionsledger/actionsledger/session"
 )
@@ -31,10 +33,26 @@ func (r *Resolver) interruptResponse(ctx context.Context, in *session.Interrupt)
 	if a.Note != "" {
 		out.Note = &a.Note
 	}
-	if a.CommandSeq != nil {
+	if a.CommandSeq != nil && selects(ctx, "command") {
 		if out.Command, err = r.SessionStore.InputBySeq(ctx, in.SID, *a.CommandSeq); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// selects reports whether the selection of the field being resolved asks
+// for field name (a field read only for it need not be read otherwise:
+// a subscription's update is marshalled once per subscriber). Without a
+// field context it reports true.
+func selects(ctx context.Context, name string) bool {
+	if !graphql.HasOperationContext(ctx) || graphql.GetFieldContext(ctx) == nil {
+		return true
+	}
+	for _, f := range graphql.CollectFieldsCtx(ctx, []string{"InterruptResponse"}) {
+		if f.Name == name {
+			return true
+		}
+	}
+	return false
 }

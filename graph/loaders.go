@@ -11,6 +11,7 @@ import (
 	"github.com/vikstrous/dataloadgen"
 
 	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/session"
 	"github.com/actionsledger/actionsledger/turns"
@@ -38,6 +39,7 @@ type loaders struct {
 	transcripts *dataloadgen.Loader[transcriptKey, []turns.Entry]
 	children    *dataloadgen.Loader[childrenKey, []turns.Execution]
 	calls       *dataloadgen.Loader[uuid.UUID, int]
+	tokens      *dataloadgen.Loader[string, []auth.TokenInfo]
 }
 
 // byKey adapts a store's batch lookup (a map of what it found) to a
@@ -186,4 +188,13 @@ func (r *Resolver) calls(ctx context.Context, id uuid.UUID) (int, error) {
 	}
 	m, err := r.TurnStore.CallCounts(ctx, []uuid.UUID{id})
 	return m[id], err
+}
+
+// tokensOf loads a principal's tokens, revoked ones included, batched.
+func (r *Resolver) tokensOf(ctx context.Context, principal string) ([]auth.TokenInfo, error) {
+	if l := loadersFrom(ctx); l != nil {
+		return lazy(l, &l.tokens, r.AuthStore.TokensOf).Load(ctx, principal)
+	}
+	m, err := r.AuthStore.TokensOf(ctx, []string{principal})
+	return m[principal], err
 }

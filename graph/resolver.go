@@ -33,4 +33,7 @@ type Resolver struct {
 	// DB sends the batched reads of per-parent lists (dataloaders and
 	// prefetches, issue 14); the service's pool.
 	DB ledger.Batcher
+
+	// live are the shared readers of sessionUpdates and inboxUpdates.
+	live liveHubs
 }

@@ -575,9 +575,16 @@ func (r *holdResolver) SkipRefusal(ctx context.Context, obj *session.Interrupt) 
 	if obj.Kind != session.InterruptHold {
 		return nil, nil
 	}
-	t, err := r.turn(ctx, obj.SID, obj.Turn)
-	if err != nil || t == nil || !t.Resumed {
-		return nil, err
+	resumed := obj.TurnResumed
+	if resumed == nil { // not read along: read the turn
+		t, err := r.turn(ctx, obj.SID, obj.Turn)
+		if err != nil || t == nil {
+			return nil, err
+		}
+		resumed = &t.Resumed
+	}
+	if !*resumed {
+		return nil, nil
 	}
 	why := session.SkipRefusal(obj.Turn)
 	return &why, nil
@@ -595,6 +602,9 @@ func (r *inboxItemResolver) Kind(ctx context.Context, obj *session.InboxItem) (m
 
 // Action is the resolver for the action field.
 func (r *inboxItemResolver) Action(ctx context.Context, obj *session.InboxItem) (*action.Action, error) {
+	if obj.Action != nil { // read along, once for every subscriber of inboxUpdates
+		return obj.Action, nil
+	}
 	a, err := r.action(ctx, obj.Session.ActionID)
 	if err == nil && a == nil {
 		err = fmt.Errorf("action %s of interrupt %s is missing", obj.Session.ActionID, obj.ID)
@@ -795,6 +805,24 @@ func (r *mutationResolver) Auth(ctx context.Context) (*model.AuthMutation, error
 	return &model.AuthMutation{}, nil
 }
 
+// Tokens is the resolver for the tokens field.
+func (r *principalResolver) Tokens(ctx context.Context, obj *model.Principal, includeRevoked *bool) ([]auth.TokenInfo, error) {
+	all, err := r.tokensOf(ctx, obj.ID)
+	if err != nil {
+		return nil, err
+	}
+	if includeRevoked != nil && *includeRevoked {
+		return append([]auth.TokenInfo{}, all...), nil
+	}
+	valid := []auth.TokenInfo{}
+	for _, t := range all {
+		if t.RevokedAt == nil {
+			valid = append(valid, t)
+		}
+	}
+	return valid, nil
+}
+
 // Actions is the resolver for the actions field.
 func (r *queryResolver) Actions(ctx context.Context) (*model.ActionsQuery, error) {
 	return &model.ActionsQuery{}, nil
@@ -941,6 +969,9 @@ func (r *Resolver) LedgerQuery() LedgerQueryResolver { return &ledgerQueryResolv
 // Mutation returns MutationResolver implementation.
 func (r *Resolver) Mutation() MutationResolver { return &mutationResolver{r} }
 
+// Principal returns PrincipalResolver implementation.
+func (r *Resolver) Principal() PrincipalResolver { return &principalResolver{r} }
+
 // Query returns QueryResolver implementation.
 func (r *Resolver) Query() QueryResolver { return &queryResolver{r} }
 
@@ -983,6 +1014,7 @@ type (
 	ledgerMutationResolver     struct{ *Resolver }
 	ledgerQueryResolver        struct{ *Resolver }
 	mutationResolver           struct{ *Resolver }
+	principalResolver          struct{ *Resolver }
 	queryResolver              struct{ *Resolver }
 	subscriptionResolver       struct{ *Resolver }
 	toolCallResolver           struct{ *Resolver }

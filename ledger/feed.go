@@ -72,6 +72,10 @@ func NewFeed(buffer int) *Feed {
 		drops: map[string]int64{}}
 }
 
+// Buffer returns how many notes each subscriber's buffer holds; the
+// subscriptions' shared readers queue as many updates per subscriber.
+func (f *Feed) Buffer() int { return f.buffer }
+
 // Route sets how the payloads of channel name their keys. A channel without
 // a route delivers every note to every subscriber of the channel.
 func (f *Feed) Route(channel string, fn RouteFunc) {

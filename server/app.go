@@ -103,10 +103,11 @@ type Config struct {
 // LiveConfig tunes the change feed behind subscriptions (issue 12); zero
 // fields take the defaults.
 type LiveConfig struct {
-	// Buffer is how many notifications each subscriber holds while it is
-	// busy (ledger.DefaultFeedBuffer); past it, notes are dropped and the
-	// subscriber catches up from the database or ends with
-	// SUBSCRIPTION_LAGGED.
+	// Buffer is how many notifications each feed subscriber (a
+	// ledgerEvents follower, a shared reader of sessionUpdates or
+	// inboxUpdates) holds while it is busy, and how many updates a shared
+	// reader queues for each subscriber (ledger.DefaultFeedBuffer); past
+	// it, the subscriber catches up or ends with SUBSCRIPTION_LAGGED.
 	Buffer int
 	// Tail keeps the newest ledger events in memory for ledgerEvents
 	// subscribers (see ledger.TailConfig; its Poll defaults to Config.Poll).

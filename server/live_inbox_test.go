@@ -15,6 +15,7 @@ import (
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/internal/pgtest"
 	"github.com/actionsledger/actionsledger/server"
+	"github.com/actionsledger/actionsledger/session"
 )
 
 const inboxQuery = `query($first: Int, $after: String, $kind: InterruptKind, $a: UUID) { actions {
@@ -85,6 +86,23 @@ type inboxSeed struct{ tool, a, b string }
 
 func seedInbox(t testing.TB, e *env) inboxSeed {
 	t.Helper()
+	s := inboxAgents(t, e)
+	for _, acct := range []string{"a1", "a2", "a3", "ah1", "b1", "bh2"} {
+		e.put(t, "account", acct, map[string]any{"account_id": acct}, "")
+		entry := map[string]any{"account_id": acct, "amount": 100}
+		if len(acct) == 3 {
+			entry["note"] = "suspicious-transfer" // the model refuses: a held turn
+		}
+		e.put(t, "entry", "e-"+acct, entry, "")
+	}
+	return s
+}
+
+// inboxAgents creates the two agents of inboxSeed, with no session yet:
+// agent-a's sessions are the accounts whose id starts with "a", agent-b's
+// those starting with "b".
+func inboxAgents(t testing.TB, e *env) inboxSeed {
+	t.Helper()
 	s := inboxSeed{tool: uuid.NewString(), a: uuid.NewString(), b: uuid.NewString()}
 	e.ok(t, createOp, map[string]any{"id": s.tool, "input": freezeTool()}, nil)
 	for id, name := range map[string]string{s.a: "agent-a", s.b: "agent-b"} {
@@ -94,14 +112,6 @@ func seedInbox(t testing.TB, e *env) inboxSeed {
 		// Each agent watches accounts of its own namespace prefix.
 		trig[0].(map[string]any)["event"] = `event.type == "account.inserted" && string(event.data.account_id).startsWith("` + name[len(name)-1:] + `")`
 		e.ok(t, createOp, map[string]any{"id": id, "input": def}, nil)
-	}
-	for _, acct := range []string{"a1", "a2", "a3", "ah1", "b1", "bh2"} {
-		e.put(t, "account", acct, map[string]any{"account_id": acct}, "")
-		entry := map[string]any{"account_id": acct, "amount": 100}
-		if len(acct) == 3 {
-			entry["note"] = "suspicious-transfer" // the model refuses: a held turn
-		}
-		e.put(t, "entry", "e-"+acct, entry, "")
 	}
 	return s
 }
@@ -328,5 +338,49 @@ func TestLiveInboxUpdates(t *testing.T) {
 	for name, s := range subs {
 		u := expect(s, name, "CLOSED", closed, 0)
 		require.Equal(t, "CLOSED", u.Item.Approval.Status)
+	}
+}
+
+// Issue 12 follow-up item 1: the inbox reader's subscribers filter in
+// memory (InboxFilter.Covers) exactly as the inbox query filters in SQL:
+// by kind, by action, and by the actions the principal may read.
+func TestInboxFilterCoversAsTheQuery(t *testing.T) {
+	t.Parallel()
+	e, _ := newProxiedEnv(t)
+	s := seedInbox(t, e)
+	e.step(t)
+	ctx := context.Background()
+	all, _, err := e.app.Sessions.InboxPending(ctx, session.InboxFilter{AllActions: true})
+	require.NoError(t, err)
+	ids := make([]uuid.UUID, 0, len(all))
+	for id := range all {
+		ids = append(ids, id)
+	}
+	changes, err := e.app.Sessions.InboxNoteChanges(ctx, session.Note{XID: 1, All: true}, ids)
+	require.NoError(t, err)
+	require.Len(t, changes, 6)
+	a, b := uuid.MustParse(s.a), uuid.MustParse(s.b)
+	approval, hold := "APPROVAL", "HOLD"
+	for _, f := range []session.InboxFilter{
+		{AllActions: true},
+		{AllActions: true, Kind: &approval},
+		{AllActions: true, Kind: &hold, ActionID: &b},
+		{Readable: []uuid.UUID{a}},
+		{Readable: []uuid.UUID{a}, ActionID: &b},
+		{Readable: []uuid.UUID{b, uuid.New()}, Kind: &hold},
+		{},
+	} {
+		page, _, err := e.app.Sessions.Inbox(ctx, f, 0, 100)
+		require.NoError(t, err)
+		var want, got []uuid.UUID
+		for _, it := range page {
+			want = append(want, it.ID)
+		}
+		for i := range changes {
+			if f.Covers(&changes[i].InboxItem) {
+				got = append(got, changes[i].ID)
+			}
+		}
+		require.Equal(t, want, got, "%+v", f)
 	}
 }

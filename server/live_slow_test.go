@@ -85,11 +85,12 @@ func slowSSE(t testing.TB, url, query string, vars map[string]any) *sseStream {
 }
 
 // Issue 12 items 1 and 6: subscribers that stop reading, with a feed
-// buffer of 2 notes and 4 events kept in memory. ledgerEvents catches up
-// from the database (every event, in order); sessionUpdates catches up the
-// session's state; a subscriber that missed what no table holds (a running
-// turn's transcript entries, inbox changes) is closed with
-// SUBSCRIPTION_LAGGED, retryable.
+// buffer of 2 notes (and queues of 2 updates) and 4 events kept in memory.
+// ledgerEvents catches up from the database (every event, in order);
+// sessionUpdates catches up the session's state in memory (the reads it
+// did not take fold into one); a subscriber that missed what no table
+// holds (a running turn's transcript entries, inbox changes) is closed
+// with SUBSCRIPTION_LAGGED, retryable.
 func TestLiveSlowSubscribers(t *testing.T) {
 	t.Parallel()
 	g := newGate()
@@ -131,10 +132,12 @@ func TestLiveSlowSubscribers(t *testing.T) {
 		require.Equal(t, 0, nextSessionUpdate(t, s).PendingInputs)
 		g.hold()
 		defer g.release()
-		dropped := e.app.Feed.Dropped(session.SessionsChannel)
+		merged := e.app.Resolver.LiveStats().Merged
 		// Further account records of the session's input are inputs that
 		// start no turn (turns.on names only entries): 8 changes, each
-		// delivered in a transaction (so a notification) of its own.
+		// delivered in a transaction (so a notification) of its own. The
+		// session's reader reads each once; the stalled subscriber's queue
+		// folds the reads it has not taken into one.
 		for i := 1; i <= 8; i++ {
 			e.put(t, "account", uuid.NewString(), map[string]any{"account_id": acct}, "")
 			poll(t, "the input delivered", func() bool {
@@ -142,7 +145,7 @@ func TestLiveSlowSubscribers(t *testing.T) {
 					WHERE s.action_id = $1 AND s.id = $2 AND i.status = 'PENDING'`, a, acct) == i
 			})
 		}
-		poll(t, "notes dropped for the stalled subscriber", func() bool { return e.app.Feed.Dropped(session.SessionsChannel) > dropped })
+		poll(t, "reads folded for the stalled subscriber", func() bool { return e.app.Resolver.LiveStats().Merged > merged })
 		g.release()
 		var u sessionUpdate
 		for u.PendingInputs != 8 {
@@ -156,9 +159,13 @@ func TestLiveSlowSubscribers(t *testing.T) {
 		nextSessionUpdate(t, s)
 		g.hold()
 		defer g.release()
-		dropped := e.app.Feed.Dropped(turns.TranscriptChannel)
+		lagged, dropped := e.app.Resolver.LiveStats().Lagged, e.app.Feed.Dropped(turns.TranscriptChannel)
 		e.put(t, "entry", uuid.NewString(), map[string]any{"account_id": acct, "amount": 1}, "") // a turn of 9 inputs: 10 entries
-		poll(t, "entries dropped for the stalled subscriber", func() bool { return e.app.Feed.Dropped(turns.TranscriptChannel) > dropped })
+		// The entries overflow the stalled subscriber's queue, or the
+		// session reader's feed buffer (the reader then reports the loss).
+		poll(t, "entries dropped for the stalled subscriber", func() bool {
+			return e.app.Resolver.LiveStats().Lagged > lagged || e.app.Feed.Dropped(turns.TranscriptChannel) > dropped
+		})
 		g.release()
 		requireLagged(t, s)
 	})
@@ -172,10 +179,9 @@ func TestLiveSlowSubscribers(t *testing.T) {
 		require.Equal(t, "CURRENT", nextInboxUpdate(t, s).Kind)
 		g.hold()
 		defer g.release()
-		dropped := e.app.Feed.Dropped(session.InboxChannel)
-		// Each approval is raised by a turn committed by itself (waited
-		// for before the next entry), so each is a notification of its own:
-		// turns that finish together commit, and notify, together.
+		lagged, dropped := e.app.Resolver.LiveStats().Lagged, e.app.Feed.Dropped(session.InboxChannel)
+		// 8 approvals, one after another: each raised by a transaction (so
+		// a notification, a read and an inbox change) of its own.
 		for i := 0; i < 8; i++ {
 			acct := "s" + strconv.Itoa(i)
 			e.put(t, "account", acct, map[string]any{"account_id": acct}, "")
@@ -185,7 +191,12 @@ func TestLiveSlowSubscribers(t *testing.T) {
 					WHERE s.action_id = $1 AND i.status = 'PENDING'`, agent) == i+1
 			})
 		}
-		poll(t, "notes dropped for the stalled subscriber", func() bool { return e.app.Feed.Dropped(session.InboxChannel) > dropped })
+		// The changes overflow the stalled subscriber's queue, or the
+		// inbox reader's feed buffer (the reader then ends every
+		// subscriber with the reason).
+		poll(t, "changes dropped for the stalled subscriber", func() bool {
+			return e.app.Resolver.LiveStats().Lagged > lagged || e.app.Feed.Dropped(session.InboxChannel) > dropped
+		})
 		g.release()
 		requireLagged(t, s)
 	})

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/ledger"
 )
 
@@ -27,6 +29,19 @@ type InboxFilter struct {
 	Readable   []uuid.UUID
 }
 
+// Covers reports whether f covers it, as the SQL filter of Inbox and
+// InboxPending does (inboxWhere): of f's kind and action, when set, and
+// of an action the caller may read.
+func (f InboxFilter) Covers(it *InboxItem) bool {
+	switch {
+	case f.Kind != nil && string(it.Kind) != *f.Kind:
+		return false
+	case f.ActionID != nil && it.Session.ActionID != *f.ActionID:
+		return false
+	}
+	return f.AllActions || slices.Contains(f.Readable, it.Session.ActionID)
+}
+
 func (f InboxFilter) args() []any {
 	readable := f.Readable
 	if readable == nil {
@@ -35,7 +50,8 @@ func (f InboxFilter) args() []any {
 	return []any{f.Kind, f.ActionID, f.AllActions, readable}
 }
 
-// inboxWhere filters by InboxFilter.args ($1-$4).
+// inboxWhere filters by InboxFilter.args ($1-$4); InboxFilter.Covers is
+// the same filter in memory.
 const inboxWhere = `($1::text IS NULL OR i.kind = $1) AND ($2::uuid IS NULL OR s.action_id = $2)
 	AND ($3::bool OR s.action_id = ANY($4::uuid[]))`
 
@@ -47,10 +63,15 @@ type InboxItem struct {
 	ActionName string
 	// Ord orders interrupts as they were raised (the inbox's cursor).
 	Ord int64
+	// Action is the item's action when its reader read it along (the
+	// inboxUpdates reader does, once for all its subscribers); nil
+	// otherwise.
+	Action *action.Action
 }
 
 var inboxColumns = prefixed("i", interruptColumns) + ", " + prefixed("s", sessionColumns) +
-	", coalesce(v.definition->>'name', ''), i.ord"
+	", coalesce(v.definition->>'name', ''), i.ord" +
+	", coalesce((SELECT t.resume IS NOT NULL FROM session_turns t WHERE t.sid = i.sid AND t.number = i.turn), false)"
 
 const inboxFrom = `session_interrupts i
 	JOIN sessions s ON s.sid = i.sid
@@ -69,17 +90,19 @@ func scanInboxItem(row pgx.CollectableRow) (InboxItem, error) {
 	var it InboxItem
 	var in Interrupt
 	var s Session
+	var resumed bool
 	err := row.Scan(&in.ID, &in.SID, &in.Kind, &in.Turn, &in.ExecutionID, &in.ToolActionID, &in.ToolVersion, &in.ToolName,
 		&in.CallID, &in.Input, &in.Cause, &in.Category, &in.Explanation, &in.Status, &in.Decision, &in.Response,
 		&in.Responder, &in.AnsweredAt, &in.CommandSeq, &in.CreatedAt,
 		&s.SID, &s.ActionID, &s.ID, &s.Version, &s.Input, &s.State, &s.Status, &s.Reason,
 		&s.OriginEventID, &s.StartedAt, &s.EndsAt, &s.CreatedAt, &s.UpdatedAt, &s.ClosedAt, &s.TurnCount, &s.LeaseExpires,
-		&it.ActionName, &it.Ord)
+		&it.ActionName, &it.Ord, &resumed)
 	if err != nil {
 		return it, err
 	}
 	in.CreatedAt = in.CreatedAt.UTC()
 	in.AnsweredAt = utcPtr(in.AnsweredAt)
+	in.TurnResumed = &resumed
 	s.StartedAt, s.CreatedAt, s.UpdatedAt = s.StartedAt.UTC(), s.CreatedAt.UTC(), s.UpdatedAt.UTC()
 	s.EndsAt, s.ClosedAt = utcPtr(s.EndsAt), utcPtr(s.ClosedAt)
 	it.Interrupt, it.Session = in, &s
@@ -159,32 +182,54 @@ func (st *Store) InboxPending(ctx context.Context, f InboxFilter) (map[uuid.UUID
 	return out, s, nil
 }
 
-// InboxChanges returns, in raised order, the interrupts f covers in the
+// InboxChange is an interrupt a notification's transaction may have
+// changed, as InboxNoteChanges reads it.
+type InboxChange struct {
+	InboxItem
+	// Raised: the notification's transaction raised it.
+	Raised bool
+}
+
+// InboxNoteChanges returns, in raised order, the interrupts of the
 // sessions of note (every session when note.All) that the note's
-// transaction raised, or that are among known (the ones a subscriber holds
-// as pending): what a subscriber needs to report RAISED, ANSWERED and
-// CLOSED exactly once each.
-func (st *Store) InboxChanges(ctx context.Context, f InboxFilter, note Note, known []uuid.UUID) ([]InboxItem, error) {
-	if known == nil {
-		known = []uuid.UUID{}
+// transaction raised, or that are among pending (the ones the reader
+// holds as pending), whoever may read them: the one read an inboxUpdates
+// reader makes per notification for all its subscribers, each of which
+// keeps what its InboxFilter covers (Covers) to report RAISED, ANSWERED
+// and CLOSED exactly once each.
+func (st *Store) InboxNoteChanges(ctx context.Context, note Note, pending []uuid.UUID) ([]InboxChange, error) {
+	if pending == nil {
+		pending = []uuid.UUID{}
 	}
 	sids := note.SIDs
 	if sids == nil {
 		sids = []int64{}
 	}
-	args := append(f.args(), strconv.FormatUint(note.XID, 10), known, note.All, sids)
-	rows, err := st.pool.Query(ctx, `SELECT `+inboxColumns+` FROM `+inboxFrom+`
-		WHERE (i.raised_xid = $5::text::xid8 OR i.id = ANY($6::uuid[])) AND ($7::bool OR i.sid = ANY($8::bigint[]))
-		  AND `+inboxWhere+` ORDER BY i.ord`, args...)
+	rows, err := st.pool.Query(ctx, `SELECT `+inboxColumns+`, i.raised_xid = $1::text::xid8 FROM `+inboxFrom+`
+		WHERE (i.raised_xid = $1::text::xid8 OR i.id = ANY($2::uuid[])) AND ($3::bool OR i.sid = ANY($4::bigint[]))
+		ORDER BY i.ord`, strconv.FormatUint(note.XID, 10), pending, note.All, sids)
 	if err != nil {
 		return nil, fmt.Errorf("session: inbox changes: %w", err)
 	}
-	items, err := pgx.CollectRows(rows, scanInboxItem)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (InboxChange, error) {
+		var c InboxChange
+		var err error
+		c.InboxItem, err = scanInboxItem(raisedRow{row, &c.Raised})
+		return c, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("session: inbox changes: %w", err)
 	}
-	return items, nil
+	return out, nil
 }
+
+// raisedRow scans a trailing boolean column into raised.
+type raisedRow struct {
+	pgx.CollectableRow
+	raised *bool
+}
+
+func (r raisedRow) Scan(dest ...any) error { return r.CollectableRow.Scan(append(dest, r.raised)...) }
 
 // ReadConsistent runs fn in a read-only transaction whose statements all
 // see one snapshot (REPEATABLE READ): a subscriber reading a session and

@@ -53,6 +53,10 @@ type Interrupt struct {
 	// CommandSeq is the sequence of the COMMAND input the answer created.
 	CommandSeq *int64
 	CreatedAt  time.Time
+	// TurnResumed reports whether Turn resumed from approval responses
+	// (turns.Turn.Resumed; a held one cannot be skipped), when the read
+	// brought it along (the inbox's reads do); nil otherwise.
+	TurnResumed *bool
 }
 
 const interruptColumns = `id, sid, kind, turn, execution_id, tool_action_id, tool_version, tool_name, call_id, input,

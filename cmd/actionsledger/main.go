@@ -118,7 +118,7 @@ type httpLimits struct {
 type liveLimits struct {
 	MaxStreams             int           `env:"LIVE_MAX_STREAMS" help:"Subscription streams (WebSockets and SSE requests) served at once, below HTTP_MAX_CONNS; 0: half of HTTP_MAX_CONNS."`
 	MaxSocketSubscriptions int           `env:"LIVE_MAX_SOCKET_SUBSCRIPTIONS" default:"${live_max_socket_subscriptions}" help:"Subscriptions one WebSocket carries at once (1-1000)."`
-	Buffer                 int           `env:"LIVE_BUFFER" default:"${live_buffer}" help:"Notifications each subscriber holds while it is busy (16-65536); past them it catches up from the database or ends with SUBSCRIPTION_LAGGED."`
+	Buffer                 int           `env:"LIVE_BUFFER" default:"${live_buffer}" help:"Notifications a subscriber or shared reader holds, and updates queued per subscriber, while it is busy (16-65536); past them it catches up or ends with SUBSCRIPTION_LAGGED."`
 	TailEvents             int           `env:"LIVE_TAIL_EVENTS" default:"${live_tail_events}" help:"Newest ledger events kept in memory for ledgerEvents subscribers (16-1000000)."`
 	TailBytes              int           `env:"LIVE_TAIL_BYTES" default:"${live_tail_bytes}" help:"Bytes of event data the tail keeps at most (1 MiB-1 GiB)."`
 	Recheck                time.Duration `env:"LIVE_RECHECK" default:"${live_recheck}" help:"With AUTH=on, how often a stream's token is checked again (1s-1h)."`

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/actionsledger/actionsledger/action"
+	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/session"
@@ -43,7 +44,7 @@ type Checkpoint struct {
 	Reason *string         `json:"reason,omitempty"`
 }
 
-// An entry of a session's clock as it stands for that session (C1-C5).
+// An entry of a session's clock as it stands for that session.
 type ClockEntry struct {
 	Name string `json:"name"`
 	// Five cron fields or a descriptor; null for an every entry.
@@ -52,12 +53,12 @@ type ClockEntry struct {
 	Timezone *string `json:"timezone,omitempty"`
 	// The period of an every entry (Go duration syntax); null for a cron entry.
 	Every *string `json:"every,omitempty"`
-	// Whether its firings start a turn (turns.on names it, or turns.on is unset; C4).
+	// Whether its firings start a turn (turns.on names it, or turns.on is unset).
 	StartsTurn bool `json:"startsTurn"`
 	// Scheduled time of the last firing a turn took; null when none has.
 	LastTaken *time.Time `json:"lastTaken,omitempty"`
 	// Scheduled time of the latest firing that is due and that no turn has taken
-	// yet (the next turn takes it, C5); null when none is.
+	// yet (the next turn takes it); null when none is.
 	Due *time.Time `json:"due,omitempty"`
 	// The first firing after now, before the session's end; null when none comes (closed, or past its end).
 	Next *time.Time `json:"next,omitempty"`
@@ -142,10 +143,15 @@ type PolicyInput struct {
 	Resource string       `json:"resource"`
 }
 
-// Who may call the API: an id and its policies. Tokens are never listed.
+// Who may call the API: an id, its policies and its tokens (never their secrets).
 type Principal struct {
 	ID       string   `json:"id"`
 	Policies []Policy `json:"policies"`
+	// The principal's bearer tokens, newest first: each one's id (what
+	// revokeToken takes), when it was created and when it was revoked. A token's
+	// secret is shown only when it is created: only its hash is kept. Without
+	// includeRevoked, only the tokens still valid.
+	Tokens []auth.TokenInfo `json:"tokens"`
 }
 
 // One update of sessionUpdates.
@@ -559,9 +565,9 @@ func (e InputStatus) MarshalJSON() ([]byte, error) {
 type InterruptKind string
 
 const (
-	// A gated tool call waits for approval (P1).
+	// A gated tool call waits for approval.
 	InterruptKindApproval InterruptKind = "APPROVAL"
-	// A refused or unfinished turn is held (H2).
+	// A refused or unfinished turn is held.
 	InterruptKindHold InterruptKind = "HOLD"
 )
 
@@ -861,7 +867,7 @@ func (e SessionUpdateKind) MarshalJSON() ([]byte, error) {
 type ToolApproval string
 
 const (
-	// Every call an agent makes waits for a person's approval (P1), whatever the agent's reference says.
+	// Every call an agent makes waits for a person's approval, whatever the agent's reference says.
 	ToolApprovalRequired ToolApproval = "REQUIRED"
 	// The agent's reference decides.
 	ToolApprovalNone ToolApproval = "NONE"
