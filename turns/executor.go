@@ -144,28 +144,38 @@ func (e *Executor) Run(ctx context.Context, wake <-chan struct{}) error {
 		stopCompleter()
 		<-completerDone
 	}()
+	// A slot is held while a turn's handler runs; a turn whose run is over
+	// gives its slot back while its outcome commits, so that committing
+	// turns (which the completer commits together) never keep the claim
+	// loop to one session a claim. Turns still to commit are bounded too.
 	slots := e.cfg.Workers
-	freed := make(chan struct{}, slots)
+	maxInFlight := max(4*slots, 64)
+	freed := make(chan struct{}, maxInFlight)
+	ended := make(chan struct{}, maxInFlight)
 	poll := time.NewTicker(e.cfg.Poll)
 	defer poll.Stop()
-	busy, look := 0, true
+	busy, inFlight, look := 0, 0, true
 	var swept time.Time
 	for {
-		if look && busy < slots && ctx.Err() == nil {
-			n := min(slots-busy, maxClaim)
+		if look && busy < slots && inFlight < maxInFlight && ctx.Err() == nil {
+			n := min(slots-busy, maxInFlight-inFlight, maxClaim)
 			cs, leased, err := e.claim(ctx, n)
 			if err != nil && ctx.Err() == nil {
 				e.log.Error("claim failed", "err", err)
 			}
 			for _, c := range cs {
 				busy++
+				inFlight++
 				wg.Add(1)
 				go func() {
+					var once sync.Once
+					release := func() { once.Do(func() { freed <- struct{}{} }) }
 					defer func() {
-						freed <- struct{}{}
+						release()
+						ended <- struct{}{}
 						wg.Done()
 					}()
-					if err := e.run(ctx, c); err != nil && ctx.Err() == nil {
+					if err := e.run(context.WithValue(ctx, releaseKey{}, release), c); err != nil && ctx.Err() == nil {
 						e.log.Error("turn failed to run", "session", c.sess.ID, "turn", c.turn, "err", err)
 					}
 				}()
@@ -179,6 +189,10 @@ func (e *Executor) Run(ctx context.Context, wake <-chan struct{}) error {
 				}
 			}
 		}
+		// Wait for something to happen, then take in everything else that
+		// has happened meanwhile before claiming again: slots that freed up
+		// while the last claim ran are claimed for together, not one claim
+		// each.
 		select {
 		case <-ctx.Done():
 			return nil
@@ -190,7 +204,31 @@ func (e *Executor) Run(ctx context.Context, wake <-chan struct{}) error {
 			look = true
 		case <-freed:
 			busy--
+		case <-ended:
+			inFlight--
 		}
+	drain:
+		for {
+			select {
+			case <-freed:
+				busy--
+			case <-ended:
+				inFlight--
+			default:
+				break drain
+			}
+		}
+	}
+}
+
+// releaseKey carries, in a turn's context under Run, the function that
+// gives the turn's worker slot back once its run is over.
+type releaseKey struct{}
+
+// releaseSlot gives ctx's turn's worker slot back (once; a no-op outside Run).
+func releaseSlot(ctx context.Context) {
+	if f, ok := ctx.Value(releaseKey{}).(func()); ok {
+		f()
 	}
 }
 
@@ -285,6 +323,9 @@ func (e *Executor) runTurn(ctx context.Context, c *claim) error {
 	if ctx.Err() != nil {
 		return ctx.Err() // shutting down: the lease expires and another worker runs the turn
 	}
+	// The handler is done: its slot goes to the next claim while the
+	// outcome commits.
+	releaseSlot(ctx)
 	// Live entries reach subscribers before the commit's notification.
 	e.live.flush(liveFlushWait)
 	if err := e.commit(ctx, f); err != nil {
