@@ -165,6 +165,11 @@ func (s *Store) prepare(ctx context.Context, def Definition) (string, Definition
 	}
 	comp, err := compile(def, kinds, s.toolRefs(), check)
 	if err != nil {
+		if hasPrincipal && s.kinds != nil {
+			err = obscureTools(err, s.kinds.ToolRefs(def.Kind, def.Config), func(id uuid.UUID) bool {
+				return p.Allows(auth.Read, auth.ActionResource(id))
+			})
+		}
 		return "", def, nil, nil, err
 	}
 	raw, err := json.Marshal(def)
@@ -173,6 +178,36 @@ func (s *Store) prepare(ctx context.Context, def Definition) (string, Definition
 	}
 	comp.Author = p.ID
 	return p.ID, def, comp, raw, nil
+}
+
+// obscureTools rewrites the refusals of a kind's tool references
+// (config.tools[i].action) that would tell a principal who may not read
+// the tool action whether it exists, is a tool or is active (issue 11: a
+// CALL-only holder learns nothing more): for such a reference the three
+// read the same. refs are the references by index (ToolRefsFunc).
+func obscureTools(err error, refs []uuid.UUID, readable func(uuid.UUID) bool) error {
+	errs := Errors(err)
+	changed := false
+	for i, e := range errs {
+		fe := fault.As(e)
+		if fe == nil {
+			continue
+		}
+		var n int
+		if _, serr := fmt.Sscanf(fe.Field, "config.tools[%d].action", &n); serr != nil || fe.Field != fmt.Sprintf("config.tools[%d].action", n) ||
+			n < 0 || n >= len(refs) || readable(refs[n]) {
+			continue
+		}
+		switch fault.CodeOf(fe.Err) {
+		case fault.NotFound, fault.NotATool, fault.ActionInactive:
+			errs[i] = fault.New(fe.Code, fe.Field, "the tool action %s cannot be used: it is unknown, not a tool or not ACTIVE (you may not read it to learn which)", refs[n])
+			changed = true
+		}
+	}
+	if !changed {
+		return err
+	}
+	return joinErrors(errs)
 }
 
 // toolRefs is the kinds' ToolRefs, or nil without kinds.

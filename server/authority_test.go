@@ -389,3 +389,52 @@ func TestTurnHandlerReadsItsOwnSessionOnly(t *testing.T) {
 	require.Equal(t, "OPEN", out.Actions.Action.Session.Status, out.Actions.Action.Session.Reason)
 	jsonEq(t, `{"own": "q", "tool_calls": 1}`, out.Actions.Action.Session.State)
 }
+
+// Issue 11 (refusals reveal nothing), for a principal holding CALL but not
+// READ on the target: an unknown action, an action that is not a tool and
+// a disabled tool answer alike, from createAction (an agent's tool
+// reference) and from callTool; a principal who may read the target is
+// told which it is.
+func TestAuthorityCallOnlyHoldersLearnNothingOfTheTarget(t *testing.T) {
+	t.Parallel()
+	e := newAuthEnv(t)
+	notATool, disabled, readable := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	e.ok(t, createActionOp, map[string]any{"id": notATool, "input": monitorDef()}, nil)
+	for _, id := range []string{disabled, readable} {
+		e.ok(t, createActionOp, map[string]any{"id": id, "input": map[string]any{
+			"name": "t", "kind": "starlark", "source": "def call(event):\n    return 1\n", "tool": map[string]any{"name": "t"}}}, nil)
+		e.ok(t, setStatusOp, map[string]any{"id": id, "status": "DISABLED"}, nil)
+	}
+	targets := map[string]string{"unknown": uuid.NewString(), "not a tool": notATool, "disabled": disabled}
+	agent := uuid.NewString()
+	policies := []map[string]any{pol("WRITE", "financial.Action.document:"+agent), pol("READ", "ledger:entry"),
+		pol("CALL", "financial.Action.document:"+readable), pol("READ", "financial.Action.document:"+readable)}
+	for _, id := range targets {
+		policies = append(policies, pol("CALL", "financial.Action.document:"+id))
+	}
+	_, caller := e.token(t, "caller", policies...)
+	const callOp = `mutation($a: UUID!) { actions { callTool(actionId: $a, input: {}) { output } } }`
+	stored, called := map[string]string{}, map[string]string{}
+	for name, target := range targets {
+		def := entryAction("agent", "")
+		def["config"] = agentMonitor(target)["config"]
+		r := e.as(t, caller, createActionOp, map[string]any{"id": agent, "input": def})
+		ge := requireError(t, r, "INVALID_CONFIG", "input.config.tools[0].action")
+		require.Len(t, r.Errors, 1, name)
+		stored[name] = strings.ReplaceAll(ge.Message, target, "<id>")
+		ge = requireError(t, e.as(t, caller, callOp, map[string]any{"a": target}), "NOT_FOUND", "actionId")
+		called[name] = strings.ReplaceAll(ge.Message, target, "<id>")
+	}
+	for _, name := range []string{"not a tool", "disabled"} {
+		require.Equal(t, stored["unknown"], stored[name], name)
+		require.Equal(t, called["unknown"], called[name], name)
+	}
+	require.NotContains(t, stored["unknown"], "DISABLED")
+
+	// Reading the target, the caller is told what is wrong with it.
+	def := entryAction("agent", "")
+	def["config"] = agentMonitor(readable)["config"]
+	ge := requireError(t, e.as(t, caller, createActionOp, map[string]any{"id": agent, "input": def}), "INVALID_CONFIG", "input.config.tools[0].action")
+	require.Contains(t, ge.Message, "DISABLED")
+	requireError(t, e.as(t, caller, callOp, map[string]any{"a": readable}), "ACTION_INACTIVE", "actionId")
+}
