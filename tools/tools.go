@@ -619,6 +619,23 @@ func (s *Service) isTool(ctx context.Context, id uuid.UUID) bool {
 	return err == nil && comp.Tool != nil
 }
 
+// MayCall reads the authority outside the turn's transaction (it begins
+// none: a turn that calls nothing still commits with others, issue 14);
+// the calls themselves check it again in the transaction.
+func (e *env) MayCall(ctx context.Context, actionID string) (bool, error) {
+	aid, err := uuid.Parse(actionID)
+	if err != nil || e.run.Action == nil {
+		return false, nil
+	}
+	a := e.auth
+	if a == nil {
+		if a, err = e.s.Authorities.For(ctx, nil, e.run.Action.Author, e.run.Action.Grants); err != nil {
+			return false, err
+		}
+	}
+	return a.MayCall(aid), nil
+}
+
 func (e *env) CallTool(ctx context.Context, actionID string, input jsonvalue.Value) (jsonvalue.Value, error) {
 	return e.callTool(ctx, actionID, input, true)
 }
