@@ -438,3 +438,38 @@ func TestAuthorityCallOnlyHoldersLearnNothingOfTheTarget(t *testing.T) {
 	require.Contains(t, ge.Message, "DISABLED")
 	requireError(t, e.as(t, caller, callOp, map[string]any{"a": readable}), "ACTION_INACTIVE", "actionId")
 }
+
+// Issue 11: re-enabling an action runs its current version again with its
+// grants, so the enabler must hold them, as storing it would need;
+// disabling needs WRITE only. The refusal names the grant only to a
+// principal who may read the action.
+func TestAuthorityReEnablingNeedsTheVersionsGrants(t *testing.T) {
+	t.Parallel()
+	e := newAuthEnv(t)
+	m := uuid.NewString()
+	def := entryAction("starlark", "def turn(event):\n    return {\"state\": {\"pay\": ledger.get(\"payroll\", \"ceo\")}, \"status\": \"OPEN\"}\n")
+	def["permissions"] = map[string]any{"read": []string{"payroll"}}
+	e.ok(t, createActionOp, map[string]any{"id": m, "input": def}, nil)
+	res := "financial.Action.document:" + m
+	_, writer := e.token(t, "writer", pol("WRITE", res))
+	_, reader := e.token(t, "writer-reader", pol("WRITE", res), pol("READ", res), pol("READ", "ledger:entry"))
+	_, holder := e.token(t, "holder", pol("WRITE", res), pol("READ", "ledger:entry"), pol("READ", "ledger:payroll"))
+	status := func() string {
+		var out struct {
+			Actions struct{ Action struct{ Status string } }
+		}
+		e.ok(t, `query($a: UUID!) { actions { action(id: $a) { status } } }`, map[string]any{"a": m}, &out)
+		return out.Actions.Action.Status
+	}
+	e.allowed(t, writer, setStatusOp, map[string]any{"id": m, "status": "DISABLED"})
+	require.Equal(t, "DISABLED", status())
+	ge := requireError(t, e.as(t, writer, setStatusOp, map[string]any{"id": m, "status": "ACTIVE"}), "FORBIDDEN", "status")
+	require.NotContains(t, ge.Message, "payroll", "it may not read the action, so is not told its grants")
+	ge = requireError(t, e.as(t, reader, setStatusOp, map[string]any{"id": m, "status": "ACTIVE"}), "FORBIDDEN", "status")
+	require.Contains(t, ge.Message, "read ledger namespace payroll")
+	require.Equal(t, "DISABLED", status(), "nothing changed")
+	e.allowed(t, writer, setStatusOp, map[string]any{"id": m, "status": "ARCHIVED"})
+	e.allowed(t, holder, setStatusOp, map[string]any{"id": m, "status": "ACTIVE"})
+	require.Equal(t, "ACTIVE", status())
+	e.allowed(t, writer, setStatusOp, map[string]any{"id": m, "status": "ACTIVE"}) // already active: nothing to check
+}
