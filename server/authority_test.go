@@ -473,3 +473,42 @@ func TestAuthorityReEnablingNeedsTheVersionsGrants(t *testing.T) {
 	require.Equal(t, "ACTIVE", status())
 	e.allowed(t, writer, setStatusOp, map[string]any{"id": m, "status": "ACTIVE"}) // already active: nothing to check
 }
+
+// Scenario 1's allowed side (issue 11): with the grants declared and held,
+// handler code writes another namespace (ledger.put), reads another
+// action's session (session() through permissions.sessions) and calls a
+// tool (call_tool through permissions.tools); the tool runs with its own
+// version's authority.
+func TestAuthorityHandlerCodeUsesItsGrants(t *testing.T) {
+	t.Parallel()
+	s := newAttackScene(t)
+	e := s.e
+	plain := uuid.NewString()
+	e.ok(t, createActionOp, map[string]any{"id": plain, "input": map[string]any{
+		"name": "echo", "kind": "starlark", "source": "def call(event):\n    return {\"echo\": event[\"input\"][\"n\"]}\n",
+		"tool": map[string]any{"name": "echo"}}}, nil)
+	_, clerk := e.token(t, "clerk", pol("WRITE", "financial.Action.document:"+s.m), pol("READ", "financial.Action.document:"+s.m),
+		pol("READ", "ledger:entry"), pol("WRITE", "ledger:entry"), pol("WRITE", "ledger:payroll"),
+		pol("READ", "financial.Action.document:"+s.victim), pol("CALL", "financial.Action.document:"+plain))
+	src := fmt.Sprintf(`def turn(event):
+    v = ledger.put("payroll", "ceo", {"salary": 1})
+    other = session(%q, %q)
+    out = call_tool(%q, {"n": 7})
+    return {"state": {"put": v, "other": other.id, "other_status": other.status, "tool": out}, "status": "OPEN"}
+`, s.victim, s.victimSession, plain)
+	def := entryAction("starlark", src)
+	def["permissions"] = map[string]any{"write": []string{"payroll"}, "sessions": []string{s.victim}, "tools": []string{plain}}
+	e.allowed(t, clerk, updateActionOp, map[string]any{"id": s.m, "input": def})
+	s.attacker = clerk
+	status, reason, state := s.run(t, "granted")
+	require.Equal(t, "OPEN", status, reason)
+	jsonEq(t, fmt.Sprintf(`{"put": 2, "other": %q, "other_status": "OPEN", "tool": {"echo": 7}}`, s.victimSession), state)
+	var pay struct {
+		Ledger struct {
+			Value struct{ Value json.RawMessage }
+		}
+	}
+	e.ok(t, `{ ledger { value(namespace: "payroll", key: "ceo") { value } } }`, nil, &pay)
+	jsonEq(t, `{"salary": 1}`, pay.Ledger.Value.Value)
+	require.Equal(t, 1, e.countRows(t, `SELECT count(*) FROM executions WHERE action_id = $1`, plain))
+}
