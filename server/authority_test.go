@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -511,4 +512,148 @@ func TestAuthorityHandlerCodeUsesItsGrants(t *testing.T) {
 	e.ok(t, `{ ledger { value(namespace: "payroll", key: "ceo") { value } } }`, nil, &pay)
 	jsonEq(t, `{"salary": 1}`, pay.Ledger.Value.Value)
 	require.Equal(t, 1, e.countRows(t, `SELECT count(*) FROM executions WHERE action_id = $1`, plain))
+}
+
+// Issue 11 item 5: handler code cannot call a tool whose owner requires
+// approval, even with the grant: call_tool fails with APPROVAL_REQUIRED
+// (the turn fails, not retried) and an agent's run_code snippet is told
+// the tool requires approval; the tool never runs.
+func TestAuthorityCodeCannotCallAGatedTool(t *testing.T) {
+	t.Parallel()
+	s := newAttackScene(t)
+	e := s.e
+	s.attacker = adminToken // the admin holds CALL on the tool: only the gate stops the calls
+	def := entryAction("starlark", fmt.Sprintf("def turn(event):\n    return {\"state\": {\"out\": call_tool(%q, {})}, \"status\": \"OPEN\"}\n", s.gated))
+	def["permissions"] = map[string]any{"tools": []string{s.gated}}
+	e.allowed(t, adminToken, updateActionOp, map[string]any{"id": s.m, "input": def})
+	status, reason, _ := s.run(t, "call")
+	require.Equal(t, "FAILED", status)
+	require.Contains(t, reason, "requires a person's approval")
+
+	agent := entryAction("agent", "")
+	agent["config"] = map[string]any{
+		"provider": "scripted", "programmatic": true,
+		"tools": []any{map[string]any{"action": s.gated, "approval": "NONE"}},
+		"script": []any{
+			map[string]any{"step": 0, "toolCalls": []any{map[string]any{"id": "c1", "name": "run_code",
+				"input": map[string]any{"code": `r = catch(call_tool, "wire_money", {})` + "\nresult = r.error"}}}},
+			map[string]any{"step": 1, "toolCalls": []any{map[string]any{"name": "report_outcome", "input": map[string]any{"status": "OPEN"}}}},
+		},
+	}
+	e.allowed(t, adminToken, updateActionOp, map[string]any{"id": s.m, "input": agent})
+	status, reason, _ = s.run(t, "code")
+	require.Equal(t, "OPEN", status, reason)
+	r := e.allowed(t, adminToken, `query($a: UUID!) { actions { action(id: $a) { session(id: "code") {
+	  turns(first: 5) { nodes { execution { invocation { transcript(first: 50) { nodes { kind data } } } } } } } } } }`, map[string]any{"a": s.m})
+	require.Contains(t, string(r.Data), "tool wire_money requires approval: call it directly, not from code")
+	require.Equal(t, 0, e.countRows(t, `SELECT count(*) FROM executions WHERE action_id = $1`, s.gated), "the tool never ran")
+}
+
+// nsAction is entryAction over namespace ns instead of entry.
+func nsAction(ns, kind, source string) map[string]any {
+	d := entryAction(kind, source)
+	trig := d["triggers"].([]any)
+	trig[0].(map[string]any)["event"] = fmt.Sprintf(`event.type == "%s.inserted"`, ns)
+	trig[1].(map[string]any)["event"] = fmt.Sprintf(`event.type == "%s.updated"`, ns)
+	return d
+}
+
+// turnIn has token write key of namespace ns twice (a session of the
+// action watching ns and its first turn) and returns the session's status
+// and reason as the admin reads them.
+func (e *authEnv) turnIn(t *testing.T, token, ns, actionID, key string) (status, reason string) {
+	t.Helper()
+	for _, v := range []map[string]any{{"k": key}, {"k": key, "n": 1}} {
+		e.allowed(t, token, putValueOp, map[string]any{"ns": ns, "key": key, "value": v})
+	}
+	e.step(t)
+	var out struct {
+		Actions struct {
+			Action struct {
+				Session struct {
+					Status string
+					Reason *string
+				}
+			}
+		}
+	}
+	e.ok(t, `query($a: UUID!, $s: String!) { actions { action(id: $a) { session(id: $s) { status reason } } } }`,
+		map[string]any{"a": actionID, "s": key}, &out)
+	if r := out.Actions.Action.Session.Reason; r != nil {
+		reason = *r
+	}
+	return out.Actions.Action.Session.Status, reason
+}
+
+// Issue 11 item 5: a version's reach follows its author's policies from the
+// next turn on: losing WRITE on a namespace stops ledger.put, losing READ
+// on another action stops session() on its sessions, losing CALL on a tool
+// stops call_tool and an agent's use of it (whose model is then not shown
+// the tool at all). The other grants keep working.
+func TestAuthorityAuthorLosingGrantsLimitsItsVersions(t *testing.T) {
+	t.Parallel()
+	e := newAuthEnv(t)
+	victim, tool := uuid.NewString(), uuid.NewString()
+	e.ok(t, createActionOp, map[string]any{"id": victim, "input": nsAction("v", "agent.echo", "")}, nil)
+	e.put(t, "v", "vs", map[string]any{"k": "vs"}, "")
+	e.step(t)
+	e.ok(t, createActionOp, map[string]any{"id": tool, "input": map[string]any{
+		"name": "echo", "kind": "starlark", "source": "def call(event):\n    return {\"echo\": 1}\n", "tool": map[string]any{"name": "secret_echo"}}}, nil)
+	put, sess, call, agent := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
+	res := func(id string) string { return "financial.Action.document:" + id }
+	base := []map[string]any{}
+	for _, id := range []string{put, sess, call, agent} {
+		base = append(base, pol("WRITE", res(id)))
+	}
+	for _, ns := range []string{"p", "s", "c", "a"} {
+		base = append(base, pol("READ", "ledger:"+ns), pol("WRITE", "ledger:"+ns))
+	}
+	writeGrant, sessionGrant, callGrant := pol("WRITE", "ledger:payroll"), pol("READ", res(victim)), pol("CALL", res(tool))
+	_, author := e.token(t, "grant-author", append(base, writeGrant, sessionGrant, callGrant)...)
+
+	defs := map[string]map[string]any{
+		put:  nsAction("p", "starlark", "def turn(event):\n    ledger.put(\"payroll\", \"k\", {\"n\": 1})\n    return {\"status\": \"OPEN\"}\n"),
+		sess: nsAction("s", "starlark", fmt.Sprintf("def turn(event):\n    return {\"state\": {\"s\": session(%q, \"vs\").id}, \"status\": \"OPEN\"}\n", victim)),
+		call: nsAction("c", "starlark", fmt.Sprintf("def turn(event):\n    return {\"state\": call_tool(%q, {}), \"status\": \"OPEN\"}\n", tool)),
+		agent: func() map[string]any {
+			d := nsAction("a", "agent", "")
+			d["config"] = map[string]any{"provider": "scripted", "tools": []any{map[string]any{"action": tool}},
+				"script": []any{map[string]any{"toolCalls": []any{map[string]any{"name": "report_outcome", "input": map[string]any{"status": "OPEN"}}}}}}
+			return d
+		}(),
+	}
+	defs[put]["permissions"] = map[string]any{"write": []string{"payroll"}}
+	defs[sess]["permissions"] = map[string]any{"sessions": []string{victim}}
+	defs[call]["permissions"] = map[string]any{"tools": []string{tool}}
+	for id, def := range defs {
+		e.allowed(t, author, createActionOp, map[string]any{"id": id, "input": def})
+	}
+	ns := map[string]string{put: "p", sess: "s", call: "c", agent: "a"}
+	expect := func(round string, failing ...string) {
+		t.Helper()
+		for id, n := range ns {
+			status, reason := e.turnIn(t, author, n, id, round)
+			if slices.Contains(failing, id) {
+				require.Equal(t, "FAILED", status, "%s %s", round, n)
+				require.Contains(t, reason, "not allowed", "%s %s", round, n)
+				require.NotContains(t, reason, "secret_echo")
+			} else {
+				require.Equal(t, "OPEN", status, "%s %s: %s", round, n, reason)
+			}
+		}
+	}
+	expect("all")
+	require.Equal(t, 1, e.countRows(t, `SELECT count(*) FROM executions WHERE action_id = $1`, tool))
+
+	_, author = e.token(t, "grant-author", append(base, writeGrant, sessionGrant)...)
+	expect("no-call", call, agent)
+	require.Equal(t, 1, e.countRows(t, `SELECT count(*) FROM executions WHERE action_id = $1`, tool), "the tool did not run again")
+
+	_, author = e.token(t, "grant-author", append(base, sessionGrant)...)
+	expect("no-write", call, agent, put)
+	require.Equal(t, 1, e.countRows(t, `SELECT count(*) FROM kv_values WHERE namespace = 'payroll'`))
+	require.Equal(t, 2, e.countRows(t, `SELECT version FROM kv_values WHERE namespace = 'payroll'`), "written by the first two rounds only")
+
+	_, author = e.token(t, "grant-author", base...)
+	expect("no-session", call, agent, put, sess)
 }
