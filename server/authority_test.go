@@ -657,3 +657,96 @@ func TestAuthorityAuthorLosingGrantsLimitsItsVersions(t *testing.T) {
 	_, author = e.token(t, "grant-author", base...)
 	expect("no-session", call, agent, put, sess)
 }
+
+// The seed's other operations run unchanged with AUTH on, each by a
+// principal holding what it needs (not an admin): the monitor with an end
+// and a clock, the tool block with a session (and a Starlark action calling
+// it), and approve and retry answered by a responder holding RESPOND and
+// READ on the agent only (the agent's reference requires the approval, not
+// the tool's owner).
+func TestAuthoritySeedExamplesWithGrantsMore(t *testing.T) {
+	t.Parallel()
+	e := newAuthEnv(t)
+	doc := func(id string) map[string]any { return pol("WRITE", "financial.Action.document:"+id) }
+	read := func(id string) map[string]any { return pol("READ", "financial.Action.document:"+id) }
+	clockID, toolID, balanceID, freezeID, agentID := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
+	_, owner := e.token(t, "owner", doc(clockID), read(clockID), doc(toolID), read(toolID), doc(balanceID), read(balanceID),
+		doc(freezeID), doc(agentID), read(agentID),
+		pol("READ", "ledger:account"), pol("READ", "ledger:entry"), pol("WRITE", "ledger:account"), pol("WRITE", "ledger:entry"),
+		pol("WRITE", "ledger:balance"), pol("WRITE", "ledger:frozen"))
+
+	// create_monitor_with_end_and_clock.graphql
+	e.allowed(t, owner, example(t, "create_monitor_with_end_and_clock.graphql"), map[string]any{"id": clockID})
+	acct := uuid.NewString()
+	e.allowed(t, owner, putValueOp, map[string]any{"ns": "account", "key": acct, "value": map[string]any{"account_id": acct}})
+	e.step(t)
+	r := e.allowed(t, owner, `query($a: UUID!, $s: String!) { actions { action(id: $a) { session(id: $s) { status endsAt clock { name } } } } }`,
+		map[string]any{"a": clockID, "s": acct})
+	require.Contains(t, string(r.Data), `"status":"OPEN"`)
+	require.Contains(t, string(r.Data), `"morning"`)
+
+	// tool_with_session.graphql-fragment, called from a Starlark turn that
+	// declares it.
+	toolOp := fmt.Sprintf(`mutation($id: UUID!) { actions { createAction(id: $id, input: {
+	  name: "notify-ops", kind: "starlark", source: %s
+	  %s
+	  session: { inputSchema: { type: "object", properties: { account_id: { type: "string" } }, required: ["account_id"] },
+	             id: "string(session.input.account_id)" }
+	}) { actionId } } }`, gqlString(notifySource), example(t, "tool_with_session.graphql-fragment"))
+	e.allowed(t, owner, toolOp, map[string]any{"id": toolID})
+	e.allowed(t, owner, createOp, map[string]any{"id": balanceID, "input": map[string]any{
+		"name": "balances", "kind": "starlark",
+		"source": strings.ReplaceAll(balanceSource, "NOTIFY", `"`+toolID+`"`),
+		"triggers": []any{
+			map[string]any{"name": "opened", "event": `event.type == "account.inserted"`,
+				"session": map[string]any{"start": map[string]any{"input": map[string]any{"account_id": "string(event.data.account_id)"}}}},
+			map[string]any{"name": "entry", "event": `event.type == "entry.inserted"`,
+				"session": map[string]any{"resume": map[string]any{"id": "string(event.data.account_id)"}}},
+		},
+		"session":     map[string]any{"id": "string(session.input.account_id)", "turns": map[string]any{"on": []any{"entry"}}},
+		"permissions": map[string]any{"write": []string{"balance"}, "tools": []string{toolID}},
+	}})
+	b := uuid.NewString()
+	e.allowed(t, owner, putValueOp, map[string]any{"ns": "account", "key": b, "value": map[string]any{"account_id": b}})
+	e.step(t)
+	e.allowed(t, owner, putValueOp, map[string]any{"ns": "entry", "key": b + "-1", "value": map[string]any{"account_id": b, "amount": -5}})
+	e.step(t)
+	r = e.allowed(t, owner, `query($a: UUID!, $s: String!) { actions { action(id: $a) { session(id: $s) { status state } } } }`,
+		map[string]any{"a": balanceID, "s": b})
+	require.Contains(t, string(r.Data), `"status":"OPEN"`)
+	require.Contains(t, string(r.Data), `"balance":-5`)
+	require.Equal(t, 1, e.countRows(t, `SELECT count(*) FROM executions WHERE action_id = $1`, toolID), "the tool ran in its session")
+
+	// approve.graphql and retry_held_turn.graphql by a responder.
+	tool := freezeTool()
+	tool["permissions"] = map[string]any{"write": []string{"frozen"}}
+	e.allowed(t, owner, createOp, map[string]any{"id": freezeID, "input": tool})
+	e.allowed(t, owner, createOp, map[string]any{"id": agentID, "input": agentMonitor(freezeID)})
+	_, responder := e.token(t, "responder", read(agentID), pol("RESPOND", "financial.Action.document:"+agentID))
+	e.allowed(t, owner, putValueOp, map[string]any{"ns": "account", "key": "3f0c9f8e", "value": map[string]any{"account_id": "3f0c9f8e"}})
+	e.allowed(t, owner, putValueOp, map[string]any{"ns": "entry", "key": "e1", "value": map[string]any{"account_id": "3f0c9f8e", "amount": 12000}})
+	e.step(t)
+	ap := e.pendingApproval(t, responder, agentID, "3f0c9f8e-account")
+	require.True(t, ap.MayApprove)
+	e.allowed(t, owner, putValueOp, map[string]any{"ns": "entry", "key": "e2", "value": map[string]any{"account_id": "3f0c9f8e", "amount": 5, "note": "suspicious-transfer"}})
+	e.allowed(t, responder, example(t, "approve.graphql"), map[string]any{"actionId": agentID, "interruptId": ap.InterruptID})
+	e.step(t)
+	require.Equal(t, 1, e.countRows(t, `SELECT count(*) FROM kv_values WHERE namespace = 'frozen' AND value->>'requested_by' = 'agent-monitor'`))
+	var held struct {
+		Actions struct {
+			Action struct {
+				Session struct {
+					Holds []struct{ InterruptID, Status string }
+				}
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal(e.allowed(t, responder, `query($a: UUID!) { actions { action(id: $a) { session(id: "3f0c9f8e-account") {
+	  holds { interruptId status } } } } }`, map[string]any{"a": agentID}).Data, &held))
+	require.Len(t, held.Actions.Action.Session.Holds, 1)
+	e.allowed(t, responder, example(t, "retry_held_turn.graphql"), map[string]any{"actionId": agentID, "interruptId": held.Actions.Action.Session.Holds[0].InterruptID})
+	e.step(t)
+	r = e.allowed(t, responder, `query($a: UUID!) { actions { action(id: $a) { session(id: "3f0c9f8e-account") { status state } } } }`, map[string]any{"a": agentID})
+	require.Contains(t, string(r.Data), `"status":"OPEN"`)
+	require.Contains(t, string(r.Data), `"reviewed":true`)
+}
