@@ -165,6 +165,11 @@ func (s *Store) prepare(ctx context.Context, def Definition) (string, Definition
 	}
 	comp, err := compile(def, kinds, s.toolRefs(), check)
 	if err != nil {
+		if hasPrincipal && s.kinds != nil {
+			err = obscureTools(err, s.kinds.ToolRefs(def.Kind, def.Config), func(id uuid.UUID) bool {
+				return p.Allows(auth.Read, auth.ActionResource(id))
+			})
+		}
 		return "", def, nil, nil, err
 	}
 	raw, err := json.Marshal(def)
@@ -173,6 +178,36 @@ func (s *Store) prepare(ctx context.Context, def Definition) (string, Definition
 	}
 	comp.Author = p.ID
 	return p.ID, def, comp, raw, nil
+}
+
+// obscureTools rewrites the refusals of a kind's tool references
+// (config.tools[i].action) that would tell a principal who may not read
+// the tool action whether it exists, is a tool or is active (issue 11: a
+// CALL-only holder learns nothing more): for such a reference the three
+// read the same. refs are the references by index (ToolRefsFunc).
+func obscureTools(err error, refs []uuid.UUID, readable func(uuid.UUID) bool) error {
+	errs := Errors(err)
+	changed := false
+	for i, e := range errs {
+		fe := fault.As(e)
+		if fe == nil {
+			continue
+		}
+		var n int
+		if _, serr := fmt.Sscanf(fe.Field, "config.tools[%d].action", &n); serr != nil || fe.Field != fmt.Sprintf("config.tools[%d].action", n) ||
+			n < 0 || n >= len(refs) || readable(refs[n]) {
+			continue
+		}
+		switch fault.CodeOf(fe.Err) {
+		case fault.NotFound, fault.NotATool, fault.ActionInactive:
+			errs[i] = fault.New(fe.Code, fe.Field, "the tool action %s cannot be used: it is unknown, not a tool or not ACTIVE (you may not read it to learn which)", refs[n])
+			changed = true
+		}
+	}
+	if !changed {
+		return err
+	}
+	return joinErrors(errs)
 }
 
 // toolRefs is the kinds' ToolRefs, or nil without kinds.
@@ -290,18 +325,27 @@ func (s *Store) Update(ctx context.Context, id uuid.UUID, def Definition) (Versi
 // it. The change takes effect at the ledger head, as a new version does: a
 // disabled or archived action's triggers match no event committed after the
 // change, and a re-enabled action's triggers match events committed after
-// it. Setting the status the action already has changes nothing. Errors:
-// fault.BadInput (unknown status), fault.NotFound.
+// it. Setting the status the action already has changes nothing.
+// Re-enabling (to ACTIVE from DISABLED or ARCHIVED) makes the current
+// version run again with its grants, so the principal on ctx must hold
+// them, as if it stored the version (issue 11). Errors: fault.BadInput
+// (unknown status), fault.Forbidden (field status), fault.NotFound.
 func (s *Store) SetStatus(ctx context.Context, id uuid.UUID, status string) (*Action, error) {
 	switch status {
 	case StatusActive, StatusDisabled, StatusArchived:
 	default:
 		return nil, fault.New(fault.BadInput, "status", "status is ACTIVE, DISABLED or ARCHIVED")
 	}
+	p, hasPrincipal := auth.From(ctx)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		head, err := cut(ctx, tx)
 		if err != nil {
 			return err
+		}
+		if hasPrincipal && status == StatusActive {
+			if err := s.mayEnable(ctx, tx, p, id); err != nil {
+				return err
+			}
 		}
 		tag, err := tx.Exec(ctx, `UPDATE actions SET status = $2, status_position = $3, updated_at = $4
 			WHERE id = $1 AND status <> $2`, id, status, head, s.clock.Now())
@@ -313,6 +357,9 @@ func (s *Store) SetStatus(ctx context.Context, id uuid.UUID, status string) (*Ac
 		}
 		return nil
 	})
+	if fault.As(err) != nil {
+		return nil, err
+	}
 	if err != nil && !errors.Is(err, errUnchanged) {
 		return nil, fmt.Errorf("action: set status: %w", err)
 	}
@@ -324,6 +371,40 @@ func (s *Store) SetStatus(ctx context.Context, id uuid.UUID, status string) (*Ac
 		return nil, fault.New(fault.NotFound, "id", "no action with this id")
 	}
 	return a, nil
+}
+
+// mayEnable refuses (fault.Forbidden, field status) re-enabling action id
+// by p unless p holds every grant its current version declares or
+// implies. The refusal names the first grant p lacks when p may read the
+// action, nothing otherwise. It locks the action row in tx.
+func (s *Store) mayEnable(ctx context.Context, tx pgx.Tx, p auth.Principal, id uuid.UUID) error {
+	var status string
+	var current int
+	err := tx.QueryRow(ctx, `SELECT status, current_version FROM actions WHERE id = $1 FOR UPDATE`, id).Scan(&status, &current)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && status == StatusActive) {
+		return nil // unknown, or active already: nothing changes
+	}
+	if err != nil {
+		return err
+	}
+	comp, err := s.Compiled(ctx, id, current)
+	if err != nil {
+		return err
+	}
+	_, needs := grants(comp.Def, comp.Triggers, s.toolRefs())
+	for _, n := range needs {
+		if p.Allows(n.Action, n.Resource) {
+			continue
+		}
+		if !p.Allows(auth.Read, auth.ActionResource(id)) {
+			return fault.New(fault.Forbidden, "status",
+				"not allowed: re-enabling runs the current version with its grants, which you must hold as if you stored it")
+		}
+		return fault.New(fault.Forbidden, "status",
+			"not allowed: re-enabling runs version %d with its grants, which you must hold as if you stored it: you may not %s (it needs %s on %s; %s)",
+			current, n.What, n.Action, n.Resource, n.Field)
+	}
+	return nil
 }
 
 // Get returns the action's summary, or nil when there is none.

@@ -192,15 +192,17 @@ type ComplexityRoot struct {
 	}
 
 	ApprovalRequest struct {
-		Execution   func(childComplexity int) int
-		ExecutionID func(childComplexity int) int
-		Input       func(childComplexity int) int
-		InterruptID func(childComplexity int) int
-		Response    func(childComplexity int) int
-		Status      func(childComplexity int) int
-		Tool        func(childComplexity int) int
-		ToolAction  func(childComplexity int) int
-		ToolVersion func(childComplexity int) int
+		Execution       func(childComplexity int) int
+		ExecutionID     func(childComplexity int) int
+		Input           func(childComplexity int) int
+		InterruptID     func(childComplexity int) int
+		MayApprove      func(childComplexity int) int
+		MayReplaceInput func(childComplexity int) int
+		Response        func(childComplexity int) int
+		Status          func(childComplexity int) int
+		Tool            func(childComplexity int) int
+		ToolAction      func(childComplexity int) int
+		ToolVersion     func(childComplexity int) int
 	}
 
 	AuthMutation struct {
@@ -602,6 +604,8 @@ type ApprovalRequestResolver interface {
 	Execution(ctx context.Context, obj *session.Interrupt) (*turns.Execution, error)
 	Status(ctx context.Context, obj *session.Interrupt) (model.InterruptStatus, error)
 	Response(ctx context.Context, obj *session.Interrupt) (*model.InterruptResponse, error)
+	MayApprove(ctx context.Context, obj *session.Interrupt) (bool, error)
+	MayReplaceInput(ctx context.Context, obj *session.Interrupt) (bool, error)
 }
 type AuthMutationResolver interface {
 	CreateToken(ctx context.Context, obj *model.AuthMutation, principal string, policies []model.PolicyInput) (*model.NewToken, error)
@@ -1353,6 +1357,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ApprovalRequest.InterruptID(childComplexity), true
+	case "ApprovalRequest.mayApprove":
+		if e.ComplexityRoot.ApprovalRequest.MayApprove == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalRequest.MayApprove(childComplexity), true
+	case "ApprovalRequest.mayReplaceInput":
+		if e.ComplexityRoot.ApprovalRequest.MayReplaceInput == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalRequest.MayReplaceInput(childComplexity), true
 	case "ApprovalRequest.response":
 		if e.ComplexityRoot.ApprovalRequest.Response == nil {
 			break
@@ -3141,6 +3157,21 @@ type ApprovalRequest {
   execution: Execution
   status: InterruptStatus!
   response: InterruptResponse
+  """
+  Whether the caller may approve the call (issue 11; docs/security.md, "Who
+  may answer"): RESPOND on the session's action and, when the tool's owner
+  requires approval for every call (tool.approval REQUIRED), RESPOND on the
+  tool action too. Denying needs RESPOND on the session's action only.
+  respondToSession refuses an approval the caller may not give with
+  FORBIDDEN.
+  """
+  mayApprove: Boolean!
+  """
+  Whether the caller may approve the call with a replacement input:
+  mayApprove, and CALL on the tool action (the replacement is a call the
+  approver makes).
+  """
+  mayReplaceInput: Boolean!
 }
 
 # Spec: H1, H2
@@ -4117,6 +4148,10 @@ func (ec *executionContext) childFields_ApprovalRequest(ctx context.Context, fie
 		return ec.fieldContext_ApprovalRequest_status(ctx, field)
 	case "response":
 		return ec.fieldContext_ApprovalRequest_response(ctx, field)
+	case "mayApprove":
+		return ec.fieldContext_ApprovalRequest_mayApprove(ctx, field)
+	case "mayReplaceInput":
+		return ec.fieldContext_ApprovalRequest_mayReplaceInput(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ApprovalRequest", field.Name)
 }
@@ -8485,6 +8520,52 @@ func (ec *executionContext) fieldContext_ApprovalRequest_response(_ context.Cont
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _ApprovalRequest_mayApprove(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalRequest_mayApprove(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ApprovalRequest().MayApprove(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalRequest_mayApprove(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalRequest", field, true, true, "Boolean")
+}
+
+func (ec *executionContext) _ApprovalRequest_mayReplaceInput(ctx context.Context, field graphql.CollectedField, obj *session.Interrupt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalRequest_mayReplaceInput(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ApprovalRequest().MayReplaceInput(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalRequest_mayReplaceInput(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalRequest", field, true, true, "Boolean")
 }
 
 func (ec *executionContext) _AuthMutation_createToken(ctx context.Context, field graphql.CollectedField, obj *model.AuthMutation) (ret graphql.Marshaler) {
@@ -16537,6 +16618,18 @@ func (ec *executionContext) _ApprovalRequest(ctx context.Context, sel ast.Select
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._ApprovalRequest_response(ctx, field, obj)
+				})
+		case "mayApprove":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ApprovalRequest_mayApprove(ctx, field, obj)
+				})
+		case "mayReplaceInput":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ApprovalRequest_mayReplaceInput(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))

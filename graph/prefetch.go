@@ -123,8 +123,14 @@ func (p *prefetch) inbox(sel ast.SelectionSet, items []session.InboxItem) {
 }
 
 func (p *prefetch) approvals(sel ast.SelectionSet, items []session.InboxItem) {
+	rights := false
 	for _, f := range p.fields(sel, "ApprovalRequest") {
 		switch f.Name {
+		case "mayApprove", "mayReplaceInput":
+			if !rights {
+				rights = true
+				p.answerRights(items)
+			}
 		case "execution":
 			ids := make([]uuid.UUID, len(items))
 			for i, it := range items {
@@ -150,6 +156,49 @@ func (p *prefetch) approvals(sel ast.SelectionSet, items []session.InboxItem) {
 			})
 		}
 	}
+}
+
+// answerRights reads what ApprovalRequest.mayApprove and mayReplaceInput
+// look at (see answerRights): the executions that paused (their actions),
+// the tool versions the requests name and the tools' current versions.
+func (p *prefetch) answerRights(items []session.InboxItem) {
+	execIDs := make([]uuid.UUID, len(items))
+	var tools []uuid.UUID
+	var keys []action.VersionKey
+	for i, it := range items {
+		execIDs[i] = it.ExecutionID
+		if it.ToolActionID != nil && it.ToolVersion != nil {
+			tools = append(tools, *it.ToolActionID)
+			keys = append(keys, action.VersionKey{ActionID: *it.ToolActionID, Version: *it.ToolVersion})
+		}
+	}
+	execs := map[uuid.UUID]*turns.Execution{}
+	acts := map[uuid.UUID]*action.Action{}
+	current := map[action.VersionKey]*action.Version{}
+	recorded := map[action.VersionKey]*action.Version{}
+	p.add(func(b *pgx.Batch) {
+		turns.QueueExecutions(b, execIDs, execs)
+		if len(tools) > 0 {
+			action.QueueActions(b, tools, acts, current)
+			action.QueueVersions(b, keys, recorded)
+		}
+	}, func() {
+		xl := lazy(p.ls, &p.ls.executions, p.r.TurnStore.Executions)
+		for _, id := range execIDs {
+			xl.Prime(id, execs[id])
+		}
+		al := lazy(p.ls, &p.ls.actions, p.r.ActionStore.GetMany)
+		for _, id := range tools {
+			al.Prime(id, acts[id])
+		}
+		vl := lazy(p.ls, &p.ls.versions, p.r.ActionStore.VersionsByKey)
+		for k, v := range current {
+			vl.Prime(k, v)
+		}
+		for _, k := range keys {
+			vl.Prime(k, recorded[k])
+		}
+	})
 }
 
 // run sends the levels' reads, one batch per level, until a level adds none.

@@ -343,7 +343,7 @@ func (r *actionsMutationResolver) CallTool(ctx context.Context, obj *model.Actio
 // RespondToSession is the resolver for the respondToSession field.
 func (r *actionsMutationResolver) RespondToSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, interruptID string, response session.Response) (*session.Input, error) {
 	p, _ := auth.From(ctx)
-	return r.SessionStore.Respond(ctx, actionID, id, interruptID, response, p.ID)
+	return r.SessionStore.Respond(ctx, actionID, id, interruptID, response, p.ID, r.answerCheck(p, actionID))
 }
 
 // Action is the resolver for the action field.
@@ -425,6 +425,18 @@ func (r *approvalRequestResolver) Status(ctx context.Context, obj *session.Inter
 // Response is the resolver for the response field.
 func (r *approvalRequestResolver) Response(ctx context.Context, obj *session.Interrupt) (*model.InterruptResponse, error) {
 	return r.Resolver.interruptResponse(ctx, obj)
+}
+
+// MayApprove is the resolver for the mayApprove field.
+func (r *approvalRequestResolver) MayApprove(ctx context.Context, obj *session.Interrupt) (bool, error) {
+	approve, _, err := r.approvalRights(ctx, obj)
+	return approve, err
+}
+
+// MayReplaceInput is the resolver for the mayReplaceInput field.
+func (r *approvalRequestResolver) MayReplaceInput(ctx context.Context, obj *session.Interrupt) (bool, error) {
+	_, replace, err := r.approvalRights(ctx, obj)
+	return replace, err
 }
 
 // CreateToken is the resolver for the createToken field.

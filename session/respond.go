@@ -117,9 +117,16 @@ type Command struct {
 	Responder string          `json:"responder"`
 }
 
+// AnswerCheck decides whether the responder may give resp to in (issue 11,
+// docs/security.md "Who may answer"). Respond calls it inside its
+// transaction, once the interrupt is known to wait for resp and before
+// anything is written; an error refuses the answer as it is.
+type AnswerCheck func(ctx context.Context, in *Interrupt, resp Response) error
+
 // Respond answers one of a session's interrupts for responder (the
 // authenticated principal, never client input) and returns the COMMAND
-// input it delivered (P5, H3-H5). In one transaction it appends an
+// input it delivered (P5, H3-H5). may, when not nil, is asked first
+// whether responder may give this answer. In one transaction it appends an
 // action_session.responded event recording the decision, replacement input,
 // reason or note and responder, delivers it as a COMMAND input, marks the
 // interrupt ANSWERED and opens the session so a turn of its own takes the
@@ -129,8 +136,9 @@ type Command struct {
 // Errors: fault.BadInput (response, response.approval.*, response.hold.*),
 // fault.NotFound (actionId, id, interruptId), fault.SessionClosed (the
 // session is final; closing ends its interrupts), fault.AlreadyAnswered,
-// fault.InterruptStale, fault.SessionHeld, fault.SkipNotAllowed.
-func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptID string, resp Response, responder string) (*Input, error) {
+// fault.InterruptStale, fault.SessionHeld, fault.SkipNotAllowed, and
+// whatever may refuses with.
+func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptID string, resp Response, responder string, may AnswerCheck) (*Input, error) {
 	data, err := checkResponse(resp)
 	if err != nil {
 		return nil, err
@@ -175,6 +183,11 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 		}
 		if err := checkKind(ctx, tx, s, &in, resp); err != nil {
 			return err
+		}
+		if may != nil {
+			if err := may(ctx, &in, resp); err != nil {
+				return err
+			}
 		}
 		data.ActionID, data.SessionID, data.InterruptID, data.Kind, data.Responder = actionID, s.ID, in.ID.String(), in.Kind, responder
 		raw, err := json.Marshal(data)

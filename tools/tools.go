@@ -106,11 +106,15 @@ type Result struct {
 	SessionID string
 }
 
-// Call makes a direct call (an operator's, through GraphQL) in a
+// Call makes a direct call (an operator's, through GraphQL or MCP) in a
 // transaction of its own and commits it. Errors: fault.NotFound,
 // fault.ActionInactive (the tool is disabled or archived), fault.NotATool,
 // fault.BadInput (input fails the tool's inputSchema, field input),
-// fault.SessionInputConflict, fault.SessionClosed, fault.CallFailed.
+// fault.SessionInputConflict, fault.SessionClosed, fault.CallFailed. When
+// the principal on ctx may not READ the tool action (it holds CALL only),
+// an unknown action, one that is not a tool and an inactive tool all
+// answer NotFound with one message (issue 11: a refusal reveals nothing
+// the caller may not read).
 func (s *Service) Call(ctx context.Context, actionID uuid.UUID, input jsonvalue.Value) (*Result, error) {
 	if err := jsonvalue.Check(input, "input"); err != nil {
 		return nil, err
@@ -119,12 +123,28 @@ func (s *Service) Call(ctx context.Context, actionID uuid.UUID, input jsonvalue.
 	defer w.Rollback(context.WithoutCancel(ctx))
 	res, err := s.call(ctx, w, nil, 0, actionID, input, false)
 	if err != nil {
-		return nil, err
+		return nil, unusable(ctx, actionID, err)
 	}
 	if err := w.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("tools: commit call: %w", err)
 	}
 	return res, nil
+}
+
+// errTarget marks the refusals of a direct call's own target: unknown,
+// inactive, not a tool (not those of the calls its code makes).
+var errTarget = errors.New("the called action cannot be called")
+
+// unusable is err as a direct caller who may not read tool action id sees
+// it: whether id is unknown, not a tool or inactive is not said.
+func unusable(ctx context.Context, id uuid.UUID, err error) error {
+	if !errors.Is(err, errTarget) {
+		return err
+	}
+	if p, ok := auth.From(ctx); !ok || p.Allows(auth.Read, auth.ActionResource(id)) {
+		return err
+	}
+	return fault.New(fault.NotFound, "actionId", "no active tool action with this id (you may not read it to learn more)")
 }
 
 // Env returns the Env of the turn run describes: ledger reads and writes
@@ -156,18 +176,26 @@ func (s *Service) call(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 	if err != nil {
 		return nil, err
 	}
+	// The target's own refusals are marked at depth 0 (see unusable).
+	refuse := func(code, format string, args ...any) error {
+		fe := fault.New(code, "actionId", format, args...)
+		if depth == 0 {
+			fe.Err = errTarget
+		}
+		return fe
+	}
 	if a == nil {
-		return nil, fault.New(fault.NotFound, "actionId", "no action with this id")
+		return nil, refuse(fault.NotFound, "no action with this id")
 	}
 	if a.Status != action.StatusActive {
-		return nil, fault.New(fault.ActionInactive, "actionId", "the tool action is %s", a.Status)
+		return nil, refuse(fault.ActionInactive, "the tool action is %s", a.Status)
 	}
 	comp, err := s.actions.Compiled(ctx, a.ID, a.CurrentVersion)
 	if err != nil {
 		return nil, err
 	}
 	if comp.Tool == nil {
-		return nil, fault.New(fault.NotATool, "actionId", "the action is not a tool")
+		return nil, refuse(fault.NotATool, "the action is not a tool")
 	}
 	if gate && comp.Tool.Approval {
 		return nil, fault.New(fault.ApprovalRequired, "actionId",
@@ -589,6 +617,23 @@ func (s *Service) isTool(ctx context.Context, id uuid.UUID) bool {
 	}
 	comp, err := s.actions.Compiled(ctx, a.ID, a.CurrentVersion)
 	return err == nil && comp.Tool != nil
+}
+
+// MayCall reads the authority outside the turn's transaction (it begins
+// none: a turn that calls nothing still commits with others, issue 14);
+// the calls themselves check it again in the transaction.
+func (e *env) MayCall(ctx context.Context, actionID string) (bool, error) {
+	aid, err := uuid.Parse(actionID)
+	if err != nil || e.run.Action == nil {
+		return false, nil
+	}
+	a := e.auth
+	if a == nil {
+		if a, err = e.s.Authorities.For(ctx, nil, e.run.Action.Author, e.run.Action.Grants); err != nil {
+			return false, err
+		}
+	}
+	return a.MayCall(aid), nil
 }
 
 func (e *env) CallTool(ctx context.Context, actionID string, input jsonvalue.Value) (jsonvalue.Value, error) {

@@ -514,3 +514,26 @@ func TestFailedCallIsUndoneAndChildrenKeepOrder(t *testing.T) {
 	}
 	require.Equal(t, []string{`{"n": 1}`, `{"n": 2}`, `{"n": 3}`}, order, "children oldest first")
 }
+
+// Issue 11: a tool whose owner requires approval cannot be called from
+// handler code (CallTool: APPROVAL_REQUIRED, nothing runs); only a call a
+// person approved reaches it (CallApprovedTool), and a principal's direct
+// call is not gated.
+func TestGatedToolOnlyThroughAnApprovedCall(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	gated := f.create(action.Definition{Name: "gated", Kind: testKind, Tool: &action.ToolDef{Name: "gated", Approval: action.ApprovalRequired}})
+	w := ledger.NewWriter(f.pool, f.clock.Now)
+	defer w.Rollback(f.ctx)
+	env := f.env(w, uuid.Nil)
+	_, err := env.CallTool(f.ctx, gated.String(), in(`{}`))
+	require.Equal(t, fault.ApprovalRequired, fault.CodeOf(err), "%v", err)
+	require.Equal(t, "actionId", fault.As(err).Field)
+	out, err := env.CallApprovedTool(f.ctx, gated.String(), in(`{"n":1}`))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"got":{"n":1},"earlier_calls":0}`, string(out))
+	require.NoError(t, w.Commit(f.ctx))
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM executions WHERE action_id = $1`, gated), "only the approved call ran")
+	_, err = f.svc.Call(f.ctx, gated, in(`{}`))
+	require.NoError(t, err)
+}

@@ -269,6 +269,11 @@ type Env interface {
 	// CallApprovedTool is CallTool for a call a person approved (P5): the
 	// one way a handler reaches a tool that requires approval.
 	CallApprovedTool(ctx context.Context, actionID string, input jsonvalue.Value) (jsonvalue.Value, error)
+	// MayCall reports whether the running version may call tool action
+	// actionID (issue 11: its grants and its author's policies), without
+	// calling it or saying whether it exists: an agent offers its model
+	// only tools it may call.
+	MayCall(ctx context.Context, actionID string) (bool, error)
 	// Now reads the service's clock.
 	Now() time.Time
 }

@@ -116,6 +116,11 @@ func (t touchedEnv) CallTool(ctx context.Context, actionID string, input jsonval
 	return t.Env.CallTool(ctx, actionID, input)
 }
 
+// MayCall begins no transaction (tools.Service reads it outside the turn's).
+func (t touchedEnv) MayCall(ctx context.Context, actionID string) (bool, error) {
+	return t.Env.MayCall(ctx, actionID)
+}
+
 func (t touchedEnv) CallApprovedTool(ctx context.Context, actionID string, input jsonvalue.Value) (jsonvalue.Value, error) {
 	t.touched.Store(true)
 	return t.Env.CallApprovedTool(ctx, actionID, input)

@@ -68,7 +68,7 @@ func setupWaiting(t *testing.T, edit func(*action.Definition)) *waitBundle {
 }
 
 func (b *waitBundle) respond(id, interrupt string, resp session.Response) (*session.Input, error) {
-	return b.app.Sessions.Respond(b.ctx, b.act, id, interrupt, resp, "alice")
+	return b.app.Sessions.Respond(b.ctx, b.act, id, interrupt, resp, "alice", nil)
 }
 
 func approve(reason string) session.Response {

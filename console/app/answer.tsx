@@ -2,7 +2,9 @@
 // the inbox and the session page: approve or deny with a reason, approve
 // with a replacement input checked against the tool's inputSchema before
 // it is sent, retry a held turn with a note, or skip it when that is
-// allowed (the reason shown when it is not).
+// allowed (the reason shown when it is not). Approving is offered as the
+// server's mayApprove and mayReplaceInput say (issue 11: a tool's owner
+// may require RESPOND on the tool, a replacement needs CALL on it).
 import { useId, useMemo, useState } from 'react';
 
 import { APIError, request } from './api';
@@ -146,18 +148,29 @@ export function AnswerForm({ item, onAnswered, onGone, onSending }: Props) {
             </>
           ) : (
             <>
-              <button type="button" className="primary" disabled={busy} onClick={() => send({ approval: { decision: 'APPROVE', ...reason } }, 'APPROVE')}>
-                Approve
-              </button>
-              <button type="button" onClick={openEditor} disabled={busy}>
-                Approve with changes…
-              </button>
+              {item.approval.mayApprove ? (
+                <button type="button" className="primary" disabled={busy} onClick={() => send({ approval: { decision: 'APPROVE', ...reason } }, 'APPROVE')}>
+                  Approve
+                </button>
+              ) : null}
+              {item.approval.mayReplaceInput ? (
+                <button type="button" onClick={openEditor} disabled={busy}>
+                  Approve with changes…
+                </button>
+              ) : null}
             </>
           )}
           <button type="button" className="danger" disabled={busy} onClick={() => send({ approval: { decision: 'DENY', ...reason } }, 'DENY')}>
             Deny
           </button>
         </div>
+        {!item.approval.mayApprove ? (
+          <p className="muted">
+            You may deny this call but not approve it: its tool's owner requires approval of every call, which needs RESPOND on the tool action too.
+          </p>
+        ) : !item.approval.mayReplaceInput ? (
+          <p className="muted">Approving with a replacement input needs CALL on the tool action (the replacement is a call you make).</p>
+        ) : null}
         <Problem error={error} what="Not answered" />
       </form>
     );

@@ -4,7 +4,7 @@ export const inboxItemFields = `
   interruptId kind actionName raisedAt
   action { id }
   session { id status }
-  approval { tool toolVersion input status response { decision reason responder at } }
+  approval { tool toolVersion input status mayApprove mayReplaceInput response { decision reason responder at } }
   hold { cause category explanation turn status skipRefusal response { decision note responder at } }
 `;
 
@@ -20,6 +20,10 @@ export interface InboxItem {
     toolVersion: number;
     input: unknown;
     status: string;
+    /** The caller may approve (RESPOND on the tool too when its owner requires approval). */
+    mayApprove: boolean;
+    /** The caller may approve with a replacement input (CALL on the tool too). */
+    mayReplaceInput: boolean;
     response: null | { decision: string; reason: string | null; responder: string; at: string };
   };
   hold: null | {

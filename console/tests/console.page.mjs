@@ -424,6 +424,11 @@ try {
   await other.getByRole('heading', { name: /Session acct-a4/ }).waitFor();
   check((await other.getByRole('button', { name: /Close this session/ }).count()) === 0, 'the responder is not offered to close a session (no CLOSE)');
   check(await other.getByRole('button', { name: 'Approve', exact: true }).isVisible(), 'but may answer its approval there');
+  check(
+    (await other.getByRole('button', { name: /Approve with changes/ }).count()) === 0 &&
+      (await other.getByText(/Approving with a replacement input needs CALL on the tool action/).isVisible()),
+    'and is not offered a replacement input, saying why (issue 11: no CALL on the tool)',
+  );
 
   // Keyboard only: reach acct-a6's reason field and Approve with Tab, answer with Enter.
   phase = 'keyboard';

@@ -604,6 +604,30 @@ func TestUnresolvableTool(t *testing.T) {
 	require.ErrorContains(t, err, "database is down")
 }
 
+// TestToolItMayNotCallIsNotShown (issue 11): a tool the version may not
+// call (its author lost CALL on it) fails the turn for good before the
+// directory is asked, so nothing of the tool reaches the model or the
+// error; MayCall failing transiently is retried.
+func TestToolItMayNotCallIsNotShown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := scripted([]any{ref(lookupID, nil), ref(sendID, nil)}, map[string]any{"toolCalls": []any{report("OPEN", "", nil)}})
+	h := b.handler(t, cfg)
+	b.env.denied = map[string]bool{sendID.String(): true}
+	b.dir.tools[sendID].Name = "secret_name"
+	_, rec, err := run(t, h, b.request())
+	require.True(t, turns.IsPermanent(err))
+	require.ErrorContains(t, err, "config.tools[1] (tool action "+sendID.String()+") cannot be used: not allowed")
+	require.NotContains(t, err.Error(), "secret_name")
+	require.Empty(t, rec.entries, "the model was not called")
+	require.Empty(t, b.env.recorded())
+
+	b.env.denied = nil
+	out, _, err := run(t, h, b.request())
+	require.NoError(t, err)
+	require.Equal(t, "OPEN", out.Status)
+}
+
 // TestNameClashAtRunTime: a tool renamed after create so that two
 // references share a name fails the turn for good.
 func TestNameClashAtRunTime(t *testing.T) {

@@ -116,6 +116,17 @@ func (l *loop) resolve(ctx context.Context, i int, ref ToolRef) (*tool, error) {
 	if l.h.opts.Tools == nil {
 		return nil, turns.Permanent(fmt.Errorf("%s (tool action %s): this server resolves no tools", field, ref.Action))
 	}
+	if l.req.Env != nil {
+		// Nothing of a tool the version may not call (its name, description,
+		// schema, whether it exists) reaches the model (issue 11).
+		ok, err := l.req.Env.MayCall(ctx, ref.Action.String())
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("resolving %s (tool action %s): %w", field, ref.Action, err)
+		case !ok:
+			return nil, turns.Permanent(fmt.Errorf("%s (tool action %s) cannot be used: not allowed: this action may not call it (its author does not hold CALL on it)", field, ref.Action))
+		}
+	}
 	info, err := l.h.opts.Tools.Tool(ctx, ref.Action)
 	switch {
 	case err != nil && fault.As(err) != nil:

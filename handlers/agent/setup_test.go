@@ -65,6 +65,8 @@ type fakeEnv struct {
 	mu    sync.Mutex
 	calls []call
 	tools map[string]func(input jsonvalue.Value) (jsonvalue.Value, error)
+	// denied are the tools MayCall refuses.
+	denied map[string]bool
 }
 
 func (e *fakeEnv) CallApprovedTool(ctx context.Context, actionID string, input jsonvalue.Value) (jsonvalue.Value, error) {
@@ -83,6 +85,13 @@ func (e *fakeEnv) CallTool(ctx context.Context, actionID string, input jsonvalue
 		return nil, fault.New(fault.NotFound, "", "no tool %s", actionID)
 	}
 	return f(input)
+}
+
+// MayCall allows every tool but those in denied.
+func (e *fakeEnv) MayCall(_ context.Context, actionID string) (bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !e.denied[actionID], nil
 }
 
 func (e *fakeEnv) recorded() []call {

@@ -20,8 +20,10 @@ import (
 // config would otherwise let whoever stores it make the server send
 // requests to its own network (loopback services, cloud metadata, private hosts).
 // Addresses in the denied ranges (loopback, link-local, private, shared
-// address space, unspecified, multicast, and their IPv4-mapped forms) are
-// refused unless an allowed prefix covers them; public addresses are
+// address space, benchmarking, reserved and broadcast, unspecified,
+// multicast, their IPv4-mapped forms, and the NAT64 and 6to4 prefixes
+// that reach IPv4 through a gateway) are refused unless an allowed prefix
+// covers them; public addresses are
 // allowed. The check runs on the address actually dialled, after DNS, so a
 // name that resolves into a denied range is refused too; proxies from the
 // environment are not used (they would hide the destination).
@@ -61,15 +63,33 @@ func AllowAll() *Egress {
 	return &Egress{allow: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}}
 }
 
-var sharedSpace = netip.MustParsePrefix("100.64.0.0/10") // RFC 6598 (carrier-grade NAT)
-var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
+// deniedRanges are refused by default besides what netip classifies
+// (loopback, link-local, private, unspecified, multicast).
+var deniedRanges = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),     // "this network"
+	netip.MustParsePrefix("100.64.0.0/10"), // RFC 6598 shared address space (carrier-grade NAT)
+	netip.MustParsePrefix("198.18.0.0/15"), // RFC 2544 benchmarking, used inside networks
+	netip.MustParsePrefix("240.0.0.0/4"),   // reserved, with 255.255.255.255 (broadcast)
+	// IPv6 forms that carry an IPv4 address a gateway would reach: NAT64
+	// (RFC 6052 well-known and RFC 8215 local-use prefixes) and 6to4.
+	netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("64:ff9b:1::/48"),
+	netip.MustParsePrefix("2002::/16"),
+}
 
 // denied reports whether ip is in a range refused by default.
 func denied(ip netip.Addr) bool {
 	ip = ip.Unmap()
-	return ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsPrivate() ||
-		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() ||
-		sharedSpace.Contains(ip) || thisNetwork.Contains(ip) || ip == netip.AddrFrom4([4]byte{255, 255, 255, 255})
+	if ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsPrivate() ||
+		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
+		return true
+	}
+	for _, p := range deniedRanges {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // Allowed reports whether a request may connect to ip.

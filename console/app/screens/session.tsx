@@ -27,7 +27,7 @@ const sessionQuery = `query Session($a: UUID!, $s: String!, $turns: Int!, $focus
     origin { id eventType position }
     clock { name cron timezone every startsTurn lastTaken due next }
     inputs(status: PENDING, first: 100) { nodes { ${inputFields} } pageInfo { hasNextPage } }
-    approvals { interruptId tool toolVersion input status executionId response { ...Response } }
+    approvals { interruptId tool toolVersion input status executionId mayApprove mayReplaceInput response { ...Response } }
     holds { interruptId cause category explanation turn status skipRefusal response { ...Response } }
     turns(first: $turns) { pageInfo { hasNextPage } nodes { ...Turn } }
     focus: turn(number: $focus) { ...Turn }
@@ -88,6 +88,8 @@ interface Approval {
   input: unknown;
   status: string;
   executionId: string;
+  mayApprove: boolean;
+  mayReplaceInput: boolean;
   response: Response | null;
 }
 
@@ -414,7 +416,17 @@ function Interrupt({
     kind: approval ? ('APPROVAL' as const) : ('HOLD' as const),
     action: { id: actionId },
     session: { id: sessionId, status: '' },
-    approval: approval ? { tool: approval.tool, toolVersion: approval.toolVersion, input: approval.input, status: approval.status, response: null } : null,
+    approval: approval
+      ? {
+          tool: approval.tool,
+          toolVersion: approval.toolVersion,
+          input: approval.input,
+          status: approval.status,
+          mayApprove: approval.mayApprove,
+          mayReplaceInput: approval.mayReplaceInput,
+          response: null,
+        }
+      : null,
     hold: hold ? { ...hold, response: null } : null,
   };
   const done = (a: Answered) => {
