@@ -3158,7 +3158,7 @@ type ApprovalRequest {
   status: InterruptStatus!
   response: InterruptResponse
   """
-  Whether the caller may approve the call (issue 11; docs/security.md, "Who
+  Whether the caller may approve the call (docs/security.md, "Who
   may answer"): RESPOND on the session's action and, when the tool's owner
   requires approval for every call (tool.approval REQUIRED), RESPOND on the
   tool action too. Denying needs RESPOND on the session's action only.
