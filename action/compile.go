@@ -61,6 +61,8 @@ type Compiled struct {
 	Triggers         []*CompiledTrigger
 	Session          *CompiledSession
 	Tool             *CompiledTool
+	// MCP is the compiled serve block (issue 17); nil when not served.
+	MCP *CompiledMCP
 	// Author is the principal who stored the version ("" when unknown:
 	// stored before authors were recorded).
 	Author string
@@ -101,6 +103,20 @@ type CompiledTool struct {
 	// Session maps tool.input to the tool session's input (ToolMapping role);
 	// nil when calls record no history.
 	Session *Mapping
+}
+
+// CompiledMCP is a compiled MCP serve block (issue 17, I4).
+type CompiledMCP struct {
+	Name        string
+	Description string
+	// SchemaJSON is the arguments' schema as clients are shown it, and
+	// Schema its compiled form (every request's arguments must match).
+	SchemaJSON jsonvalue.Value
+	Schema     *inputschema.Schema
+	// Exactly one of Start (RequestMapping role: the session input) and
+	// ResumeID (RequestID role: the open session to deliver to).
+	Start    *Mapping
+	ResumeID *expr.Program
 }
 
 // CompiledTrigger is a trigger with its programs.
@@ -345,9 +361,13 @@ func (c *compiler) compile() *Compiled {
 	if def.Tool != nil {
 		out.Tool = c.tool(def.Tool, def.Session, schema)
 	}
+	if def.MCP != nil {
+		out.MCP = c.mcp(def.MCP, schema)
+	}
+	mcpStart := out.MCP != nil && out.MCP.Start != nil
 	switch {
 	case def.Session != nil:
-		out.Session = c.session(def.Session, schema, names, hasStart || toolSession)
+		out.Session = c.session(def.Session, schema, names, hasStart || toolSession || mcpStart)
 	case len(def.Triggers) > 0:
 		c.fail("session", fault.NotImplemented, "actions with triggers but no session block are not supported yet")
 	case def.Tool == nil:
@@ -380,7 +400,7 @@ func (c *compiler) session(sd *SessionDef, schema *inputschema.Schema, triggers 
 		c.checkPaths(cs.ID, schema, "session.id")
 	}
 	if !hasStart {
-		c.fail("triggers", fault.InvalidAction, "an action with a session needs a start trigger or a tool with a session")
+		c.fail("triggers", fault.InvalidAction, "an action with a session needs a start trigger, a tool with a session or an mcp block that starts sessions")
 	}
 	entries := map[string]bool{}
 	if len(sd.Schedule) > MaxScheduleItems {
@@ -533,6 +553,71 @@ func (c *compiler) tool(td *ToolDef, sd *SessionDef, sessionSchema *inputschema.
 	}
 	ct.Session = c.mappingRole(expr.ToolMapping, td.Session.Start.Input, sessionSchema, "tool.session.start.input")
 	return ct
+}
+
+// maxMCPSchemaBytes bounds an MCP serve block's inputSchema.
+const maxMCPSchemaBytes = 64 << 10
+
+// mcp compiles the MCP serve block (issue 17, I4): the tool's name,
+// description and arguments schema, and the session role over request
+// (a start mapping, checked against inputSchema like a start trigger's, or
+// a resume id). A served action runs in turns: it needs a session block,
+// and a tool action is served as a tool already.
+func (c *compiler) mcp(md *MCPDef, sessionSchema *inputschema.Schema) *CompiledMCP {
+	cm := &CompiledMCP{Name: md.Name}
+	if cm.Name == "" {
+		cm.Name = DefaultMCPName
+	}
+	if !mcpNamePattern.MatchString(cm.Name) {
+		c.fail("mcp.name", fault.BadInput, "an MCP tool name is 1-64 letters, digits, _ or -")
+	}
+	if md.Description != nil {
+		if len(*md.Description) > 4000 {
+			c.fail("mcp.description", fault.BadInput, "a description is at most 4000 bytes")
+		}
+		cm.Description = *md.Description
+	}
+	switch {
+	case c.def.Tool != nil:
+		c.fail("mcp", fault.InvalidAction, "a tool action is served over MCP as its tool already: drop the mcp block")
+	case c.def.Session == nil:
+		c.fail("mcp", fault.InvalidAction, "an action served over MCP needs a session block: each request is an input of one of its sessions")
+	}
+	cm.SchemaJSON = jsonvalue.Value(DefaultMCPSchema)
+	if raw := md.InputSchema; len(raw) > 0 && string(raw) != "null" {
+		cm.SchemaJSON = raw
+	}
+	if len(cm.SchemaJSON) > maxMCPSchemaBytes {
+		c.fail("mcp.inputSchema", fault.PayloadTooLarge, "inputSchema is at most %d bytes", maxMCPSchemaBytes)
+	} else if !objectSchema(cm.SchemaJSON) {
+		c.fail("mcp.inputSchema", fault.InvalidSchema, `an MCP tool's arguments are a JSON object: inputSchema needs "type": "object"`)
+	} else {
+		s, err := inputschema.Compile(cm.SchemaJSON)
+		c.add(err, "mcp.inputSchema")
+		cm.Schema = s
+	}
+	role := md.Session
+	switch {
+	case role == nil || (role.Start == nil && role.Resume == nil):
+		c.fail("mcp.session", fault.InvalidAction, "an mcp block needs a session role: start (a mapping over request) or resume (an id over request)")
+	case role.Start != nil && role.Resume != nil:
+		c.fail("mcp.session", fault.InvalidAction, "an mcp block's session role has exactly one of start and resume")
+	case role.Start != nil:
+		cm.Start = c.mappingRole(expr.RequestMapping, role.Start.Input, sessionSchema, "mcp.session.start.input")
+	default:
+		cm.ResumeID = c.program(expr.RequestID, role.Resume.ID, "mcp.session.resume.id")
+	}
+	return cm
+}
+
+var mcpNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// objectSchema reports whether raw is a JSON object whose "type" is
+// "object".
+func objectSchema(raw jsonvalue.Value) bool {
+	v, err := raw.Decode()
+	m, ok := v.(map[string]any)
+	return err == nil && ok && m["type"] == "object"
 }
 
 // checkPaths enforces A3: a path into session.input must exist in a closed inputSchema.

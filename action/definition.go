@@ -22,7 +22,35 @@ type Definition struct {
 	// Permissions declares what the action reaches beyond its own
 	// sessions (issue 11); nil declares nothing.
 	Permissions *Permissions `json:"permissions,omitempty"`
+	// MCP serves the action to MCP clients as one tool whose calls are
+	// REQUEST inputs of its sessions (issue 17, I4); nil: not served.
+	MCP *MCPDef `json:"mcp,omitempty"`
 }
+
+// MCPDef serves a session action (an agent, typically) over MCP (issue
+// 17, I4): clients see one tool, Name, whose every call is delivered to a
+// session of the action as a REQUEST input and answered with the output
+// of the turn that takes it (docs/mcp.md).
+type MCPDef struct {
+	// Name is the tool's name as clients call it (1-64 letters, digits, _
+	// or -); default DefaultMCPName.
+	Name        string  `json:"name,omitempty"`
+	Description *string `json:"description,omitempty"`
+	// InputSchema is the JSON Schema of the call's arguments, an object
+	// schema; default DefaultMCPSchema.
+	InputSchema jsonvalue.Value `json:"inputSchema,omitempty"`
+	// Session says which session a request reaches, with the rules of a
+	// trigger's role: exactly one of Start (a mapping over request building
+	// the session input) and Resume (an id over request).
+	Session *TriggerRole `json:"session"`
+}
+
+// Defaults of an MCP serve block.
+const (
+	DefaultMCPName = "ask"
+	// DefaultMCPSchema asks for a message: {message: string}, required.
+	DefaultMCPSchema = `{"type":"object","properties":{"message":{"type":"string","description":"What to ask."}},"required":["message"]}`
+)
 
 // ToolDef makes the action callable as a tool (X1-X6): by operators through
 // GraphQL, and by handlers and other tools.

@@ -471,12 +471,12 @@ func (s *Store) List(ctx context.Context, after uuid.UUID, first int) ([]Action,
 }
 
 // Current returns the current versions of the ACTIVE actions whose
-// definition has a tool block (tools: true) or whose kind is one of kinds,
+// definition has a tool block (tools: true) or an mcp block (served: true),
 // ordered by action id: what the MCP endpoint lists (issue 17). One query.
-func (s *Store) Current(ctx context.Context, tools bool, kinds []string) ([]Version, error) {
+func (s *Store) Current(ctx context.Context, tools, served bool) ([]Version, error) {
 	return s.versions(ctx, `WHERE (action_id, version) IN (SELECT id, current_version FROM actions WHERE status = 'ACTIVE')
-		AND (($1 AND jsonb_typeof(definition->'tool') = 'object') OR definition->>'kind' = ANY($2))
-		ORDER BY action_id`, tools, kinds)
+		AND (($1 AND jsonb_typeof(definition->'tool') = 'object') OR ($2 AND jsonb_typeof(definition->'mcp') = 'object'))
+		ORDER BY action_id`, tools, served)
 }
 
 // Version returns one version. Errors: fault.NotFound.

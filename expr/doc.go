@@ -16,9 +16,12 @@
 //	SessionID        session.id                             session.input                             string
 //	Ends             session.ends                           session.input, session.started_at         timestamp
 //	ToolMapping      tool session.start.input.<property>    tool.input                                any JSON value
+//	RequestMapping   mcp.session.start.input.<property>     request                                   any JSON value
+//	RequestID        mcp.session.resume.id                  request                                   string
 //
 // event has the fields id (string), type (string), data (any JSON),
-// commit_time (timestamp) and position (int). session.state, and every
+// commit_time (timestamp) and position (int); request (issue 17) has
+// arguments (any JSON), principal (string) and mcp_session (string). session.state, and every
 // session field a role does not list, are never readable. Fields may be
 // written event.type or event["type"]; both are checked alike. The variables
 // themselves cannot be used whole (event == x): read a field.

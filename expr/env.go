@@ -49,6 +49,8 @@ func objectType(v string) string {
 		return eventType
 	case varSession:
 		return sessionType
+	case varRequest:
+		return requestType
 	}
 	return toolType
 }
@@ -84,6 +86,15 @@ func getter(v, field string) ref.FieldGetter {
 		case toolValue:
 			if field == "input" {
 				return t.input, nil
+			}
+		case *Request:
+			switch field {
+			case "arguments":
+				return t.Arguments, nil
+			case "principal":
+				return t.Principal, nil
+			case "mcp_session":
+				return t.MCPSession, nil
 			}
 		}
 		return nil, fmt.Errorf("%s.%s is not available", v, field)

@@ -133,7 +133,9 @@ func reach(n cost.AstNode) (root, iterated bool) {
 	}
 }
 
-func isVar(name string) bool { return name == varEvent || name == varSession || name == varTool }
+func isVar(name string) bool {
+	return name == varEvent || name == varSession || name == varTool || name == varRequest
+}
 
 // checkCost applies the static cost check to a checked expression.
 func checkCost(env *cel.Env, spec roleSpec, checked *cel.Ast) error {

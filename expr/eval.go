@@ -34,6 +34,16 @@ type Session struct {
 	StartedAt time.Time // read as UTC
 }
 
+// Request is the request variable (issue 17, I4): an MCP client's request
+// to an action served over MCP. Arguments is decoded JSON (see Vars), the
+// request's tool arguments; Principal the caller's principal name;
+// MCPSession the client's Mcp-Session-Id ("" when it sent none).
+type Request struct {
+	Arguments  any
+	Principal  string
+	MCPSession string
+}
+
 // Vars are the values an expression is evaluated with. Set the variables the
 // role declares (Event for the event roles, Session for ResumePredicate,
 // SessionID and Ends, ToolInput for ToolMapping); the others are ignored.
@@ -49,6 +59,8 @@ type Vars struct {
 	Event     *Event
 	Session   *Session
 	ToolInput any
+	// Request is set for RequestMapping and RequestID.
+	Request *Request
 }
 
 // toolValue is what the tool variable is bound to.
@@ -75,6 +87,10 @@ func (a activation) ResolveName(name string) (any, bool) {
 		}
 	case varTool:
 		return toolValue{input: a.vars.ToolInput}, true
+	case varRequest:
+		if a.vars.Request != nil {
+			return a.vars.Request, true
+		}
 	}
 	return nil, false
 }
@@ -158,6 +174,9 @@ func (p *Program) eval(ctx context.Context, vars *Vars) (ref.Val, error) {
 	}
 	if p.reads[varSession] && vars.Session == nil {
 		return nil, errors.New("no session to evaluate the expression with")
+	}
+	if p.reads[varRequest] && vars.Request == nil {
+		return nil, errors.New("no request to evaluate the expression with")
 	}
 	act := activation{vars: vars, budget: newBudget()}
 	out, _, err := p.prg.ContextEval(ctx, act)

@@ -34,6 +34,12 @@ const (
 	// ToolMapping is one property of a tool's session.start.input. Reads
 	// tool.input; any JSON value.
 	ToolMapping
+	// RequestMapping is one property of an MCP serve block's
+	// session.start.input (issue 17, I4). Reads request; any JSON value.
+	RequestMapping
+	// RequestID is an MCP serve block's session.resume.id. Reads request;
+	// string.
+	RequestID
 )
 
 // String returns the role's readable name, e.g. "start predicate".
@@ -50,10 +56,12 @@ const (
 	varEvent   = "event"
 	varSession = "session"
 	varTool    = "tool"
+	varRequest = "request"
 
 	eventType   = "actionsledger.Event"
 	sessionType = "actionsledger.Session"
 	toolType    = "actionsledger.Tool"
+	requestType = "actionsledger.Request"
 )
 
 // eventFields are the fields of event in every role that declares it, in the
@@ -120,7 +128,26 @@ var specs = map[Role]roleSpec{
 			varEvent:   "it maps tool.input",
 		},
 	},
+	RequestMapping: {
+		name: "request mapping", subject: "an MCP request mapping",
+		vars: []string{varRequest}, out: anyJSON,
+		why: map[string]string{
+			varSession: "the session may not exist yet",
+			varEvent:   "it maps an MCP request (request.arguments, request.principal, request.mcp_session)",
+		},
+	},
+	RequestID: {
+		name: "request id", subject: "an MCP request's resume id",
+		vars: []string{varRequest}, out: stringOut,
+		why: map[string]string{
+			varSession: "it names the session to resume, from request fields",
+			varEvent:   "it names the session from an MCP request (request.arguments, request.principal, request.mcp_session)",
+		},
+	},
 }
+
+// requestFields are the fields of request, in the order messages list them.
+var requestFields = []string{"arguments", "principal", "mcp_session"}
 
 func (s roleSpec) declares(v string) bool { return slices.Contains(s.vars, v) }
 
@@ -136,6 +163,8 @@ func (s roleSpec) data() string {
 			names = append(names, "session input")
 		case varTool:
 			names = append(names, "tool input")
+		case varRequest:
+			names = append(names, "MCP request")
 		}
 	}
 	return strings.Join(names, " or ")
@@ -146,6 +175,9 @@ func (s roleSpec) cannotRead(v string) string {
 	why := s.why[v]
 	if why == "" && v == varTool {
 		why = "tool is readable only in a tool session mapping"
+	}
+	if why == "" && v == varRequest {
+		why = "request is readable only in an MCP serve block's session mapping"
 	}
 	if why == "" {
 		return fmt.Sprintf("%s cannot read %s", s.subject, v)
@@ -177,6 +209,8 @@ func (s roleSpec) fieldTypes(v string) map[string]*types.Type {
 		return m
 	case varTool:
 		return map[string]*types.Type{"input": types.DynType}
+	case varRequest:
+		return map[string]*types.Type{"arguments": types.DynType, "principal": types.StringType, "mcp_session": types.StringType}
 	}
 	return nil
 }
@@ -190,6 +224,8 @@ func (s roleSpec) fieldNames(v string) []string {
 		return s.session
 	case varTool:
 		return []string{"input"}
+	case varRequest:
+		return requestFields
 	}
 	return nil
 }

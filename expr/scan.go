@@ -46,7 +46,7 @@ func (b bound) with(names ...string) bound {
 // isRoot tells whether name, at this point, refers to one of the variables
 // expressions may have (declared in this role or not).
 func isRoot(name string, b bound) bool {
-	return (name == varEvent || name == varSession || name == varTool) && !b[name]
+	return (name == varEvent || name == varSession || name == varTool || name == varRequest) && !b[name]
 }
 
 // step is one selection in a chain such as session.input.a["b"][i].

@@ -95,6 +95,7 @@ type ComplexityRoot struct {
 	ActionDefinition struct {
 		Config      func(childComplexity int) int
 		Kind        func(childComplexity int) int
+		MCP         func(childComplexity int) int
 		Name        func(childComplexity int) int
 		Permissions func(childComplexity int) int
 		Session     func(childComplexity int) int
@@ -370,6 +371,13 @@ type ComplexityRoot struct {
 		RecentEvents func(childComplexity int, last *int, before *string, typeArg *string) int
 		Value        func(childComplexity int, namespace string, key string) int
 		Values       func(childComplexity int, namespace string, first *int, after *string) int
+	}
+
+	MCPServeDefinition struct {
+		Description func(childComplexity int) int
+		InputSchema func(childComplexity int) int
+		Name        func(childComplexity int) int
+		Session     func(childComplexity int) int
 	}
 
 	Mutation struct {
@@ -851,6 +859,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionDefinition.Kind(childComplexity), true
+	case "ActionDefinition.mcp":
+		if e.ComplexityRoot.ActionDefinition.MCP == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionDefinition.MCP(childComplexity), true
 	case "ActionDefinition.name":
 		if e.ComplexityRoot.ActionDefinition.Name == nil {
 			break
@@ -2110,6 +2124,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.LedgerQuery.Values(childComplexity, args["namespace"].(string), args["first"].(*int), args["after"].(*string)), true
 
+	case "MCPServeDefinition.description":
+		if e.ComplexityRoot.MCPServeDefinition.Description == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MCPServeDefinition.Description(childComplexity), true
+	case "MCPServeDefinition.inputSchema":
+		if e.ComplexityRoot.MCPServeDefinition.InputSchema == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MCPServeDefinition.InputSchema(childComplexity), true
+	case "MCPServeDefinition.name":
+		if e.ComplexityRoot.MCPServeDefinition.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MCPServeDefinition.Name(childComplexity), true
+	case "MCPServeDefinition.session":
+		if e.ComplexityRoot.MCPServeDefinition.Session == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MCPServeDefinition.Session(childComplexity), true
+
 	case "Mutation.actions":
 		if e.ComplexityRoot.Mutation.Actions == nil {
 			break
@@ -2642,6 +2681,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ApprovalResponseInput", ec.unmarshalInputApprovalResponseInput),
 			graphql.NewInputUnmarshaler("EventInput", ec.unmarshalInputEventInput),
 			graphql.NewInputUnmarshaler("HoldResponseInput", ec.unmarshalInputHoldResponseInput),
+			graphql.NewInputUnmarshaler("MCPServeInput", ec.unmarshalInputMCPServeInput),
 			graphql.NewInputUnmarshaler("PermissionsInput", ec.unmarshalInputPermissionsInput),
 			graphql.NewInputUnmarshaler("PolicyInput", ec.unmarshalInputPolicyInput),
 			graphql.NewInputUnmarshaler("ResumeInput", ec.unmarshalInputResumeInput),
@@ -3266,8 +3306,9 @@ type Action {
   triggerDiagnostics: [TriggerDiagnostic!]!
   """
   The path of the MCP endpoint serving this action alone, /mcp/actions/<id>,
-  when its newest definition is a tool; null otherwise. /mcp serves every
-  tool the caller may call (docs/mcp.md).
+  when its newest definition is a tool or has an mcp block (an agent served
+  over MCP); null otherwise. /mcp serves every such action the caller may
+  call (docs/mcp.md).
   """
   mcpEndpoint: String
 }
@@ -3321,6 +3362,25 @@ type ActionDefinition {
   tool: ToolDefinition
   "What the action declares it reaches beyond its own sessions (see ActionInput.permissions)."
   permissions: Permissions
+  "How the action is served to MCP clients (see ActionInput.mcp); null: it is not."
+  mcp: MCPServeDefinition
+}
+
+# Issue 17, spec I4.
+"An action served over MCP: one tool whose calls are requests to its sessions (docs/mcp.md)."
+type MCPServeDefinition {
+  "The tool's name as MCP clients call it (default ask)."
+  name: String
+  description: String
+  "JSON Schema of the call's arguments (an object schema); null: {message: string}, required."
+  inputSchema: JSON
+  """
+  Which session a request reaches: start (an object whose leaves are CEL
+  expressions over ` + "`" + `request` + "`" + `, building the session input) or resume (a
+  CEL expression over ` + "`" + `request` + "`" + ` giving the id of an open session).
+  ` + "`" + `request` + "`" + ` has arguments, principal and mcp_session.
+  """
+  session: TriggerSessionRole!
 }
 
 "Declared reach of an action (see PermissionsInput)."
@@ -3419,6 +3479,32 @@ input ActionInput {
   references are granted without listing them. See docs/security.md.
   """
   permissions: PermissionsInput
+  """
+  Serves the action to MCP clients as one tool: each call is delivered to
+  a session of the action as a REQUEST input, runs in a turn of its own and
+  is answered with that turn's output (an agent's reply). Needs a session
+  block; a tool action is served as its tool already. See docs/mcp.md.
+  """
+  mcp: MCPServeInput
+}
+
+# Issue 17, spec I4.
+"How an action is served over MCP (see ActionInput.mcp)."
+input MCPServeInput {
+  "The tool's name as MCP clients call it: 1-64 letters, digits, _ or -. Default ask."
+  name: String
+  "Shown to MCP clients (at most 4000 bytes)."
+  description: String
+  "JSON Schema the call's arguments must match, an object schema. Default {message: string}, required."
+  inputSchema: JSON
+  """
+  Which session a request reaches, with the rules of a trigger's role:
+  start maps the request to a session input (CEL over ` + "`" + `request` + "`" + `: its
+  arguments, principal and mcp_session), creating the session or reaching
+  it when it is open with the same input; resume names an open session
+  (a CEL expression over ` + "`" + `request` + "`" + `).
+  """
+  session: TriggerSessionInput!
 }
 
 # Issue 11.
@@ -3948,6 +4034,8 @@ func (ec *executionContext) childFields_ActionDefinition(ctx context.Context, fi
 		return ec.fieldContext_ActionDefinition_tool(ctx, field)
 	case "permissions":
 		return ec.fieldContext_ActionDefinition_permissions(ctx, field)
+	case "mcp":
+		return ec.fieldContext_ActionDefinition_mcp(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionDefinition", field.Name)
 }
@@ -4488,6 +4576,20 @@ func (ec *executionContext) childFields_LedgerQuery(ctx context.Context, field g
 		return ec.fieldContext_LedgerQuery_values(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type LedgerQuery", field.Name)
+}
+
+func (ec *executionContext) childFields_MCPServeDefinition(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_MCPServeDefinition_name(ctx, field)
+	case "description":
+		return ec.fieldContext_MCPServeDefinition_description(ctx, field)
+	case "inputSchema":
+		return ec.fieldContext_MCPServeDefinition_inputSchema(ctx, field)
+	case "session":
+		return ec.fieldContext_MCPServeDefinition_session(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MCPServeDefinition", field.Name)
 }
 
 func (ec *executionContext) childFields_NewToken(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6433,6 +6535,38 @@ func (ec *executionContext) fieldContext_ActionDefinition_permissions(_ context.
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Permissions(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionDefinition_mcp(ctx context.Context, field graphql.CollectedField, obj *action.Definition) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionDefinition_mcp(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MCP, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *action.MCPDef) graphql.Marshaler {
+			return ec.marshalOMCPServeDefinition2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐMCPDef(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionDefinition_mcp(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionDefinition",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MCPServeDefinition(ctx, field)
 		},
 	}
 	return fc, nil
@@ -11485,6 +11619,107 @@ func (ec *executionContext) fieldContext_LedgerQuery_values(ctx context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _MCPServeDefinition_name(ctx context.Context, field graphql.CollectedField, obj *action.MCPDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MCPServeDefinition_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_MCPServeDefinition_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MCPServeDefinition", field, false, false, "String")
+}
+
+func (ec *executionContext) _MCPServeDefinition_description(ctx context.Context, field graphql.CollectedField, obj *action.MCPDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MCPServeDefinition_description(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Description, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_MCPServeDefinition_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MCPServeDefinition", field, false, false, "String")
+}
+
+func (ec *executionContext) _MCPServeDefinition_inputSchema(ctx context.Context, field graphql.CollectedField, obj *action.MCPDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MCPServeDefinition_inputSchema(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InputSchema, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v jsonvalue.Value) graphql.Marshaler {
+			return ec.marshalOJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_MCPServeDefinition_inputSchema(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MCPServeDefinition", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _MCPServeDefinition_session(ctx context.Context, field graphql.CollectedField, obj *action.MCPDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MCPServeDefinition_session(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Session, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *action.TriggerRole) graphql.Marshaler {
+			return ec.marshalNTriggerSessionRole2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐTriggerRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MCPServeDefinition_session(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MCPServeDefinition",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TriggerSessionRole(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_actions(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14771,7 +15006,7 @@ func (ec *executionContext) unmarshalInputActionInput(ctx context.Context, obj a
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "kind", "config", "source", "triggers", "session", "tool", "permissions"}
+	fieldsInOrder := [...]string{"name", "kind", "config", "source", "triggers", "session", "tool", "permissions", "mcp"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -14834,6 +15069,13 @@ func (ec *executionContext) unmarshalInputActionInput(ctx context.Context, obj a
 				return it, err
 			}
 			it.Permissions = data
+		case "mcp":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("mcp"))
+			data, err := ec.unmarshalOMCPServeInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐMCPDef(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MCP = data
 		}
 	}
 	return it, nil
@@ -15009,6 +15251,69 @@ func (ec *executionContext) unmarshalInputHoldResponseInput(ctx context.Context,
 func UnmarshalHoldResponseInput(ctx context.Context, raw any) (session.HoldResponse, error) {
 	var out session.HoldResponse
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "HoldResponseInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputMCPServeInput(ctx context.Context, obj any) (action.MCPDef, error) {
+	var it action.MCPDef
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "description", "inputSchema", "session"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalOString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "description":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("description"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Description = data
+		case "inputSchema":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("inputSchema"))
+			data, err := ec.unmarshalOJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.InputSchema = data
+		case "session":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("session"))
+			data, err := ec.unmarshalNTriggerSessionInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐTriggerRole(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Session = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalMCPServeInput unmarshals raw into the MCPServeInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalMCPServeInput(ctx context.Context, raw any) (action.MCPDef, error) {
+	var out action.MCPDef
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "MCPServeInput", raw, &out)
 	return out, err
 }
 
@@ -15952,6 +16257,11 @@ func (ec *executionContext) _ActionDefinition(ctx context.Context, sel ast.Selec
 			}
 		case "permissions":
 			out.Values[i] = ec._ActionDefinition_permissions(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "mcp":
+			out.Values[i] = ec._ActionDefinition_mcp(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -17773,6 +18083,54 @@ func (ec *executionContext) _LedgerQuery(ctx context.Context, sel ast.SelectionS
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._LedgerQuery_values(ctx, field, obj)
 				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var mCPServeDefinitionImplementors = []string{"MCPServeDefinition"}
+
+func (ec *executionContext) _MCPServeDefinition(ctx context.Context, sel ast.SelectionSet, obj *action.MCPDef) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, mCPServeDefinitionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MCPServeDefinition")
+		case "name":
+			out.Values[i] = ec._MCPServeDefinition_name(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "description":
+			out.Values[i] = ec._MCPServeDefinition_description(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "inputSchema":
+			out.Values[i] = ec._MCPServeDefinition_inputSchema(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "session":
+			out.Values[i] = ec._MCPServeDefinition_session(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -20217,6 +20575,19 @@ func (ec *executionContext) unmarshalNTriggerInput2githubᚗcomᚋactionsledger�
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNTriggerSessionInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐTriggerRole(ctx context.Context, v any) (*action.TriggerRole, error) {
+	res, err := ec.unmarshalInputTriggerSessionInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTriggerSessionRole2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐTriggerRole(ctx context.Context, sel ast.SelectionSet, v *action.TriggerRole) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TriggerSessionRole!")
+		return graphql.Null
+	}
+	return ec._TriggerSessionRole(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNTurnStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐTurnStatus(ctx context.Context, v any) (model.TurnStatus, error) {
 	var res model.TurnStatus
 	err := res.UnmarshalGQL(v)
@@ -20658,6 +21029,21 @@ func (ec *executionContext) marshalOKVValue2ᚖgithubᚗcomᚋactionsledgerᚋac
 		return graphql.Null
 	}
 	return ec._KVValue(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOMCPServeDefinition2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐMCPDef(ctx context.Context, sel ast.SelectionSet, v *action.MCPDef) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._MCPServeDefinition(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOMCPServeInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐMCPDef(ctx context.Context, v any) (*action.MCPDef, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputMCPServeInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalONewToken2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐNewToken(ctx context.Context, sel ast.SelectionSet, v *model.NewToken) graphql.Marshaler {

@@ -2,8 +2,12 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Group commit of single writes (issue 14).
@@ -22,6 +26,17 @@ import (
 // alone and the others commit. When the outcome of a commit is unknown (the
 // connection lost), every write of the group gets that error, as a single
 // write would.
+//
+// Each write keeps its caller's deadline too (issue 10 item 1: no request's
+// work survives its deadline). A group's transaction is explicit: its
+// statement runs after BEGIN, and COMMIT is sent only once every member's
+// context is checked, under the committer's lock, to be still live. So a
+// call whose context ends before its group reached COMMIT returns the
+// context's error, and its write is certainly not committed: it is taken
+// out of the queue, or its group is rolled back (the statement cancelled
+// in PostgreSQL at once, so a group waiting on a lock does not wait on) and
+// the other members go again. A call whose context ends while its group's
+// COMMIT is on its way waits for that COMMIT and gets its true outcome.
 
 // Defaults of the group committer.
 const (
@@ -35,13 +50,26 @@ const (
 	DefaultGroupRunners = 2
 	// groupTimeout bounds one group's transaction.
 	groupTimeout = 30 * time.Second
+	// cancelTimeout bounds the cancel request sent to PostgreSQL when a
+	// member's context ends while its group's statement runs.
+	cancelTimeout = 5 * time.Second
+)
+
+// stage is where a queued write is, guarded by committer.mu.
+type stage int
+
+const (
+	waiting    stage = iota // in the queue
+	running                 // taken into a group, before its COMMIT
+	committing              // its group's COMMIT is sent: wait for it
 )
 
 // queued is one write waiting in the group committer.
 type queued struct {
-	ctx  context.Context
-	w    write
-	done chan outcome // buffered: the runner never waits on the caller
+	ctx   context.Context
+	w     write
+	done  chan outcome // buffered: the runner never waits on the caller
+	stage stage
 }
 
 // committer queues writes and runs their groups.
@@ -52,8 +80,9 @@ type committer struct {
 	runners int
 }
 
-// submit queues w and waits for its outcome, or for ctx to end (the write
-// may then still commit, as any write whose caller gave up).
+// submit queues w and waits for its outcome. When ctx ends first, it
+// returns ctx's error and the write is not committed, unless its group's
+// COMMIT was already sent: then it waits for that outcome (see above).
 func (c *committer) submit(ctx context.Context, w write) outcome {
 	q := &queued{ctx: ctx, w: w, done: make(chan outcome, 1)}
 	c.mu.Lock()
@@ -70,7 +99,28 @@ func (c *committer) submit(ctx context.Context, w write) outcome {
 	case o := <-q.done:
 		return o
 	case <-ctx.Done():
-		return outcome{err: ctx.Err()}
+	}
+	c.mu.Lock()
+	st := q.stage
+	if st == waiting {
+		c.remove(q)
+	}
+	c.mu.Unlock()
+	if st == committing {
+		return <-q.done
+	}
+	// Waiting: out of the queue. Running: its group checks every member's
+	// context before COMMIT, sees this one ended, and rolls back.
+	return outcome{err: ctx.Err()}
+}
+
+// remove takes q out of the queue (c.mu held).
+func (c *committer) remove(q *queued) {
+	for i, x := range c.queue {
+		if x == q {
+			c.queue = append(c.queue[:i], c.queue[i+1:]...)
+			return
+		}
 	}
 }
 
@@ -114,6 +164,7 @@ func (c *committer) take() []*queued {
 			}
 			keys[q.w.idem] = true
 		}
+		q.stage = running
 		group = append(group, q)
 		size += len(q.w.data)
 	}
@@ -125,21 +176,42 @@ func (c *committer) take() []*queued {
 	return group
 }
 
+// requeue puts the live members of an abandoned group back at the head of
+// the queue, in their order, and answers the others with their context's
+// error.
+func (c *committer) requeue(group []*queued) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var again []*queued
+	for _, q := range group {
+		if err := q.ctx.Err(); err != nil {
+			q.done <- outcome{err: err}
+			continue
+		}
+		q.stage = waiting
+		again = append(again, q)
+	}
+	c.queue = append(again, c.queue...)
+}
+
 // commit runs one group and hands out its outcomes.
 func (c *committer) commit(group []*queued) {
-	ws := make([]write, len(group))
-	for i, q := range group {
-		ws[i] = q.w
+	out, err := c.runGroup(group)
+	if err == errAbandoned {
+		c.requeue(group)
+		return
 	}
-	out, err := c.s.runGroup(ws)
 	if err != nil && len(group) > 1 && statementFailed(err) {
 		// The transaction rolled back: try each write alone, so the one
 		// PostgreSQL refused fails by itself.
 		for _, q := range group {
-			o, err := c.s.runGroup([]write{q.w})
-			if err != nil {
+			o, err := c.runGroup([]*queued{q})
+			switch {
+			case err == errAbandoned:
+				q.done <- outcome{err: q.ctx.Err()}
+			case err != nil:
 				q.done <- outcome{err: err}
-			} else {
+			default:
 				q.done <- o[0]
 			}
 		}
@@ -154,16 +226,147 @@ func (c *committer) commit(group []*queued) {
 	}
 }
 
-// runGroup commits ws in one transaction on a pooled connection.
-func (s *Store) runGroup(ws []write) ([]outcome, error) {
+// errAbandoned is runGroup's answer when a member's context ended before
+// the group's COMMIT: the transaction rolled back, nothing committed.
+var errAbandoned = fmt.Errorf("ledger: group abandoned: a member's context ended")
+
+// runGroup commits the writes of group in one transaction on a pooled
+// connection and returns their outcomes, or errAbandoned (nothing
+// committed) when a member's context ended before the COMMIT was sent.
+func (c *committer) runGroup(group []*queued) ([]outcome, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
 	defer cancel()
-	conn, err := s.pool.Acquire(ctx)
+	// stmt ends when any member's context does: waiting for a connection
+	// or on a lock stops at once.
+	stmt, stop := context.WithCancel(ctx)
+	defer stop()
+	var held struct {
+		sync.Mutex
+		pg *pgconn.PgConn
+	}
+	unwatch := make([]func() bool, len(group))
+	for i, q := range group {
+		unwatch[i] = context.AfterFunc(q.ctx, func() {
+			held.Lock()
+			pg := held.pg
+			held.Unlock()
+			if pg != nil {
+				// Stop the statement in PostgreSQL too: closing the
+				// connection alone leaves it waiting on its locks. The
+				// connection is closed after, so a late cancel cannot
+				// reach another statement.
+				cctx, ccancel := context.WithTimeout(context.Background(), cancelTimeout)
+				_ = pg.CancelRequest(cctx)
+				ccancel()
+			}
+			stop()
+		})
+	}
+	// tainted reports whether a member's watcher ran (a cancel request may
+	// have been sent on the connection); after it, none runs.
+	tainted := func() bool {
+		ran := false
+		for _, u := range unwatch {
+			ran = !u() || ran
+		}
+		return ran
+	}
+
+	conn, err := c.s.pool.Acquire(stmt)
 	if err != nil {
+		tainted()
+		if c.anyEnded(group) {
+			return nil, errAbandoned
+		}
 		return nil, err
 	}
 	defer conn.Release()
-	return runImplicit(ctx, conn.Conn(), ws, s.clock.Now())
+	held.Lock()
+	held.pg = conn.Conn().PgConn()
+	held.Unlock()
+	ws := make([]write, len(group))
+	for i, q := range group {
+		ws[i] = q.w
+	}
+	out, err := writeInTx(stmt, conn.Conn(), ws, c.s.clock.Now())
+	if tainted() {
+		_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		return nil, errAbandoned
+	}
+	if err == nil && c.commitAll(group) {
+		// The members' contexts no longer count: their outcome is this
+		// COMMIT's.
+		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+			return nil, fmt.Errorf("ledger: commit: %w", err)
+		}
+		return out, nil
+	}
+	endTx(ctx, conn.Conn())
+	if err == nil { // a member's context ended after the statement
+		return nil, errAbandoned
+	}
+	return nil, err
+}
+
+// commitAll marks every member of group committing when all their
+// contexts are live, and reports whether it did.
+func (c *committer) commitAll(group []*queued) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, q := range group {
+		if q.ctx.Err() != nil {
+			return false
+		}
+	}
+	for _, q := range group {
+		q.stage = committing
+	}
+	return true
+}
+
+// anyEnded reports whether a member's context has ended.
+func (c *committer) anyEnded(group []*queued) bool {
+	for _, q := range group {
+		if q.ctx.Err() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// writeInTx begins a transaction on conn and writes ws in it, leaving it
+// open for the caller to commit or roll back; it returns their outcomes.
+func writeInTx(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time) ([]outcome, error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	queueWrite(b, ws, now)
+	br := conn.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var out []outcome
+	var missing []string
+	if err == nil {
+		out, missing, err = readWrite(br, ws)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = readKeys(ctx, conn, ws, out, missing)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// endTx rolls back whatever transaction conn has open, so it goes back to
+// the pool clean (a failed ROLLBACK closes it).
+func endTx(ctx context.Context, conn *pgx.Conn) {
+	if conn.PgConn().TxStatus() != 'I' && !conn.IsClosed() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+			_ = conn.Close(context.WithoutCancel(ctx))
+		}
+	}
 }
 
 func (s *Store) maxGroup() int {

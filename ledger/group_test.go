@@ -352,3 +352,156 @@ func TestL1GroupCommitUnderLoadMissesNothing(t *testing.T) {
 		require.Equal(t, want, e.Type)
 	}
 }
+
+// nobodyWaitsOn polls (bounded) until no backend waits on a lock held by
+// holder.
+func nobodyWaitsOn(t *testing.T, pool *pgxpool.Pool, holder int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var n int
+		require.NoError(t, pool.QueryRow(context.Background(), `
+			SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, holder).Scan(&n))
+		if n == 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "a backend still waits on %d", holder)
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Issue 10 item 1 under group commit: a member whose context ends while
+// its group's statement waits on a lock gets its context's error at once,
+// its write never commits, the statement is cancelled in PostgreSQL (it
+// no longer waits on the lock), and the other member goes again in a group
+// of its own and commits while the lock is still held.
+func TestGroupCommitMemberCancelledWhileRunning(t *testing.T) {
+	t.Parallel()
+	b := oneRunner(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// A turn-like transaction holds the record acct/locked.
+	w := ledger.NewWriter(b.pool, b.clock.Now)
+	defer w.Rollback(ctx)
+	_, err := w.Put(ctx, "acct", "locked", jsonvalue.Value(`{"by": "turn"}`))
+	require.NoError(t, err)
+	tx, err := w.Tx(ctx)
+	require.NoError(t, err)
+	turnPID := backendPID(t, tx)
+
+	// The holder of the head keeps a first group waiting, so that A and B
+	// queue and go together as the next one.
+	holder, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = ledger.Append(ctx, holder, b.clock.Now(), ev("holder.took_head"))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, err := b.store.AppendEvent(ctx, "group.first", jsonvalue.Value(`{}`), "")
+		require.NoError(t, err)
+	})
+	waitWaitingOn(t, b.pool, backendPID(t, holder))
+
+	actx, acancel := context.WithCancel(ctx)
+	aErr := make(chan error, 1)
+	go func() {
+		_, err := b.store.PutValue(actx, "acct", "locked", jsonvalue.Value(`{"by": "A"}`), "key-a")
+		aErr <- err
+	}()
+	for b.store.Queued() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	bDone := make(chan singleResult, 1)
+	go func() {
+		bDone <- single{typ: "note.made", value: `{"by": "B"}`, idem: "key-b"}.call(ctx, b.store)
+	}()
+	for b.store.Queued() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	require.NoError(t, holder.Commit(ctx))
+	wg.Wait()
+	// The group [A, B] now waits on the record the turn holds.
+	waitWaitingOn(t, b.pool, turnPID)
+
+	acancel()
+	require.ErrorIs(t, <-aErr, context.Canceled)
+	res := <-bDone // B commits while the turn still holds the record
+	require.NoError(t, res.err)
+	nobodyWaitsOn(t, b.pool, turnPID)
+
+	require.NoError(t, w.Commit(ctx))
+	cur, err := b.store.Value(ctx, "acct", "locked")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"by": "turn"}`, string(cur.Value), "A's write committed")
+	require.EqualValues(t, 1, cur.Version)
+	require.Zero(t, countWhere(t, b.pool, `SELECT count(*) FROM idempotency_keys WHERE key = 'key-a'`))
+	final := allEvents(t, b.pool)
+	requireCommitOrdered(t, final)
+	var types []string
+	for _, e := range final {
+		types = append(types, e.Type)
+	}
+	require.Equal(t, []string{"holder.took_head", "group.first", "note.made", "acct.inserted"}, types)
+
+	// A's key is free: the same write again commits.
+	kv, err := b.store.PutValue(ctx, "acct", "locked", jsonvalue.Value(`{"by": "A"}`), "key-a")
+	require.NoError(t, err)
+	require.EqualValues(t, 2, kv.Version)
+}
+
+// Issue 10 item 1 under group commit: a call whose context ends while its
+// write is queued is taken out of the queue and its write never commits;
+// the others queued with it commit.
+func TestGroupCommitMemberCancelledWhileQueued(t *testing.T) {
+	t.Parallel()
+	b := oneRunner(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	holder, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = ledger.Append(ctx, holder, b.clock.Now(), ev("holder.took_head"))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, err := b.store.AppendEvent(ctx, "group.first", jsonvalue.Value(`{}`), "")
+		require.NoError(t, err)
+	})
+	waitWaitingOn(t, b.pool, backendPID(t, holder))
+
+	actx, acancel := context.WithCancel(ctx)
+	aErr := make(chan error, 1)
+	go func() {
+		_, err := b.store.AppendEvent(actx, "note.cancelled", jsonvalue.Value(`{}`), "")
+		aErr <- err
+	}()
+	for b.store.Queued() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	var later singleResult
+	wg.Go(func() { later = single{typ: "note.made", value: `{}`}.call(ctx, b.store) })
+	for b.store.Queued() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	acancel()
+	require.ErrorIs(t, <-aErr, context.Canceled)
+	require.Equal(t, 1, b.store.Queued(), "the cancelled write left the queue")
+
+	require.NoError(t, holder.Commit(ctx))
+	wg.Wait()
+	require.NoError(t, later.err)
+	var types []string
+	for _, e := range allEvents(t, b.pool) {
+		types = append(types, e.Type)
+	}
+	require.Equal(t, []string{"holder.took_head", "group.first", "note.made"}, types)
+}
+
+func countWhere(t *testing.T, pool *pgxpool.Pool, sql string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), sql).Scan(&n))
+	return n
+}

@@ -253,6 +253,8 @@ func Put(ctx context.Context, tx pgx.Tx, now time.Time, ns, key string, value js
 // AppendEvent appends one event with no record (L3). A repeated
 // idempotencyKey (non-empty) returns the first call's event. Concurrent
 // calls are committed together (see group.go); each keeps its own outcome.
+// When ctx ends before the write's group is committing, it returns ctx's
+// error and nothing is committed (issue 10 item 1).
 // Errors: fault.BadInput, fault.ReservedEventType, fault.InvalidJSON,
 // fault.PayloadTooLarge, fault.IdempotencyConflict.
 func (s *Store) AppendEvent(ctx context.Context, typ string, data jsonvalue.Value, idemKey string) (Event, error) {
@@ -267,7 +269,7 @@ func (s *Store) AppendEvent(ctx context.Context, typ string, data jsonvalue.Valu
 // PutValue writes a key-value record and appends its event (L2, L3). A
 // repeated idempotencyKey (non-empty) returns the first call's record.
 // Concurrent calls are committed together (see group.go); each keeps its
-// own outcome. Errors: fault.BadInput, fault.InvalidJSON,
+// own outcome and its ctx as AppendEvent's. Errors: fault.BadInput, fault.InvalidJSON,
 // fault.PayloadTooLarge, fault.IdempotencyConflict.
 func (s *Store) PutValue(ctx context.Context, ns, key string, value jsonvalue.Value, idemKey string) (KVValue, error) {
 	w, err := valueWrite(ns, key, value, idemKey, "")

@@ -64,8 +64,9 @@ func (o outcome) kv() KVValue {
 //  2. rec upserts the records of the putValues to be written, once per
 //     key with the count of its writes in the group;
 //  3. only then head takes the ledger head (its count waits for rec), so
-//     the head is held from here to the COMMIT that follows in the same
-//     pipeline, never while record rows are waited for;
+//     the head is held from here to the COMMIT that follows once the
+//     outcomes are read (and the callers' contexts checked), never while
+//     record rows are waited for;
 //  4. ins inserts the events at consecutive positions in group order; a
 //     key written several times gets consecutive versions, counting back
 //     from the record's new version;
@@ -326,68 +327,20 @@ func (s stored) replay(w write) outcome {
 	return outcome{ev: ev}
 }
 
-// runImplicit sends the group as one pipeline with no BEGIN: the
-// statements before the Sync run in one implicit transaction, which
-// PostgreSQL commits at the Sync, right after the head is taken. The
-// outcomes are returned only once the commit is acknowledged (the batch
-// closed without error), so every acknowledged write is durable.
-func runImplicit(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time) ([]outcome, error) {
-	b := &pgx.Batch{}
-	queueWrite(b, ws, now)
-	br := conn.SendBatch(ctx, b)
-	out, missing, err := readWrite(br, ws)
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("ledger: commit: %w", cerr)
-	}
-	if err != nil {
-		return nil, err
-	}
-	// A key another transaction held and committed while the statement
-	// ran: its holder is read now (the rare case, one more round trip).
-	if err := readKeys(ctx, conn, ws, out, missing); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// runAtomic writes the group all or nothing: when check refuses the
-// outcomes (a write whose idempotency key holds another request), nothing
-// is written and check's error is returned. Without keys there is nothing
-// to check and it runs as runImplicit; with keys it runs in an explicit
-// transaction: BEGIN and the write together, then COMMIT once the
-// outcomes are checked.
+// runAtomic writes ws all or nothing in an explicit transaction: BEGIN and
+// the write together, then COMMIT once check accepts the outcomes. When
+// check refuses them (a write whose idempotency key holds another request),
+// nothing is written and check's error is returned. COMMIT is sent with
+// ctx, so a ctx that ended before it commits nothing (issue 10 item 1: an
+// implicit transaction committed at the pipeline's Sync would commit even
+// after its caller gave up).
 func runAtomic(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time, check func([]write, []outcome) error) (out []outcome, err error) {
-	keyed := false
-	for _, w := range ws {
-		keyed = keyed || w.idem != ""
-	}
-	if !keyed {
-		return runImplicit(ctx, conn, ws, now)
-	}
 	defer func() {
-		if err != nil && conn.PgConn().TxStatus() != 'I' && !conn.IsClosed() {
-			// The transaction is open or failed: end it, so the connection
-			// goes back to the pool clean (a failed ROLLBACK closes it).
-			if _, rerr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
-				_ = conn.Close(context.WithoutCancel(ctx))
-			}
+		if err != nil {
+			endTx(ctx, conn)
 		}
 	}()
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	queueWrite(b, ws, now)
-	br := conn.SendBatch(ctx, b)
-	_, err = br.Exec()
-	var missing []string
-	if err == nil {
-		out, missing, err = readWrite(br, ws)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = readKeys(ctx, conn, ws, out, missing)
-	}
+	out, err = writeInTx(ctx, conn, ws, now)
 	if err == nil {
 		err = check(ws, out)
 	}

@@ -7,12 +7,19 @@ package mcp_test
 // is down fails the turn's attempt with a clear, retryable error.
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/actionsledger/actionsledger/server"
@@ -233,4 +240,59 @@ func TestMCPAgentConfigIsChecked(t *testing.T) { // issue 17, A3
 		require.Equal(t, "INVALID_CONFIG", ext["code"], "%v", errs)
 		require.Equal(t, tc.field, ext["field"], "%v", errs)
 	}
+}
+
+// dyingServer is an outside MCP server (the go-sdk's, with one tool,
+// lookup) that goes down once a client calls a tool: it lists its tools,
+// then the connection of the tools/call request is cut, and every request
+// after it too, as when the process dies mid-turn.
+func dyingServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := gomcp.NewServer(&gomcp.Implementation{Name: "outside", Version: "1"}, nil)
+	gomcp.AddTool(srv, &gomcp.Tool{Name: "lookup", Description: "Look a thing up."},
+		func(context.Context, *gomcp.CallToolRequest, map[string]any) (*gomcp.CallToolResult, any, error) {
+			return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: "found"}}}, nil, nil
+		})
+	h := gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return srv }, &gomcp.StreamableHTTPOptions{Stateless: true})
+	var down atomic.Bool
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte(`"tools/call"`)) {
+			down.Store(true)
+		}
+		if down.Load() {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// An outside MCP server that goes down mid-turn (after listing its tools,
+// at the call) fails the call, not the turn: the model gets an error result
+// saying the server is unavailable and that retrying may help, and the turn
+// goes on to its outcome.
+func TestMCPAgentOutsideServerGoingDownMidTurn(t *testing.T) { // issue 17, T7
+	e := newSteppedEnv(t, false, allowLoopback)
+	outside := dyingServer(t)
+	agent := e.createAction(t, remoteAgent(outside.URL+"/mcp", nil, nil))
+	e.putTask(t, "t-4")
+	e.step(t)
+	s := e.remoteSession(t, agent, "t-4")
+	require.Equal(t, "COMPLETED", s.Status, "%+v", s)
+	calls := entries(s, 1, "tool_call")
+	require.Len(t, calls, 1)
+	require.Equal(t, "ledger__lookup", calls[0]["tool"])
+	results := entries(s, 1, "tool_result")
+	require.Len(t, results, 1)
+	require.Equal(t, true, results[0]["is_error"])
+	content := results[0]["content"].(string)
+	require.True(t, strings.HasPrefix(content, "UPSTREAM_UNAVAILABLE (retryable): the MCP server ledger is unavailable"), content)
+	require.Equal(t, 1, s.Turns.Nodes[0].Execution.Attempts, "the call failed, not the attempt")
 }

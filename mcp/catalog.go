@@ -13,7 +13,8 @@ import (
 	"github.com/actionsledger/actionsledger/auth"
 )
 
-// entry is one tool action as a caller sees it over MCP.
+// entry is one action as a caller sees it over MCP: a tool action, or an
+// action served over MCP (its mcp block, I4).
 type entry struct {
 	name   string // unique in the caller's list
 	v      action.Version
@@ -21,41 +22,72 @@ type entry struct {
 	// gated: the tool's owner requires approval for every call; it is not
 	// listed, and a call naming it is refused with APPROVAL_REQUIRED.
 	gated bool
+	// served: the action's mcp block; a call is a request to one of its
+	// sessions (ask.go).
+	served bool
 }
 
 func (e *entry) tool() *gomcp.Tool {
-	t := e.v.Definition.Tool
 	out := &gomcp.Tool{Name: e.name, InputSchema: e.schema, Title: e.v.Definition.Name,
 		Meta: gomcp.Meta{MetaActionID: e.v.ActionID.String(), "actionsledger/version": e.v.Version}}
-	if t.Description != nil {
-		out.Description = *t.Description
+	switch {
+	case e.served:
+		out.Meta[MetaKind] = KindRequest
+		if d := e.v.Definition.MCP.Description; d != nil {
+			out.Description = *d
+		}
+	case e.v.Definition.Tool.Description != nil:
+		out.Description = *e.v.Definition.Tool.Description
 	}
 	return out
 }
 
-// catalog lists the tools p may call (CALL on the action, issue 11), in
-// scope (one action, or uuid.Nil for all), sorted by name; tools whose
-// input cannot be a JSON object (an MCP call's arguments always are) are
-// left out. Names are the tools' own; when several listed tools share one,
+// Kinds of listed tools (_meta actionsledger/kind).
+const (
+	// KindRequest: a call is a request to a session of the action, which a
+	// turn answers (I4).
+	KindRequest = "request"
+)
+
+// catalog lists what p may call (CALL on the action, issue 11), in scope
+// (one action, or uuid.Nil for all), sorted by name: tool actions, under
+// their tool's name, and actions served over MCP, under their mcp block's
+// name. Tools whose input cannot be a JSON object (an MCP call's arguments
+// always are) are left out. When several listed entries share a name,
 // each of them is listed as <name>__<first 8 hex digits of its action id>.
 func (s *Server) catalog(ctx context.Context, p auth.Principal, scope uuid.UUID) ([]entry, error) {
-	vs, err := s.opts.Actions.Current(ctx, true, nil)
+	vs, err := s.opts.Actions.Current(ctx, true, true)
 	if err != nil {
 		return nil, err
 	}
 	var out []entry
 	count := map[string]int{}
 	for _, v := range vs {
-		t := v.Definition.Tool
-		if t == nil || (scope != uuid.Nil && v.ActionID != scope) || !p.Allows(auth.Call, auth.ActionResource(v.ActionID)) {
+		if (scope != uuid.Nil && v.ActionID != scope) || !p.Allows(auth.Call, auth.ActionResource(v.ActionID)) {
 			continue
 		}
-		schema, ok := objectSchema(json.RawMessage(t.InputSchema))
-		if !ok {
+		var e entry
+		switch def := v.Definition; {
+		case def.Tool != nil:
+			schema, ok := objectSchema(json.RawMessage(def.Tool.InputSchema))
+			if !ok {
+				continue
+			}
+			e = entry{name: def.Tool.Name, v: v, schema: schema, gated: def.Tool.Approval == action.ApprovalRequired}
+		case def.MCP != nil && def.Session != nil:
+			name, schema := def.MCP.Name, json.RawMessage(def.MCP.InputSchema)
+			if name == "" {
+				name = action.DefaultMCPName
+			}
+			if len(bytes.TrimSpace(schema)) == 0 || string(bytes.TrimSpace(schema)) == "null" {
+				schema = json.RawMessage(action.DefaultMCPSchema)
+			}
+			e = entry{name: name, v: v, schema: schema, served: true}
+		default:
 			continue
 		}
-		out = append(out, entry{name: t.Name, v: v, schema: schema, gated: t.Approval == action.ApprovalRequired})
-		count[t.Name]++
+		out = append(out, e)
+		count[e.name]++
 	}
 	for i := range out {
 		if count[out[i].name] > 1 {

@@ -17,14 +17,24 @@ import (
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/ledger"
+	"github.com/actionsledger/actionsledger/session"
 	"github.com/actionsledger/actionsledger/tools"
+	"github.com/actionsledger/actionsledger/turns"
 )
 
-// Options configure a Server. Actions and Tools are required.
+// Options configure a Server. Actions and Tools are required; Sessions
+// and Turns serve requests to actions served over MCP (without them such
+// actions are not listed).
 type Options struct {
-	Actions *action.Store
-	Tools   *tools.Service
-	Log     *slog.Logger
+	Actions  *action.Store
+	Tools    *tools.Service
+	Sessions *session.Store
+	Turns    *turns.Store
+	// Feed wakes a request waiting for its answer when its session changes;
+	// without one it reads the session every Poll.
+	Feed *ledger.Feed
+	Log  *slog.Logger
 	// CallTimeout bounds one tools/call (the HTTP front's RequestTimeout);
 	// past it the call is cancelled and answered with TIMEOUT (retryable).
 	// Default DefaultCallTimeout.
@@ -40,6 +50,19 @@ type Options struct {
 	// reached (the server's test): such a call is answered UNAVAILABLE,
 	// retryable, instead of INTERNAL. Optional.
 	Unavailable func(error) bool
+	// AskWait bounds how long a request to an action served over MCP waits
+	// for its answer; past it the call is answered TIMEOUT with the
+	// request's key, which a new call gives to wait again (the request
+	// itself is not affected). Default DefaultAskWait.
+	AskWait time.Duration
+	// Heartbeat is how often a waiting request repeats its last progress
+	// notification, so clients that reset their timeout on progress keep
+	// waiting. Default DefaultHeartbeat.
+	Heartbeat time.Duration
+	// Poll is how often a waiting request reads its session besides the
+	// Feed's wake-ups (a missed notification costs at most Poll). Default
+	// DefaultPoll.
+	Poll time.Duration
 }
 
 // Defaults of Options.
@@ -47,6 +70,9 @@ const (
 	DefaultCallTimeout = 60 * time.Second
 	DefaultMaxInFlight = 256
 	DefaultMaxBody     = 4 << 20
+	DefaultAskWait     = 15 * time.Minute
+	DefaultHeartbeat   = 20 * time.Second
+	DefaultPoll        = 5 * time.Second
 )
 
 // Server serves MCP over streamable HTTP (see the package doc). It is an
@@ -68,8 +94,9 @@ const ScopePrefix = "/mcp/actions/"
 func Endpoint(id uuid.UUID) string { return ScopePrefix + id.String() }
 
 // Serves reports whether the endpoint serves the action version comp: a
-// tool (as the tool), when the caller may call it.
-func Serves(comp *action.Compiled) bool { return comp != nil && comp.Tool != nil }
+// tool (as the tool), or an action with an mcp block (as its request
+// tool, I4), when the caller may call it.
+func Serves(comp *action.Compiled) bool { return comp != nil && (comp.Tool != nil || comp.MCP != nil) }
 
 // NewServer returns a Server.
 func NewServer(opts Options) *Server {
@@ -85,11 +112,23 @@ func NewServer(opts Options) *Server {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if opts.AskWait <= 0 {
+		opts.AskWait = DefaultAskWait
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = DefaultHeartbeat
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = DefaultPoll
+	}
 	s := &Server{opts: opts, log: opts.Log}
 	s.sdk = gomcp.NewServer(&gomcp.Implementation{Name: "actionsledger", Title: "actionsledger tool actions", Version: "1"},
 		&gomcp.ServerOptions{
-			Instructions: "Tools are the tool actions of an actionsledger server that your token may call (CALL). " +
-				"Every call is recorded like a GraphQL callTool: its execution and, for tools with a session, a CALL input.",
+			Instructions: "Tools are the tool actions of an actionsledger server that your token may call (CALL), " +
+				"and the actions it serves over MCP, such as agents (_meta actionsledger/kind: request). " +
+				"A tool call is recorded like a GraphQL callTool: its execution and, for tools with a session, a CALL input. " +
+				"A call of an action served over MCP is a request to one of its sessions (a REQUEST input), answered by the turn that takes it; " +
+				"progress notifications tell what it waits on, such as a person's approval in the inbox.",
 			// The SDK logs each request's connection at INFO: keep warnings only.
 			Logger:       slog.New(warnOnly{opts.Log.Handler()}),
 			Capabilities: &gomcp.ServerCapabilities{Tools: &gomcp.ToolCapabilities{}},
@@ -99,20 +138,25 @@ func NewServer(opts Options) *Server {
 	// state kept in this process, any replica can answer); see the doc.
 	h := gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return s.sdk },
 		&gomcp.StreamableHTTPOptions{Stateless: true, Logger: slog.New(warnOnly{opts.Log.Handler()}), MaxRequestBodyBytes: opts.MaxBodyBytes})
-	s.http = http.NewCrossOriginProtection().Handler(h)
+	s.http = withCodes(http.NewCrossOriginProtection().Handler(h))
 	return s
 }
 
-// requestKey carries, into the SDK's handlers, what the HTTP request says:
+// httpKey carries, into the SDK's handlers, what the HTTP request says:
 // its principal is on the context already; this adds the scope (the one
-// action an endpoint serves) and the request's own context, whose end
-// cancels the call (the SDK's handler contexts outlive the request).
-type requestKey struct{}
+// action an endpoint serves), the client's Mcp-Session-Id and the
+// request's own context, whose end cancels the call (the SDK's handler
+// contexts outlive the request).
+type httpKey struct{}
 
 type request struct {
-	scope uuid.UUID // uuid.Nil: every action
-	ctx   context.Context
+	scope      uuid.UUID // uuid.Nil: every action
+	mcpSession string
+	ctx        context.Context
 }
+
+// sessionHeader is the streamable HTTP transport's session header.
+const sessionHeader = "Mcp-Session-Id"
 
 // ServeHTTP serves /mcp and /mcp/actions/{id}.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -141,9 +185,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.inFlight.Add(-1)
-	ctx := context.WithValue(r.Context(), requestKey{}, &request{scope: scope, ctx: r.Context()})
+	// The server keeps no MCP session state (every POST stands alone), but
+	// it names each client's session: a response to a request without an
+	// Mcp-Session-Id carries a new one, which clients send back on every
+	// request. Requests to actions served over MCP can map it to a session
+	// (request.mcp_session, docs/mcp.md). Ending it (DELETE) ends nothing.
+	sid := r.Header.Get(sessionHeader)
+	switch {
+	case len(sid) > maxSessionHeader:
+		writeError(w, http.StatusBadRequest, fault.BadInput, "Mcp-Session-Id is at most 128 bytes")
+		return
+	case r.Method == http.MethodDelete && sid != "":
+		w.WriteHeader(http.StatusNoContent)
+		return
+	case r.Method == http.MethodPost && sid == "":
+		w.Header().Set(sessionHeader, uuid.NewString())
+	}
+	if r.Method == http.MethodPost {
+		// A request to an action served over MCP waits for its turn, up to
+		// AskWait: the server's write timeout would cut it short.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.AskWait + time.Minute))
+	}
+	ctx := context.WithValue(r.Context(), httpKey{}, &request{scope: scope, mcpSession: sid, ctx: r.Context()})
 	s.http.ServeHTTP(w, r.WithContext(ctx))
 }
+
+// maxSessionHeader bounds the Mcp-Session-Id a client sends, in bytes.
+const maxSessionHeader = 128
 
 // route answers tools/list and tools/call from the database; every other
 // method goes to the SDK.
@@ -162,7 +230,7 @@ func (s *Server) route(next gomcp.MethodHandler) gomcp.MethodHandler {
 // caller is the principal and scope of the HTTP request a method came in.
 func caller(ctx context.Context) (auth.Principal, *request, error) {
 	p, ok := auth.From(ctx)
-	r, _ := ctx.Value(requestKey{}).(*request)
+	r, _ := ctx.Value(httpKey{}).(*request)
 	if !ok || r == nil {
 		return auth.Principal{}, nil, rpcError(codeForbidden, fault.Forbidden, "not allowed")
 	}
@@ -172,14 +240,24 @@ func caller(ctx context.Context) (auth.Principal, *request, error) {
 // pageSize is how many tools one tools/list answer holds.
 const pageSize = 100
 
+// bound limits a method's work to CallTimeout and to the HTTP request it
+// came in (the SDK's handler contexts outlive it).
+func (s *Server) bound(ctx context.Context, r *request) (context.Context, func()) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	stop := context.AfterFunc(r.ctx, cancel) // the client went away
+	return ctx, func() { stop(); cancel() }
+}
+
 func (s *Server) listTools(ctx context.Context, req *gomcp.ListToolsRequest) (gomcp.Result, error) {
 	p, r, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := s.bound(ctx, r)
+	defer done()
 	list, err := s.catalog(ctx, p, r.scope)
 	if err != nil {
-		return nil, s.internal(err, "list tools")
+		return nil, s.rpcFailure(ctx, err, "list tools")
 	}
 	after := ""
 	if req.Params != nil {
@@ -204,9 +282,11 @@ func (s *Server) callTool(ctx context.Context, req *gomcp.CallToolRequest) (gomc
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := s.bound(ctx, r)
+	defer done()
 	list, err := s.catalog(ctx, p, r.scope)
 	if err != nil {
-		return nil, s.internal(err, "list tools")
+		return nil, s.rpcFailure(ctx, err, "list tools")
 	}
 	var e *entry
 	for i := range list {
@@ -219,6 +299,9 @@ func (s *Server) callTool(ctx context.Context, req *gomcp.CallToolRequest) (gomc
 		// may not call it.
 		return nil, rpcError(codeInvalidParams, fault.NotFound, "unknown tool %q", req.Params.Name)
 	}
+	if e.served {
+		return s.ask(ctx, p, r, e, req)
+	}
 	if e.gated {
 		return toolError(fault.New(fault.ApprovalRequired, "",
 			"%s requires a person's approval for every call, which a direct MCP call cannot wait for: ask an agent that may call it (its turn waits for the approval in the inbox), or call it through GraphQL", e.name)), nil
@@ -227,10 +310,6 @@ func (s *Server) callTool(ctx context.Context, req *gomcp.CallToolRequest) (gomc
 	if len(strings.TrimSpace(string(input))) == 0 || string(input) == "null" {
 		input = json.RawMessage("{}")
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
-	defer cancel()
-	stop := context.AfterFunc(r.ctx, cancel) // the client went away
-	defer stop()
 	res, err := s.opts.Tools.Call(ctx, e.v.ActionID, []byte(input))
 	if err != nil {
 		return s.callError(ctx, e, err)
@@ -255,6 +334,20 @@ func (s *Server) callError(ctx context.Context, e *entry, err error) (gomcp.Resu
 		return toolError(fault.New(fault.Unavailable, "", "the database is unavailable; retry later")), nil
 	}
 	return nil, s.internal(err, "tools/call "+e.name)
+}
+
+// rpcFailure is a failed method as a JSON-RPC error: UNAVAILABLE
+// (retryable) when the database could not be reached, TIMEOUT when the
+// request ran out of time or was cancelled, else INTERNAL (logged).
+func (s *Server) rpcFailure(ctx context.Context, err error, what string) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		return rpcError(codeUnavailable, fault.Timeout, "%s was cancelled or ran out of time (%s at most)", what, s.opts.CallTimeout)
+	case s.opts.Unavailable != nil && s.opts.Unavailable(err):
+		s.log.Warn("mcp: "+what+": database unavailable", "err", err)
+		return rpcError(codeUnavailable, fault.Unavailable, "the database is unavailable; retry later")
+	}
+	return s.internal(err, what)
 }
 
 func (s *Server) internal(err error, what string) error {

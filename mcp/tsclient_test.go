@@ -166,3 +166,51 @@ func TestMCPTypeScriptClient(t *testing.T) {
 	require.False(t, refused.Connected)
 	require.Contains(t, refused.Error, "UNAUTHENTICATED")
 }
+
+// Issue 17 (I4): the official TypeScript SDK asks an agent served over MCP,
+// sees the wait in progress notifications, gets the agent's reply, and the
+// session query shows the REQUEST input with its execution and calls. A
+// token without CALL on the agent does not see it.
+func TestMCPTypeScriptClientAsksAnAgent(t *testing.T) {
+	node := requireNode(t)
+	e := newEnv(t, true)
+	lookup := e.createTool(t, "lookup", echoSource, map[string]any{"name": "lookup"})
+	agent := e.createAction(t, servedAgent("researcher", []any{map[string]any{"action": lookup.String()}}, []any{
+		step(0, "", toolCall("lookup", map[string]any{"q": "ts"})),
+		step(1, "Answered for the desktop.", reportOpen),
+	}, nil))
+	tok := e.token(t, "desktop", [2]string{"CALL", "financial.Action.document:" + agent.String()})
+
+	run := runTS(t, node, e.srv.URL+"/mcp", tok,
+		tsStep{Op: "list"},
+		tsStep{Op: "call", Name: "researcher", Arguments: map[string]any{"case_id": "ts-1", "message": "what do we know?"}},
+		tsStep{Op: "call", Name: "researcher", Arguments: map[string]any{"message": "no case"}})
+	require.True(t, run.Connected, run.Error)
+	require.Len(t, run.Results[0].Tools, 1, "the token may call the agent alone")
+	require.Equal(t, "researcher", run.Results[0].Tools[0].Name)
+	require.Equal(t, []any{"case_id", "message"}, run.Results[0].Tools[0].InputSchema["required"])
+
+	ask := run.Results[1]
+	require.False(t, ask.IsError, "%+v", ask)
+	require.Equal(t, "Answered for the desktop.", ask.Content[0].Text)
+	require.Equal(t, "ts-1", ask.Meta["actionsledger/sessionId"])
+	require.NotEmpty(t, ask.Progress, "the wait was reported")
+	require.Contains(t, ask.Progress[0]["message"], `delivered to session "ts-1"`)
+	require.True(t, run.Results[2].IsError)
+	require.True(t, strings.HasPrefix(run.Results[2].Content[0].Text, "BAD_USER_INPUT: "), run.Results[2].Content[0].Text)
+
+	ins := e.requestInputs(t, agent, "ts-1")
+	require.Len(t, ins, 1)
+	require.Equal(t, "REQUEST", ins[0].Kind)
+	require.Equal(t, ask.Meta["actionsledger/input"], ins[0].Identity)
+	require.Equal(t, ask.Meta["actionsledger/executionId"], ins[0].Execution.ID)
+	require.Equal(t, 1, *ins[0].Calls)
+
+	// Without CALL on the agent it is no tool of the token's.
+	other := runTS(t, node, e.srv.URL+"/mcp", e.token(t, "reader", [2]string{"READ", "*"}),
+		tsStep{Op: "list"}, tsStep{Op: "call", Name: "researcher", Arguments: map[string]any{"case_id": "ts-2", "message": "?"}})
+	require.True(t, other.Connected, other.Error)
+	require.Empty(t, other.Results[0].Tools)
+	require.NotNil(t, other.Results[1].Error)
+	require.Contains(t, other.Results[1].Error.Message, `unknown tool "researcher"`)
+}

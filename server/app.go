@@ -98,6 +98,10 @@ type Config struct {
 	MetricsAddr string
 	// Live tunes the change feed behind subscriptions (issue 12).
 	Live LiveConfig
+	// MCPAskWait bounds how long an MCP request to an action served over
+	// MCP waits for its turn's answer (mcp.DefaultAskWait when 0):
+	// MCP_ASK_WAIT.
+	MCPAskWait time.Duration
 }
 
 // LiveConfig tunes the change feed behind subscriptions (issue 12); zero
@@ -259,8 +263,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Resolver = &graph.Resolver{LedgerStore: a.Ledger, ActionStore: a.Actions, SessionStore: a.Sessions,
 		TurnStore: a.Turns, Tools: a.Tools, AuthStore: a.Auth, Clock: a.Clock, Log: log, Feed: a.Feed, Tail: a.Tail, DB: pool}
 	lim := cfg.Limits.withDefaults()
-	a.MCP = mcp.NewServer(mcp.Options{Actions: a.Actions, Tools: a.Tools, Log: log, CallTimeout: lim.RequestTimeout,
-		MaxInFlight: lim.MaxStreams, MaxBodyBytes: MaxBodyBytes, Unavailable: unavailable})
+	a.MCP = mcp.NewServer(mcp.Options{Actions: a.Actions, Tools: a.Tools, Sessions: a.Sessions, Turns: a.Turns, Feed: a.Feed,
+		Log: log, CallTimeout: lim.RequestTimeout, MaxInFlight: lim.MaxStreams, MaxBodyBytes: MaxBodyBytes, Unavailable: unavailable,
+		AskWait: cfg.MCPAskWait})
 	a.Metrics.WatchDatabase(session.NewGauges(pool, a.Clock).Read, cfg.MetricsCacheTTL)
 	a.Metrics.WatchPools(map[string]*pgxpool.Pool{"main": pool, "tools": a.Tools.SessionPool()})
 	return a, nil

@@ -391,6 +391,53 @@ func TestTurnHandlerReadsItsOwnSessionOnly(t *testing.T) {
 	jsonEq(t, `{"own": "q", "tool_calls": 1}`, out.Actions.Action.Session.State)
 }
 
+// Issue 10 item 5 (T10), in dev mode, through a tool called from the
+// turn: an action that is a tool and has turns too cannot let one
+// session's turn read another of its sessions by calling itself (a tool
+// call reads its action's tool sessions only); its own session it reads.
+func TestTurnCannotReadItsOtherSessionsThroughItsOwnTool(t *testing.T) {
+	t.Parallel()
+	e := newSteppedEnv(t, server.Config{})
+	a := uuid.NewString()
+	src := fmt.Sprintf(`def turn(event):
+    k = event["session"]["id"]
+    if k == "secret":
+        return {"state": {"mine": "the secret"}, "status": "OPEN"}
+    return {"state": {"got": call_tool(%q, {"k": "secret"}), "own": call_tool(%q, {"k": k})}, "status": "OPEN"}
+
+def call(event):
+    s = session(%q, event["input"]["k"])
+    if s == None:
+        return None
+    return {"input": s.input, "status": s.status}
+`, a, a, a)
+	def := entryAction("starlark", src)
+	def["tool"] = map[string]any{"name": "peek"}
+	e.ok(t, createActionOp, map[string]any{"id": a, "input": def}, nil)
+	e.put(t, "entry", "secret", map[string]any{"k": "secret"}, "")
+	e.put(t, "entry", "secret", map[string]any{"k": "secret", "n": 1}, "")
+	e.step(t)
+	e.put(t, "entry", "spy", map[string]any{"k": "spy"}, "")
+	e.put(t, "entry", "spy", map[string]any{"k": "spy", "n": 1}, "")
+	e.step(t)
+	var out struct {
+		Actions struct {
+			Action struct {
+				Session struct {
+					Status, Reason string
+					State          json.RawMessage
+				}
+			}
+		}
+	}
+	e.ok(t, `query($a: UUID!) { actions { action(id: $a) { session(id: "spy") { status reason state } } } }`, map[string]any{"a": a}, &out)
+	ss := out.Actions.Action.Session
+	require.Equal(t, "OPEN", ss.Status, ss.Reason)
+	jsonEq(t, `{"got": null, "own": null}`, ss.State)
+	e.ok(t, `query($a: UUID!) { actions { action(id: $a) { session(id: "secret") { status reason state } } } }`, map[string]any{"a": a}, &out)
+	jsonEq(t, `{"mine": "the secret"}`, out.Actions.Action.Session.State)
+}
+
 // Issue 11 (refusals reveal nothing), for a principal holding CALL but not
 // READ on the target: an unknown action, an action that is not a tool and
 // a disabled tool answer alike, from createAction (an agent's tool

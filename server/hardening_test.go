@@ -175,33 +175,43 @@ func TestIssue10FragmentBombRefusedOverHTTP(t *testing.T) {
 }
 
 // Issue 10 item 1: no request's work survives its deadline. A write that
-// waits on a lock past the request timeout is answered 503 TIMEOUT
-// (retryable), its statement is cancelled in PostgreSQL (the request's
-// context reaches the database call), and it never commits.
+// waits on the ledger head past the request timeout is answered 503
+// TIMEOUT (retryable) and never commits, even when the head is free the
+// moment after: the single write (group commit: its group is rolled back,
+// not committed on its behalf) and the bulk write (its COMMIT is sent only
+// while the request lives). A write sent after them commits.
 func TestIssue10RequestTimeoutCancelsDatabaseWork(t *testing.T) {
 	t.Parallel()
 	s := serve(t, server.Config{Limits: server.Limits{RequestTimeout: 2 * time.Second}}, nil)
 	ctx := context.Background()
-	tx, err := s.app.Pool.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `SELECT * FROM ledger_head FOR UPDATE`)
-	require.NoError(t, err)
+	bulkOp := `mutation($type: String!) { ledger { appendEvents(events: [{type: $type, data: 1}, {type: $type, data: 2}]) { id } } }`
+	for name, body := range map[string][]byte{
+		"appendEvent":  operation(appendEventOp, map[string]any{"type": "late.write", "data": 1}),
+		"appendEvents": operation(bulkOp, map[string]any{"type": "late.write"}),
+	} {
+		tx, err := s.app.Pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `SELECT * FROM ledger_head FOR UPDATE`)
+		require.NoError(t, err)
 
-	status, _, r := s.send(t, http.MethodPost, "/graphql", operation(appendEventOp, map[string]any{"type": "late.write", "data": 1}), nil)
-	require.Equal(t, http.StatusServiceUnavailable, status)
-	e := requireError(t, r, "TIMEOUT", "")
-	require.True(t, retryable(e), "TIMEOUT is retryable: %+v", e)
-
+		status, _, r := s.send(t, http.MethodPost, "/graphql", body, nil)
+		require.Equal(t, http.StatusServiceUnavailable, status, name)
+		e := requireError(t, r, "TIMEOUT", "")
+		require.True(t, retryable(e), "TIMEOUT is retryable: %+v", e)
+		// The head is free at once; the write queued behind it on the
+		// head (if it were still there) would commit first.
+		require.NoError(t, tx.Commit(ctx))
+		s.ok(t, appendEventOp, map[string]any{"type": "next.write", "data": 1})
+		require.Zero(t, s.countEvents(t, "late.write"), "%s: the timed-out write committed", name)
+	}
 	waiting := func() int {
 		var n int
 		require.NoError(t, s.app.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
 		return n
 	}
-	poll(t, "the timed-out statement to be cancelled", func() bool { return waiting() == 0 })
-	require.NoError(t, tx.Commit(ctx))
-	require.Zero(t, s.countEvents(t, "late.write"), "the timed-out write committed")
+	require.Zero(t, waiting())
+	require.Equal(t, 2, s.countEvents(t, "next.write"))
 	s.requireAlive(t)
 }
 
@@ -442,6 +452,17 @@ func TestIssue10DatabaseOutageIsUnavailable(t *testing.T) {
 	require.True(t, retryable(requireError(t, r, "UNAVAILABLE", "")))
 	status, _, _ = s.send(t, http.MethodGet, "/healthz", nil, nil)
 	require.Equal(t, http.StatusOK, status)
+	// /mcp too: tools/list and tools/call are JSON-RPC errors UNAVAILABLE.
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"any","arguments":{}}}`,
+	} {
+		status, e := s.mcpSend(t, http.MethodPost, "/mcp", body, nil)
+		require.Equal(t, http.StatusOK, status, body)
+		require.NotNil(t, e, body)
+		require.Equal(t, "UNAVAILABLE", e.Data.Code, "%s: %+v", body, e)
+		require.True(t, e.Data.Retryable, body)
+	}
 	require.NotContains(t, s.logs.String(), "level=ERROR", "an outage is not an internal error")
 
 	proxy.up(t)
@@ -620,4 +641,96 @@ func TestStartWaitsForTheDatabase(t *testing.T) {
 	poll(t, "the start to wait", func() bool { return strings.Contains(logs.String(), "database unreachable; waiting for it") })
 	proxy.up(t)
 	require.NoError(t, <-done)
+}
+
+// mcpError is the error of a JSON-RPC response from /mcp.
+type mcpError struct {
+	Code    int64
+	Message string
+	Data    struct {
+		Code      string
+		Retryable bool
+	}
+}
+
+// mcpSend sends body to path with method and headers (the Content-Type and
+// Accept an MCP client sends unless overridden) and returns the status
+// and the JSON-RPC error of the answer (nil when there is none), which
+// must be JSON or one server-sent event holding JSON.
+func (s *served) mcpSend(t *testing.T, method, path, body string, header map[string]string) (int, *mcpError) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.base+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range header {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := noKeepAlive.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	ct := resp.Header.Get("Content-Type")
+	if strings.HasPrefix(ct, "text/event-stream") {
+		i := bytes.Index(raw, []byte("data: "))
+		require.GreaterOrEqual(t, i, 0, "%s %s: an event stream without data: %q", method, path, raw)
+		raw = raw[i+len("data: "):]
+	} else {
+		require.True(t, strings.HasPrefix(ct, "application/json"), "%s %s answered %d %s: %q", method, path, resp.StatusCode, ct, raw)
+	}
+	var m struct{ Error *mcpError }
+	require.NoError(t, json.Unmarshal(raw, &m), "%q", raw)
+	return resp.StatusCode, m.Error
+}
+
+// Issue 10 item 10 for /mcp: every error the endpoint writes is a JSON-RPC
+// error whose data carries our code, also those the MCP SDK writes itself
+// (its transport's plain-text refusals, parameters that do not decode),
+// with the HTTP status the SDK chose; results pass unchanged.
+func TestIssue10MCPErrorsCarryCodes(t *testing.T) {
+	t.Parallel()
+	s := serve(t, server.Config{}, nil)
+	rpc := func(method, params string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":` + params + `}`
+	}
+	for _, tc := range []struct {
+		name, method, path, body string
+		header                   map[string]string
+		status                   int
+		code                     string
+	}{
+		{"GET", http.MethodGet, "/mcp", "", map[string]string{"Accept": "text/event-stream"}, 405, "METHOD_NOT_ALLOWED"},
+		{"DELETE", http.MethodDelete, "/mcp", "", nil, 405, "METHOD_NOT_ALLOWED"},
+		{"PUT", http.MethodPut, "/mcp", rpc("tools/list", "{}"), nil, 405, "METHOD_NOT_ALLOWED"},
+		{"text/plain", http.MethodPost, "/mcp", rpc("tools/list", "{}"), map[string]string{"Content-Type": "text/plain"}, 415, "BAD_USER_INPUT"},
+		{"no Accept", http.MethodPost, "/mcp", rpc("tools/list", "{}"), map[string]string{"Accept": ""}, 400, "BAD_USER_INPUT"},
+		{"not JSON", http.MethodPost, "/mcp", "nope", nil, 400, "BAD_USER_INPUT"},
+		{"empty body", http.MethodPost, "/mcp", "", nil, 400, "BAD_USER_INPUT"},
+		{"unknown method", http.MethodPost, "/mcp", rpc("foo/bar", "{}"), nil, 400, "BAD_USER_INPUT"},
+		{"no params", http.MethodPost, "/mcp", `{"jsonrpc":"2.0","id":7,"method":"tools/call"}`, nil, 400, "BAD_USER_INPUT"},
+		{"call without id", http.MethodPost, "/mcp", `{"jsonrpc":"2.0","method":"tools/list","params":{}}`, nil, 400, "BAD_USER_INPUT"},
+		{"unknown protocol version", http.MethodPost, "/mcp", rpc("tools/list", "{}"), map[string]string{"Mcp-Protocol-Version": "1999-01-01"}, 400, "BAD_USER_INPUT"},
+		{"another origin", http.MethodPost, "/mcp", rpc("tools/list", "{}"), map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://elsewhere.example"}, 403, "FORBIDDEN"},
+		{"params that do not decode", http.MethodPost, "/mcp", rpc("tools/call", `{"name": 5}`), nil, 200, "BAD_USER_INPUT"},
+		{"unknown tool", http.MethodPost, "/mcp", rpc("tools/call", `{"name": "nope"}`), nil, 200, "NOT_FOUND"},
+		{"unknown endpoint", http.MethodPost, "/mcp/nope", rpc("tools/list", "{}"), nil, 404, "NOT_FOUND"},
+		{"not an action id", http.MethodPost, "/mcp/actions/x", rpc("tools/list", "{}"), nil, 404, "NOT_FOUND"},
+		{"over the body limit", http.MethodPost, "/mcp", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"x":"` + strings.Repeat("x", server.MaxBodyBytes) + `"}}`, nil, 413, "PAYLOAD_TOO_LARGE"},
+	} {
+		status, e := s.mcpSend(t, tc.method, tc.path, tc.body, tc.header)
+		require.Equal(t, tc.status, status, tc.name)
+		require.NotNil(t, e, "%s: no JSON-RPC error", tc.name)
+		require.Equal(t, tc.code, e.Data.Code, "%s: %+v", tc.name, e)
+		require.NotEmpty(t, e.Message, tc.name)
+		require.NotZero(t, e.Code, tc.name)
+	}
+	status, e := s.mcpSend(t, http.MethodPost, "/mcp", rpc("tools/list", "{}"), nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Nil(t, e)
+	s.requireAlive(t)
 }

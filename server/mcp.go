@@ -15,9 +15,16 @@ import (
 // WWW-Authenticate and a JSON-RPC error MCP clients show; nil authn leaves
 // the principal the surrounding handler set (the dev principal).
 func (a *App) mcpRoutes(mux *http.ServeMux, authn authenticator) {
-	var h http.Handler = a.MCP
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A request waiting for its answer stops when the server shuts down
+		// (Shutdown does not end it), telling its client to call again.
+		if done, ok := r.Context().Value(shutdownKey{}).(context.Context); ok {
+			r = r.WithContext(mcp.WithStopping(r.Context(), done.Done()))
+		}
+		a.MCP.ServeHTTP(w, r)
+	})
 	if authn != nil {
-		h = authenticateMCP(authn, a.MCP)
+		h = authenticateMCP(authn, h)
 	}
 	mux.Handle("/mcp", h)
 	mux.Handle("/mcp/", h)

@@ -45,9 +45,9 @@ func ScanInputEvent(row pgx.Row) (Input, *ledger.Event, error) {
 	var pos *int64
 	var at *time.Time
 	err := row.Scan(&in.SID, &in.Seq, &in.Identity, &in.Kind, &in.EventID, &in.Triggers, &in.StartsTurn,
-		&in.Status, &in.Turn, &in.ByteSize, &in.DeliveredAt, &in.ExecutionID, &in.CallerExecutionID, &in.OrderKey,
+		&in.Status, &in.Turn, &in.ByteSize, &in.DeliveredAt, &in.ExecutionID, &in.CallerExecutionID, &in.OrderKey, &in.AnsweredAt,
 		&typ, &ev.Data, &at, &pos)
-	in.DeliveredAt = in.DeliveredAt.UTC()
+	in.DeliveredAt, in.AnsweredAt = in.DeliveredAt.UTC(), utcPtr(in.AnsweredAt)
 	if err != nil || typ == nil || in.EventID == nil {
 		return in, nil, err
 	}

@@ -225,6 +225,13 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 			answered_at = $5, command_seq = $6 WHERE id = $1`, in.ID, data.Decision, raw, responder, now, seq, InterruptAnswered); err != nil {
 			return fmt.Errorf("session: respond: %w", err)
 		}
+		if skip {
+			// I4: the requests the skipped turn took get no answer but this.
+			if _, err := tx.Exec(ctx, `UPDATE session_inputs SET answered_at = $2
+				WHERE sid = $1 AND kind = 'REQUEST' AND answered_at IS NULL AND status <> 'PENDING'`, s.SID, now); err != nil {
+				return fmt.Errorf("session: respond: %w", err)
+			}
+		}
 		if err := (Notice{SIDs: []int64{s.SID}, Interrupts: true, Turns: true}).Send(ctx, tx); err != nil {
 			return err
 		}

@@ -66,6 +66,11 @@ type Input struct {
 	CallerExecutionID *uuid.UUID
 	// OrderKey sorts a session's inputs in listing order (X5 for CALLs).
 	OrderKey string
+	// AnsweredAt is when a REQUEST input was answered (issue 17, I4): by
+	// ExecutionID, the execution of the turn that finished its work, or,
+	// with ExecutionID nil, by a responder who skipped the held turn that
+	// took it. Nil while the request waits, and for other kinds.
+	AnsweredAt *time.Time
 }
 
 // IntakeRecord is an event that matched a trigger but could not start or
@@ -195,14 +200,14 @@ func (st *Store) List(ctx context.Context, actionID uuid.UUID, beforeSID int64, 
 
 // InputColumns lists the session_inputs columns ScanInput reads, in order.
 const InputColumns = `sid, seq, identity, kind, event_id, triggers, starts_turn, status, turn, byte_size, delivered_at,
-	execution_id, caller_execution_id, order_key`
+	execution_id, caller_execution_id, order_key, answered_at`
 
 // ScanInput scans a row of InputColumns.
 func ScanInput(row pgx.CollectableRow) (Input, error) {
 	var in Input
 	err := row.Scan(&in.SID, &in.Seq, &in.Identity, &in.Kind, &in.EventID, &in.Triggers, &in.StartsTurn,
-		&in.Status, &in.Turn, &in.ByteSize, &in.DeliveredAt, &in.ExecutionID, &in.CallerExecutionID, &in.OrderKey)
-	in.DeliveredAt = in.DeliveredAt.UTC()
+		&in.Status, &in.Turn, &in.ByteSize, &in.DeliveredAt, &in.ExecutionID, &in.CallerExecutionID, &in.OrderKey, &in.AnsweredAt)
+	in.DeliveredAt, in.AnsweredAt = in.DeliveredAt.UTC(), utcPtr(in.AnsweredAt)
 	return in, err
 }
 
@@ -256,7 +261,7 @@ func (st *Store) TurnInputs(ctx context.Context, sid int64, turn int) ([]Input, 
 // had them: delivery order, with firings placed by time (C6).
 func TurnInputs(ctx context.Context, q ledger.Querier, sid int64, turn int) ([]Input, error) {
 	rows, err := q.Query(ctx, `SELECT i.sid, i.seq, i.identity, i.kind, i.event_id, i.triggers, i.starts_turn, i.status, i.turn, i.byte_size, i.delivered_at,
-		i.execution_id, i.caller_execution_id, i.order_key
+		i.execution_id, i.caller_execution_id, i.order_key, i.answered_at
 		FROM turn_inputs t JOIN session_inputs i ON i.sid = t.sid AND i.seq = t.seq
 		WHERE t.sid = $1 AND t.turn = $2 ORDER BY i.order_key, i.seq`, sid, turn)
 	if err != nil {

@@ -136,6 +136,9 @@ func QueueFence(b *pgx.Batch, reads []FenceRead, skipLocked bool, out map[int64]
 type Settlement struct {
 	Lease
 	Turn int
+	// ExecutionID is the turn's execution: it answers the session's
+	// REQUEST inputs when the turn finishes their work (I4).
+	ExecutionID uuid.UUID
 	// Inputs are the turn's inputs (delivery sequences): CONSUMED by a
 	// committed turn (T6), RECEIVED by a held one (H2), left PENDING by a
 	// failed one (T7).
@@ -214,6 +217,10 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 		touch, closes   = make([]bool, n), make([]bool, n)
 		due             = make([]bool, n)
 		notice          Notice
+		// REQUEST inputs answered (I4): by sessions whose turn finished
+		// (ansSIDs), and the failed turns' own (failSIDs, failSeqs).
+		ansSIDs, failSIDs, failSeqs []int64
+		ansExecs, failExecs         []uuid.UUID
 	)
 	for i, s := range ss {
 		sids[i], tokens[i] = s.SID, s.Token
@@ -237,6 +244,9 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 			if c.Status.Final() {
 				closing = append(closing, s.SID)
 			}
+			if c.Status != Waiting {
+				ansSIDs, ansExecs = append(ansSIDs, s.SID), append(ansExecs, s.ExecutionID)
+			}
 		case s.Held != nil:
 			statuses[i], setReason[i], reasons[i], touch[i] = Waiting, true, &s.Held.Reason, true
 			consume(InputReceived)
@@ -244,6 +254,10 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 		case s.Failed != nil:
 			statuses[i], setReason[i], reasons[i], touch[i], closes[i] = Failed, true, &s.Failed.Reason, true, true
 			failed, closing = append(failed, s.SID), append(closing, s.SID)
+			ansSIDs, ansExecs = append(ansSIDs, s.SID), append(ansExecs, s.ExecutionID)
+			for _, seq := range s.Inputs {
+				failSIDs, failSeqs, failExecs = append(failSIDs, s.SID), append(failSeqs, seq), append(failExecs, s.ExecutionID)
+			}
 		default:
 			// Closed while the turn ran: the lease ends, nothing else.
 			statuses[i] = Cancelled
@@ -274,6 +288,7 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 			  FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::int[]) AS u (sid, seq, status, turn)
 			 WHERE i.sid = u.sid AND i.seq = u.seq`, isid, iseq, istatus, iturn)
 	}
+	queueAnswerRequests(b, now, ansSIDs, ansExecs, failSIDs, failSeqs, failExecs)
 	// A session closed meanwhile keeps its status (statuses[i] is only
 	// compared with OPEN for it), so the CASE keeps the row's own.
 	sel, args := notice.Returning(19)
@@ -305,6 +320,26 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 		return err
 	})
 	queueDropTimers(b, closing)
+}
+
+// queueAnswerRequests queues the answers of REQUEST inputs (I4), after
+// the turns' inputs are consumed: a turn that finished its work (committed
+// without waiting for an approval, or failed) answers every request of its
+// session that a turn took and none answered yet (taken by this turn, or
+// by earlier ones that paused or were held and retried); a failed turn
+// also answers the requests it took, which stay pending (T7). The answer
+// is the turn's execution.
+func queueAnswerRequests(b *pgx.Batch, now time.Time, sids []int64, execs []uuid.UUID, failSIDs, failSeqs []int64, failExecs []uuid.UUID) {
+	if len(sids) > 0 {
+		b.Queue(`UPDATE session_inputs i SET execution_id = u.exec, answered_at = $3
+			  FROM unnest($1::bigint[], $2::uuid[]) AS u (sid, exec)
+			 WHERE i.sid = u.sid AND i.kind = 'REQUEST' AND i.answered_at IS NULL AND i.status <> 'PENDING'`, sids, execs, now)
+	}
+	if len(failSIDs) > 0 {
+		b.Queue(`UPDATE session_inputs i SET execution_id = u.exec, answered_at = $4
+			  FROM unnest($1::bigint[], $2::bigint[], $3::uuid[]) AS u (sid, seq, exec)
+			 WHERE i.sid = u.sid AND i.seq = u.seq AND i.kind = 'REQUEST' AND i.answered_at IS NULL`, failSIDs, failSeqs, failExecs, now)
+	}
 }
 
 // queueRaise queues the insert of new interrupts (P1, H2); an id that

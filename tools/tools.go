@@ -502,10 +502,12 @@ func messageOf(err error) string {
 //   - ledger namespaces its version's authority may read or write;
 //   - tools its authority may call (a tool that requires approval only
 //     through CallApprovedTool);
-//   - with session(): a turn's own session, a tool's own tool sessions, the
-//     tool sessions of tools it may call, and the sessions of the actions
-//     its definition names in permissions.sessions. Anything else is
-//     refused with one message, whether or not it exists.
+//   - with session(): a turn's own session, a tool's own tool sessions (not
+//     the turn sessions of its action), the tool sessions of tools it may
+//     call, and the sessions of the actions its definition names in
+//     permissions.sessions. Anything else is refused with one message,
+//     whether or not it exists; a session outside that reach of an action
+//     it may reach reads as none.
 type env struct {
 	s      *Service
 	w      *ledger.Writer
@@ -577,6 +579,9 @@ func (e *env) Session(ctx context.Context, actionID, id string) (*turns.SessionV
 	switch {
 	case own && e.run.SID != 0 && id == e.run.SessionID: // a turn's own session (T10)
 	case own && e.run.SID == 0: // a tool's own tool sessions (X6)
+		// Only those: an action that is a tool and has turns too must not
+		// let a turn read its other sessions by calling itself (T10).
+		toolOnly = true
 	default:
 		a, err := e.authority(ctx)
 		if err != nil {

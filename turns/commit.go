@@ -172,7 +172,7 @@ func (e *Executor) settle(ctx context.Context, s sender, fs []*finished, skipLoc
 func (e *Executor) decide(f *finished, fc *session.Fenced, now time.Time, w *turnWrites) session.Settlement {
 	c := f.c
 	c.raised = nil
-	st := session.Settlement{Lease: c.lease, Turn: c.turn, Inputs: seqsOf(c.inputs)}
+	st := session.Settlement{Lease: c.lease, Turn: c.turn, ExecutionID: c.execID, Inputs: seqsOf(c.inputs)}
 	w.transcript(c.execID, f.transcript)
 	runErr := f.runErr
 	if runErr == nil && !fc.Status.Final() {

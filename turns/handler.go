@@ -72,6 +72,9 @@ type InputView struct {
 	Event    *EventView        `json:"event,omitempty"`
 	// Command is set for a COMMAND input: the answer to an interrupt (P5, H3).
 	Command *Command `json:"command,omitempty"`
+	// Request is set for a REQUEST input: an MCP client's request, which
+	// the turn's output answers (I4).
+	Request *session.Requested `json:"request,omitempty"`
 }
 
 // Command is a response to one of the session's interrupts, as

@@ -63,6 +63,13 @@ func (e *Executor) views(ctx context.Context, inputs []session.Input, known map[
 					}
 					v.Command = &cmd
 				}
+				if in.Kind == session.KindRequest && ev.Type == session.RequestedType {
+					var req session.Requested
+					if err := json.Unmarshal(ev.Data, &req); err != nil {
+						return nil, fmt.Errorf("turns: request %s: %w", in.Identity, err)
+					}
+					v.Request = &req
+				}
 			}
 		}
 		views[i] = v

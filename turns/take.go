@@ -48,7 +48,8 @@ func (it item) size() int {
 // Before the end a turn starts when a pending input of a trigger turns.on
 // names (every trigger, without turns.on) or a due firing of an entry it
 // names is there; it takes every pending input and the latest due firing of
-// each entry, up to maxInputs and maxBytes. After the end a turn takes
+// each entry, up to maxInputs and maxBytes, and stops before a REQUEST
+// input, which runs in a turn of its own (I4). After the end a turn takes
 // everything pending, whatever turns.on names, and is final if nothing is
 // left over; with nothing pending the session just completes.
 func plan(sess *session.Session, cs *action.CompiledSession, p *session.Pending, taken map[string]time.Time,
@@ -91,6 +92,17 @@ func plan(sess *session.Session, cs *action.CompiledSession, p *session.Pending,
 			total += items[i].size()
 			if total > cs.MaxBytes && i > 0 {
 				n = i
+				break
+			}
+		}
+	}
+	if !ended {
+		// I4: a request runs in a turn of its own, so the turn's output is
+		// its answer alone: a turn takes the inputs before the first
+		// pending request, or, when it comes first, that request alone.
+		for i, it := range items[:n] {
+			if it.row != nil && it.row.Kind == session.KindRequest {
+				n = max(i, 1)
 				break
 			}
 		}

@@ -35,6 +35,7 @@ import (
 	"github.com/actionsledger/actionsledger/handlers/agent/provider"
 	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/ledger"
+	"github.com/actionsledger/actionsledger/mcp"
 	"github.com/actionsledger/actionsledger/migrations"
 	"github.com/actionsledger/actionsledger/server"
 )
@@ -93,6 +94,7 @@ type serveCmd struct {
 	MaxMutations  int           `env:"MAX_MUTATION_FIELDS" name:"max-mutation-fields" default:"${max_mutation_fields}" help:"Mutation fields (writes) one GraphQL request may select."`
 	DebugAddr     string        `env:"DEBUG_ADDR" name:"debug-addr" help:"Serve net/http/pprof at this address (off when empty; loopback only unless --debug-public)."`
 	DebugPublic   bool          `env:"DEBUG_PUBLIC" name:"debug-public" help:"Allow a non-loopback DEBUG_ADDR."`
+	MCPAskWait    time.Duration `env:"MCP_ASK_WAIT" name:"mcp-ask-wait" default:"${mcp_ask_wait}" help:"How long an MCP request to an action served over MCP (an agent) waits for its answer before the call returns TIMEOUT with the request's key (the request stands)."`
 	metricsListener
 }
 
@@ -208,7 +210,7 @@ func serverVars() kong.Vars {
 		"max_conns": strconv.Itoa(d.MaxConns), "max_mutation_fields": strconv.Itoa(d.MaxMutationFields),
 		"live_max_socket_subscriptions": strconv.Itoa(d.MaxSocketSubscriptions), "live_buffer": strconv.Itoa(ledger.DefaultFeedBuffer),
 		"live_tail_events": strconv.Itoa(ledger.DefaultTailEvents), "live_tail_bytes": strconv.Itoa(ledger.DefaultTailBytes),
-		"live_recheck": server.DefaultRecheck.String()}
+		"live_recheck": server.DefaultRecheck.String(), "mcp_ask_wait": mcp.DefaultAskWait.String()}
 }
 
 func (c *serveCmd) Run(ctx context.Context, log *slog.Logger) error {
@@ -226,7 +228,7 @@ func (c *serveCmd) config(getenv func(string) string) server.Config {
 			MaxMutationFields: c.MaxMutations, MaxStreams: c.Live.MaxStreams, MaxSocketSubscriptions: c.Live.MaxSocketSubscriptions},
 		Live: server.LiveConfig{Buffer: c.Live.Buffer, Recheck: c.Live.Recheck,
 			Tail: ledger.TailConfig{Events: c.Live.TailEvents, Bytes: c.Live.TailBytes}},
-		DebugAddr: c.DebugAddr, DebugPublic: c.DebugPublic, MetricsAddr: c.MetricsAddr}
+		DebugAddr: c.DebugAddr, DebugPublic: c.DebugPublic, MetricsAddr: c.MetricsAddr, MCPAskWait: c.MCPAskWait}
 }
 
 func (c *workerCmd) Run(ctx context.Context, log *slog.Logger) error {

@@ -588,7 +588,11 @@ func (l *loop) render() string {
 	// A hold's answer (H3) is no input to work on: its note follows the
 	// list, which counts only what it shows.
 	var listed, notes []string
+	requests := 0
 	for _, in := range append(append([]turns.InputView(nil), req.Replayed...), req.Inputs...) {
+		if in.Request != nil {
+			requests++
+		}
 		if c := in.Command; c != nil && c.Kind == commandHold {
 			notes = append(notes, renderInput(in))
 		} else {
@@ -603,6 +607,10 @@ func (l *loop) render() string {
 	for _, line := range append(listed, notes...) {
 		b.WriteString(line)
 		b.WriteByte('\n')
+	}
+	if requests > 0 {
+		// I4: the turn's output (its latest text) answers the request.
+		b.WriteString("The REQUEST input is a question from an MCP client, who waits for this turn: the text of your last message is the answer it gets, so write the answer as text before you report the outcome.\n")
 	}
 	fmt.Fprintf(&b, "When you are done, call report_outcome (status %s).", strings.Join(l.allowed, " or "))
 	return clean(b.String())

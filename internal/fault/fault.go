@@ -101,6 +101,9 @@ const (
 	// SubscriptionLimit: a connection or the server holds as many
 	// subscriptions (streams) as it may (issue 12).
 	SubscriptionLimit = "SUBSCRIPTION_LIMIT_EXCEEDED"
+	// RequestSkipped: an MCP request to an action served over MCP gets no
+	// answer: the held turn that took it was answered SKIP (issue 17, I4).
+	RequestSkipped = "REQUEST_SKIPPED"
 	// UpstreamUnavailable: an external server an action uses (an agent's
 	// MCP server, issue 17) could not be reached, broke the connection or
 	// did not answer in time. Retryable.

@@ -120,8 +120,7 @@ type Result struct {
 // server is an error wrapping ErrUnreachable.
 func (s *Session) Call(ctx context.Context, name string, args json.RawMessage) (*Result, error) {
 	res, err := s.cs.CallTool(ctx, &gomcp.CallToolParams{Name: name, Arguments: args})
-	var rpc *jsonrpc.Error
-	if errors.As(err, &rpc) {
+	if rpc := answer(err); rpc != nil {
 		return &Result{Text: rpc.Message, IsError: true}, nil
 	}
 	if err != nil {
@@ -149,9 +148,25 @@ func (s *Session) Call(ctx context.Context, name string, args json.RawMessage) (
 // classify wraps err in ErrUnreachable unless it is the server's JSON-RPC
 // answer.
 func classify(err error) error {
-	var rpc *jsonrpc.Error
-	if errors.As(err, &rpc) {
+	if answer(err) != nil {
 		return fmt.Errorf("the MCP server refused: %w", err)
 	}
 	return fmt.Errorf("%w: %w", ErrUnreachable, err)
+}
+
+// codeRejected is the JSON-RPC code the go-sdk's client gives the errors
+// of its transport (its jsonrpc2.ErrRejected, "rejected by transport"):
+// the request did not reach the server, the connection broke or the
+// answer was an HTTP error without a JSON-RPC body.
+const codeRejected = -32005
+
+// answer returns the server's JSON-RPC error in err, or nil when err holds
+// none: the first JSON-RPC error in err's chain, unless it is the
+// transport's own (codeRejected), which says the server never answered.
+func answer(err error) *jsonrpc.Error {
+	var rpc *jsonrpc.Error
+	if !errors.As(err, &rpc) || rpc.Code == codeRejected {
+		return nil
+	}
+	return rpc
 }
