@@ -155,6 +155,12 @@ func scan(raw []byte, field string) error {
 	}
 }
 
+// SurrogatesPaired reports whether every \u escape of a UTF-16 surrogate
+// in raw, which must be well-formed JSON, is a high surrogate followed by a
+// low one (PostgreSQL's jsonb refuses any other; Go's decoder turns the
+// rest into U+FFFD).
+func SurrogatesPaired(raw []byte) bool { return surrogatesPaired(raw) }
+
 // surrogatesPaired reports whether every \u escape of a UTF-16 surrogate
 // in raw (well-formed JSON) is a high surrogate followed by a low one:
 // PostgreSQL's jsonb refuses any other.

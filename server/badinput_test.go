@@ -179,40 +179,52 @@ func (e *env) valuesCursor(t testing.TB) string {
 }
 
 // TestTextThatIsNotUTF8 pins down what happens to text that is not valid
-// Unicode (HARD-PARTS 7). The rule: request bodies are JSON, and the JSON
-// decoder replaces a lone surrogate escape ("\ud800") and any invalid UTF-8
-// byte with U+FFFD, so such text is stored with U+FFFD in its place (never a
-// server error). Text that reaches an argument undecoded, through a GET
-// query string, is refused with BAD_USER_INPUT naming the argument.
+// Unicode (HARD-PARTS 7). The rule: it is refused with BAD_USER_INPUT
+// naming the part of the request that holds it, and nothing is written.
+// Decoding would turn an unpaired surrogate escape ("\ud800") or an invalid
+// UTF-8 byte into U+FFFD, so "k\ud800" and "k\udfff" would be one key.
 func TestTextThatIsNotUTF8(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 
-	t.Run("lone surrogate in a JSON variable", func(t *testing.T) {
-		body := []byte(`{"query": ` + gqlString(putValueOp) + `, "variables": {"ns": "sur", "key": "k\ud800", "value": {"s": "a\udc00b", "\ud83d": 1}}}`)
+	for name, tc := range map[string]struct{ body, field string }{
+		"lone surrogate in a variable": {`{"query": ` + gqlString(putValueOp) + `, "variables": {"ns": "sur", "key": "k\ud800", "value": {}}}`, "variables.key"},
+		"low surrogate alone":          {`{"query": ` + gqlString(putValueOp) + `, "variables": {"ns": "sur", "key": "k\udfff", "value": {}}}`, "variables.key"},
+		"lone surrogate in a JSON key": {`{"query": ` + gqlString(putValueOp) + `, "variables": {"ns": "sur", "key": "k", "value": {"\ud83d": 1}}}`, "variables.value"},
+		"high then not low":            {`{"query": ` + gqlString(putValueOp) + `, "variables": {"ns": "sur", "key": "k", "value": {"s": "\ud83d\u0041"}}}`, "variables.value"},
+		"invalid UTF-8 bytes":          {`{"query": ` + gqlString(putValueOp) + `, "variables": {"ns": "utf", "key": "k` + "\xff" + `", "value": {}}}`, "variables.key"},
+		"lone surrogate in a literal":  {`{"query": ` + gqlString(`mutation { ledger { putValue(namespace: "sur", key: "lit\ud800", value: {}) { key } } }`) + `}`, "query"},
+		"invalid UTF-8 in the query":   {`{"query": "{ ledger { value(namespace: \"a` + "\xfe" + `\", key: \"k\") { key } } }"}`, "query"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := e.doRaw(t, []byte(tc.body))
+			require.Equal(t, http.StatusBadRequest, r.Status)
+			requireError(t, r, "BAD_USER_INPUT", tc.field)
+		})
+	}
+	t.Run("nothing was written", func(t *testing.T) {
+		var out struct {
+			Ledger struct {
+				Values struct{ Nodes []kv }
+			}
+		}
+		for _, ns := range []string{"sur", "utf"} {
+			e.ok(t, `query($ns: String!) { ledger { values(namespace: $ns) { nodes { key } } } }`, map[string]any{"ns": ns}, &out)
+			require.Empty(t, out.Ledger.Values.Nodes, ns)
+		}
+	})
+	t.Run("paired surrogates, U+FFFD itself and escaped backslashes pass", func(t *testing.T) {
+		body := []byte(`{"query": ` + gqlString(putValueOp) + `, "variables": {"ns": "ok", "key": "k\ud83d\ude00\ufffd", "value": {"s": "\\ud800", "t": "\uD83D\uDE00"}}}`)
 		r := e.doRaw(t, body)
 		require.Empty(t, r.Errors)
 		var out struct{ Ledger struct{ PutValue kv } }
 		require.NoError(t, json.Unmarshal(r.Data, &out))
-		require.Equal(t, "k\uFFFD", out.Ledger.PutValue.Key)
-		jsonEq(t, `{"s": "a\uFFFDb", "\uFFFD": 1}`, out.Ledger.PutValue.Value)
-		jsonEq(t, `{"s": "a\uFFFDb", "\uFFFD": 1}`, out.Ledger.PutValue.Event.Data)
-	})
-	t.Run("lone surrogate escape in a GraphQL literal", func(t *testing.T) {
-		var out struct{ Ledger struct{ PutValue kv } }
-		e.ok(t, `mutation { ledger { putValue(namespace: "sur", key: "lit\ud800", value: {s: "\udfff"}) {
-		    namespace key value version updatedAt event { id eventType position data } } } }`, nil, &out)
-		require.Equal(t, "lit\uFFFD", out.Ledger.PutValue.Key)
-		jsonEq(t, `{"s": "\uFFFD"}`, out.Ledger.PutValue.Value)
-	})
-	t.Run("invalid UTF-8 bytes in the body", func(t *testing.T) {
-		body := []byte(`{"query": ` + gqlString(putValueOp) + `, "variables": {"ns": "utf", "key": "k` + "\xff" + `", "value": {"s": "a` + "\xc3\x28" + `b"}}}`)
-		r := e.doRaw(t, body)
-		require.Empty(t, r.Errors)
-		var out struct{ Ledger struct{ PutValue kv } }
-		require.NoError(t, json.Unmarshal(r.Data, &out))
-		require.Equal(t, "k\uFFFD", out.Ledger.PutValue.Key)
-		jsonEq(t, `{"s": "a\uFFFD(b"}`, out.Ledger.PutValue.Value)
+		require.Equal(t, "k\U0001F600\uFFFD", out.Ledger.PutValue.Key)
+		jsonEq(t, `{"s": "\\ud800", "t": "😀"}`, out.Ledger.PutValue.Value)
+		var lit struct{ Ledger struct{ PutValue kv } }
+		e.ok(t, `mutation { ledger { putValue(namespace: "ok", key: "lit\ud83d\ude00", value: {s: """\ud800"""}) { key value } } } # \ud800`, nil, &lit)
+		require.Equal(t, "lit\U0001F600", lit.Ledger.PutValue.Key)
+		jsonEq(t, `{"s": "\\ud800"}`, lit.Ledger.PutValue.Value)
 	})
 	t.Run("invalid UTF-8 in a GET query string", func(t *testing.T) {
 		actionID := e.createMonitor(t)

@@ -104,6 +104,7 @@ func GraphQL(r *graph.Resolver, log *slog.Logger, front Front) http.Handler {
 	srv.Use(&complexityLimit{max: MaxComplexity})
 	srv.Use(depthLimit{max: MaxDepth})
 	srv.Use(&mutationLimit{max: lim.MaxMutationFields})
+	srv.Use(&strictVariables{})
 	srv.Use(operationNames{})
 	srv.Use(streamGuard{})
 	srv.Use(graph.Streams{})
@@ -211,6 +212,11 @@ func readPost(w http.ResponseWriter, req *http.Request) bool {
 		writeError(w, http.StatusBadRequest, fault.BadInput, "the request body could not be read")
 		return false
 	}
+	if field := nonUnicode(body); field != "" {
+		writeFieldError(w, http.StatusBadRequest, fault.BadInput, field,
+			field+" holds text that is not Unicode: an invalid UTF-8 byte or an unpaired surrogate escape (\\ud800-\\udfff)")
+		return false
+	}
 	var params graphql.RawParams
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -259,6 +265,22 @@ func checkGet(w http.ResponseWriter, req *http.Request) bool {
 			writeError(w, http.StatusBadRequest, fault.BadInput, fmt.Sprintf("the %s parameter is not a JSON object", name))
 			return false
 		}
+		if !jsonText([]byte(v)) {
+			writeFieldError(w, http.StatusBadRequest, fault.BadInput, name,
+				name+" holds text that is not Unicode: an unpaired surrogate escape (\\ud800-\\udfff)")
+			return false
+		}
+	}
+	query := q.Get("query")
+	if query == "" && !strings.Contains(q.Get("extensions"), "persistedQuery") {
+		writeFieldError(w, http.StatusBadRequest, fault.BadInput, "query",
+			"a GET request names its operation in the query parameter (or a persisted query's hash in extensions)")
+		return false
+	}
+	if utf8.ValidString(query) && !graphQLText(query) { // invalid bytes: refused per argument
+		writeFieldError(w, http.StatusBadRequest, fault.BadInput, "query",
+			"query holds text that is not Unicode: an unpaired surrogate escape (\\ud800-\\udfff) in a string")
+		return false
 	}
 	return true
 }
@@ -309,10 +331,19 @@ func (w refusedWriter) WriteHeader(code int) {
 // writeError answers with one GraphQL error carrying code, and
 // extensions.retryable when fault.Retryable(code).
 func writeError(w http.ResponseWriter, status int, code, message string) {
+	writeFieldError(w, status, code, "", message)
+}
+
+// writeFieldError is writeError naming the part of the request at fault
+// in extensions.field ("" for none).
+func writeFieldError(w http.ResponseWriter, status int, code, field, message string) {
 	if n, ok := w.(codeNoter); ok {
 		n.noteCode(code) // for the access log
 	}
 	ext := map[string]any{"code": code}
+	if field != "" {
+		ext["field"] = field
+	}
 	if fault.Retryable(code) {
 		ext["retryable"] = true
 	}
@@ -429,10 +460,37 @@ func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 	present := present(log)
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		gerr := present(ctx, err)
+		variableField(gerr)
 		code, _ := gerr.Extensions["code"].(string)
 		infoOf(ctx).noteCode(code)
 		return gerr
 	}
+}
+
+// variableField names the variable of gqlparser's coercion errors (path
+// [variable NAME ...]) in extensions.field as variables.NAME..., the way
+// strictVariables names its own.
+func variableField(gerr *gqlerror.Error) {
+	if len(gerr.Path) < 2 || gerr.Path[0] != ast.PathName("variable") {
+		return
+	}
+	if _, ok := gerr.Extensions["field"]; ok {
+		return
+	}
+	var b strings.Builder
+	b.WriteString("variables")
+	for _, p := range gerr.Path[1:] {
+		switch x := p.(type) {
+		case ast.PathName:
+			b.WriteString("." + string(x))
+		case ast.PathIndex:
+			fmt.Fprintf(&b, "[%d]", int(x))
+		}
+	}
+	if gerr.Extensions == nil {
+		gerr.Extensions = map[string]any{}
+	}
+	gerr.Extensions["field"] = b.String()
 }
 
 // unavailable reports whether err says the database could not be reached
