@@ -36,7 +36,9 @@ func TestVariablesCoerceStrictly(t *testing.T) {
 		})
 	}
 	t.Run("nothing was written", func(t *testing.T) {
-		var out struct{ Ledger struct{ Values struct{ Nodes []kv } } }
+		var out struct {
+			Ledger struct{ Values struct{ Nodes []kv } }
+		}
 		e.ok(t, `{ ledger { values(namespace: "strict") { nodes { key } } } }`, nil, &out)
 		require.Empty(t, out.Ledger.Values.Nodes)
 	})
