@@ -574,7 +574,7 @@ func TestIssue10TransportErrorsCarryCodes(t *testing.T) {
 		{"GET variables not JSON", http.MethodGet, "/graphql?query=%7B__typename%7D&variables=%7B", nil, nil, 400, "BAD_USER_INPUT"},
 		{"GET extensions not JSON", http.MethodGet, "/graphql?query=%7B__typename%7D&extensions=nope", nil, nil, 400, "BAD_USER_INPUT"},
 		{"GET malformed query string", http.MethodGet, "/graphql?query=%zz", nil, nil, 400, "BAD_USER_INPUT"},
-		{"GET without query", http.MethodGet, "/graphql", nil, nil, 200, "GRAPHQL_VALIDATION_FAILED"}, // GraphQL over HTTP: 200 under application/json (issue 12)
+		{"GET without query", http.MethodGet, "/graphql", nil, nil, 400, "BAD_USER_INPUT"}, // not a GraphQL request, as a POST without one (docs/errors.md)
 		{"PUT", http.MethodPut, "/graphql", []byte(`{}`), nil, 405, "METHOD_NOT_ALLOWED"},
 		{"DELETE", http.MethodDelete, "/graphql", nil, nil, 405, "METHOD_NOT_ALLOWED"},
 		{"PATCH", http.MethodPatch, "/graphql", []byte(`{"query": "{ __typename }"}`), nil, 405, "METHOD_NOT_ALLOWED"},
