@@ -56,6 +56,7 @@ type Commands struct {
 	Put      PutCmd      `cmd:"" group:"client" help:"Write a key-value record to the ledger."`
 	Append   AppendCmd   `cmd:"" group:"client" help:"Append an event with no record to the ledger."`
 	Tokens   TokensCmd   `cmd:"" group:"client" help:"Create, list or revoke bearer tokens through the server (needs ADMIN)."`
+	MCP      MCPCmd      `cmd:"" name:"mcp" group:"client" help:"Serve MCP on stdin/stdout for a desktop client, bridged to the server's /mcp with --token."`
 }
 
 // Vars are the kong variables the grammar's tags refer to.
@@ -134,19 +135,22 @@ func Execute(ctx context.Context, grammar any, g *Globals, args []string, stdio 
 
 // ExitCode returns the exit code for err: 0 for nil, ExitNotFound for a
 // not-found answer (a null object or the code NOT_FOUND), ExitRefused for
-// other GraphQL errors, ExitUnreachable for a *client.TransportError and
+// other GraphQL errors and for the MCP endpoint's refusals (mcp), ExitUnreachable for a *client.TransportError and
 // ExitUsage for the rest (usage, input and local errors).
 func ExitCode(err error) int {
 	var (
 		re *client.ResponseError
 		te *client.TransportError
 		nf notFoundError
+		rf *refusedError
 	)
 	switch {
 	case err == nil:
 		return ExitOK
 	case errors.As(err, &nf):
 		return ExitNotFound
+	case errors.As(err, &rf):
+		return ExitRefused
 	case errors.As(err, &re):
 		if re.Code() == "NOT_FOUND" {
 			return ExitNotFound

@@ -1,7 +1,8 @@
 // Package cli holds the actionsledger command line's client commands
 // (issue 12, CLI): apply, actions, sessions, inbox, respond, events, put,
-// append and tokens. They are GraphQL clients of a running server (package
-// client), never database clients; cmd/actionsledger wires them next to the
+// append and tokens, and mcp, the stdio bridge to the server's MCP
+// endpoint (issue 17). They are clients of a running server (package
+// client; mcp speaks MCP to /mcp), never database clients; cmd/actionsledger wires them next to the
 // server and database commands (serve, worker, migrate, token, ...).
 //
 // Every command takes --server (ACTIONSLEDGER_SERVER, default

@@ -100,6 +100,37 @@ func Endpoint(server string) (string, error) {
 // Endpoint returns the GraphQL endpoint the client sends to.
 func (c *Client) Endpoint() string { return c.endpoint }
 
+// Base returns the server's base URL: the GraphQL endpoint without its
+// /graphql (the other endpoints, such as /mcp, are under it).
+func (c *Client) Base() string { return strings.TrimSuffix(c.endpoint, "/graphql") }
+
+// HTTPClient returns an http.Client that sends the client's bearer token
+// (if any) with every request, for the server's other endpoints (/mcp).
+func (c *Client) HTTPClient() *http.Client {
+	hc := *c.http
+	next := hc.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	hc.Transport = bearer{token: c.token, next: next}
+	return &hc
+}
+
+// bearer sets the Authorization header of every request it sends.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.token == "" {
+		return b.next.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
 // MakeRequest sends req as a POST and decodes the answer's data into
 // resp.Data (implementing graphql.Client). Errors: *ResponseError when the
 // answer carries GraphQL errors (resp.Data keeps whatever data came with

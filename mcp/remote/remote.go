@@ -154,18 +154,18 @@ func classify(err error) error {
 	return fmt.Errorf("%w: %w", ErrUnreachable, err)
 }
 
-// codeRejected is the JSON-RPC code the go-sdk's client gives the errors
+// CodeRejected is the JSON-RPC code the go-sdk's client gives the errors
 // of its transport (its jsonrpc2.ErrRejected, "rejected by transport"):
 // the request did not reach the server, the connection broke or the
 // answer was an HTTP error without a JSON-RPC body.
-const codeRejected = -32005
+const CodeRejected = -32005
 
 // answer returns the server's JSON-RPC error in err, or nil when err holds
 // none: the first JSON-RPC error in err's chain, unless it is the
-// transport's own (codeRejected), which says the server never answered.
+// transport's own (CodeRejected), which says the server never answered.
 func answer(err error) *jsonrpc.Error {
 	var rpc *jsonrpc.Error
-	if !errors.As(err, &rpc) || rpc.Code == codeRejected {
+	if !errors.As(err, &rpc) || rpc.Code == CodeRejected {
 		return nil
 	}
 	return rpc
