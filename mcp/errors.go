@@ -19,7 +19,7 @@ const (
 	codeInternal        = jsonrpc.CodeInternalError
 	CodeUnauthenticated = -32001 // HTTP 401: no valid bearer token
 	codeForbidden       = -32003 // HTTP 403
-	codeUnavailable     = -32004 // HTTP 503: retry later
+	CodeUnavailable     = -32004 // HTTP 503, or the stdio bridge losing the server: retry later
 	codeTooLarge        = -32013 // HTTP 413
 )
 
@@ -42,8 +42,8 @@ func errorData(code string) json.RawMessage {
 var rpcCodes = map[string]int64{
 	fault.Unauthenticated: CodeUnauthenticated,
 	fault.Forbidden:       codeForbidden,
-	fault.Unavailable:     codeUnavailable,
-	fault.Timeout:         codeUnavailable,
+	fault.Unavailable:     CodeUnavailable,
+	fault.Timeout:         CodeUnavailable,
 	fault.PayloadTooLarge: codeTooLarge,
 	fault.NotFound:        codeInvalidRequest,
 	fault.Internal:        codeInternal,

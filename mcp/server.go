@@ -342,10 +342,10 @@ func (s *Server) callError(ctx context.Context, e *entry, err error) (gomcp.Resu
 func (s *Server) rpcFailure(ctx context.Context, err error, what string) error {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || ctx.Err() != nil:
-		return rpcError(codeUnavailable, fault.Timeout, "%s was cancelled or ran out of time (%s at most)", what, s.opts.CallTimeout)
+		return rpcError(CodeUnavailable, fault.Timeout, "%s was cancelled or ran out of time (%s at most)", what, s.opts.CallTimeout)
 	case s.opts.Unavailable != nil && s.opts.Unavailable(err):
 		s.log.Warn("mcp: "+what+": database unavailable", "err", err)
-		return rpcError(codeUnavailable, fault.Unavailable, "the database is unavailable; retry later")
+		return rpcError(CodeUnavailable, fault.Unavailable, "the database is unavailable; retry later")
 	}
 	return s.internal(err, what)
 }
