@@ -34,6 +34,7 @@ import (
 	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/graph"
 	"github.com/actionsledger/actionsledger/internal/fault"
+	"github.com/actionsledger/actionsledger/internal/text"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 )
 
@@ -349,7 +350,10 @@ func writeFieldError(w http.ResponseWriter, status int, code, field, message str
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(graphql.Response{Errors: gqlerror.List{{Message: message, Extensions: ext}}})
+	// No data entry: nothing ran (docs/errors.md).
+	_ = json.NewEncoder(w).Encode(struct {
+		Errors gqlerror.List `json:"errors"`
+	}{gqlerror.List{{Message: text.Cut(message, MaxErrorMessage), Extensions: ext}}})
 }
 
 // DevPrincipal marks every request as the loopback dev principal.
@@ -461,11 +465,21 @@ func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		gerr := present(ctx, err)
 		variableField(gerr)
+		if gerr.Message == "operation  not found" { // gqlgen's, for several operations and no operationName
+			gerr.Message = "the document has several operations: name the one to run in operationName"
+		}
+		// Messages may quote the request (a name of a megabyte): keep the
+		// answer small.
+		gerr.Message = text.Cut(gerr.Message, MaxErrorMessage)
 		code, _ := gerr.Extensions["code"].(string)
 		infoOf(ctx).noteCode(code)
 		return gerr
 	}
 }
+
+// MaxErrorMessage is the longest error message the server writes, in
+// bytes; longer ones are cut on a character boundary.
+const MaxErrorMessage = 2000
 
 // variableField names the variable of gqlparser's coercion errors (path
 // [variable NAME ...]) in extensions.field as variables.NAME..., the way

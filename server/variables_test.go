@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/actionsledger/actionsledger/server"
 )
 
 // TestVariablesCoerceStrictly: a variable's JSON value must have the type
@@ -73,4 +76,27 @@ func TestGetNeedsAQuery(t *testing.T) {
 			requireError(t, r, "BAD_USER_INPUT", tc.field)
 		})
 	}
+}
+
+// Found by a newcomer's trial: an error quoting a megabyte-long name is cut
+// (MaxErrorMessage), several operations without operationName say so, and
+// a request refused before it ran has no data entry.
+func TestErrorMessagesStayShortAndSayWhatIsWrong(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	long := strings.Repeat("a", 1<<20)
+	r := e.do(t, "query($"+long+": Int) { __typename }", nil)
+	require.NotEmpty(t, r.Errors)
+	for _, err := range r.Errors {
+		require.LessOrEqual(t, len(err.Message), server.MaxErrorMessage)
+	}
+	r = e.do(t, "query A { __typename } query B { __typename }", nil)
+	requireError(t, r, "GRAPHQL_VALIDATION_FAILED", "")
+	require.Contains(t, r.Errors[0].Message, "operationName")
+
+	status, raw := e.post(t, []byte(`{}`))
+	require.Equal(t, http.StatusBadRequest, status)
+	var body map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(raw, &body))
+	require.NotContains(t, body, "data", "%s", raw)
 }
