@@ -227,7 +227,10 @@ type StoreCheckFunc func([]auth.Need) []error
 // compile is Compile with the tool references of kinds (refs) counted in
 // the grants and, with check, the grants checked before the kind.
 func compile(def Definition, kinds KindChecker, refs ToolRefsFunc, check StoreCheckFunc) (*Compiled, error) {
-	c := &compiler{def: def}
+	// Kinds are checked when a definition is stored, not when a stored one
+	// is loaded; so are the checks that a definition can work at all
+	// (issue 10), which came after some were stored.
+	c := &compiler{def: def, storing: kinds != nil}
 	out := c.compile()
 	var needs []auth.Need
 	out.Grants, needs = grants(def, out.Triggers, refs)
@@ -237,7 +240,13 @@ func compile(def Definition, kinds KindChecker, refs ToolRefsFunc, check StoreCh
 		}
 	}
 	if kinds != nil {
-		c.add(kinds(def.Kind, def.Config, def.Source, def.Tool != nil), "")
+		// An action that is a tool and has turns too needs its kind to
+		// serve both (a starlark source defining call and turn).
+		err := kinds(def.Kind, def.Config, def.Source, def.Tool != nil)
+		if err == nil && def.Tool != nil && len(def.Triggers) > 0 {
+			err = kinds(def.Kind, def.Config, def.Source, false)
+		}
+		c.add(err, "")
 	}
 	if len(c.errs) > 0 {
 		return nil, joinErrors(c.errs)
@@ -246,8 +255,9 @@ func compile(def Definition, kinds KindChecker, refs ToolRefsFunc, check StoreCh
 }
 
 type compiler struct {
-	def  Definition
-	errs []error
+	def     Definition
+	storing bool // a definition being stored, not a stored one loaded
+	errs    []error
 }
 
 func (c *compiler) fail(field, code, format string, args ...any) {
@@ -275,7 +285,24 @@ func (c *compiler) program(role expr.Role, src, field string) *expr.Program {
 		c.add(err, field)
 		return nil
 	}
+	if c.storing {
+		c.works(role, p, field)
+	}
 	return p
+}
+
+// works refuses an expression that can never work (issue 10): a predicate
+// no event makes true, anything else that fails whatever it reads.
+func (c *compiler) works(role expr.Role, p *expr.Program, field string) {
+	if role == expr.StartPredicate || role == expr.ResumePredicate {
+		if why, never := p.NeverTrue(); never {
+			c.fail(field, fault.InvalidAction, "this predicate matches no event: %s", why)
+		}
+		return
+	}
+	if k, ok := p.Constant(); ok && k.Err != nil {
+		c.fail(field, fault.InvalidExpression, "this expression fails whatever it reads: %v", k.Err)
+	}
 }
 
 func (c *compiler) compile() *Compiled {
@@ -350,7 +377,11 @@ func (c *compiler) compile() *Compiled {
 		if ct.Predicate != nil {
 			if types, ok := ct.Predicate.EventTypes(); ok {
 				ct.EventTypes = types
-				if why := noEventHas(types); why != "" {
+				why := noEventHas(types)
+				if why == "" && c.storing {
+					why = noTriggerSees(types)
+				}
+				if why != "" {
 					c.fail(f+".event", fault.InvalidAction, "this predicate matches no event: %s", why)
 				}
 			}
@@ -380,6 +411,25 @@ func (c *compiler) compile() *Compiled {
 // pins (issue 10: a trigger that can never fire), or "" when one can. A
 // type that ledger.ValidateType refuses only as reserved can occur: record
 // writes and the service write those.
+// noTriggerSees returns why no trigger ever sees an event of any of the
+// types a predicate pins, or "" when one may: the service writes no
+// schedule. type but schedule.fired, which goes to its own session alone
+// (C3), no action_session. type but action_session.responded, and no
+// record write deletes (issue 10: a trigger that can never fire).
+func noTriggerSees(types []string) string {
+	for _, t := range types {
+		switch {
+		case strings.HasPrefix(t, "schedule."): // schedule.FiredType among them
+		case strings.HasPrefix(t, "action_session.") && t != ledger.RespondedType:
+		case strings.HasSuffix(t, ".deleted"):
+		default:
+			return ""
+		}
+	}
+	return fmt.Sprintf("no trigger sees %q: schedule.fired goes to its own session only, the service writes no other schedule. type and no action_session. type but %s, and no write deletes a record",
+		types[0], ledger.RespondedType)
+}
+
 func noEventHas(types []string) string {
 	if len(types) == 0 {
 		return "its conjuncts require different event types"

@@ -38,6 +38,8 @@ type Program struct {
 	eventTypes []string
 	pinned     bool
 	inputPaths [][]string
+	env        *cel.Env // the role's, for Constant
+	constantState
 }
 
 // Compile parses and type-checks src for role and analyses what it reads.
@@ -108,6 +110,7 @@ func Compile(role Role, src string) (*Program, error) {
 		out:        checked.OutputType(),
 		reads:      sc.reads,
 		inputPaths: sc.paths,
+		env:        env,
 	}
 	p.eventTypes, p.pinned = pinnedTypes(checked.NativeRep().Expr())
 	if role == ResumePredicate {

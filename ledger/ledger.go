@@ -116,6 +116,10 @@ func NewStore(pool *pgxpool.Pool, c clock.Clock) *Store {
 	return s
 }
 
+// RespondedType is the type of the event that records an answer to a
+// session (P5, H5), the one action_session. type the service writes.
+const RespondedType = "action_session.responded"
+
 // ValidateType checks a client-supplied event type. Types ending in
 // .inserted, .updated or .deleted are written by record writes, and the
 // prefixes schedule. and action_session. belong to the service.

@@ -154,6 +154,32 @@ func TestCreateActionRejectsA3Violations(t *testing.T) {
 		{"predicate whose cost grows with the square of the event", func(d map[string]any) {
 			trigger(d, 0)["event"] = `event.type == "account.inserted" && event.data.items.all(a, event.data.items.exists(b, a == b))`
 		}, []want{{"INVALID_EXPRESSION", "input.triggers[0].event"}}},
+		{"predicate false whatever the event", func(d map[string]any) {
+			trigger(d, 0)["event"] = `event.type == "account.inserted" && ["a"].exists(x, x == "b")`
+		}, []want{{"INVALID_ACTION", "input.triggers[0].event"}}},
+		{"predicate that fails whatever the event", func(d map[string]any) {
+			trigger(d, 0)["event"] = `event.type == "account.inserted" && 1 / 0 == 1`
+		}, []want{{"INVALID_ACTION", "input.triggers[0].event"}}},
+		{"predicate on schedule.fired, which no trigger sees", func(d map[string]any) {
+			trigger(d, 1)["event"] = `event.type == "schedule.fired"`
+		}, []want{{"INVALID_ACTION", "input.triggers[1].event"}}},
+		{"predicate on a type the service never writes", func(d map[string]any) {
+			trigger(d, 0)["event"] = `event.type in ["action_session.started", "account.deleted"]`
+		}, []want{{"INVALID_ACTION", "input.triggers[0].event"}}},
+		{"start mapping that fails whatever the event", func(d map[string]any) {
+			trigger(d, 0)["session"] = map[string]any{"start": map[string]any{"input": map[string]any{"account_id": "string(1 / 0)"}}}
+		}, []want{{"INVALID_EXPRESSION", "input.triggers[0].session.start.input.account_id"}}},
+		{"resume id that fails whatever the event", func(d map[string]any) {
+			trigger(d, 1)["session"] = map[string]any{"resume": map[string]any{"id": `["a", "b"][2]`}}
+		}, []want{{"INVALID_EXPRESSION", "input.triggers[1].session.resume.id"}}},
+		{"required property whose const has another type", func(d map[string]any) {
+			sessionBlock(d)["inputSchema"].(map[string]any)["properties"].(map[string]any)["account_id"].(map[string]any)["const"] = 7
+		}, []want{{"INVALID_SCHEMA", "input.session.inputSchema"}}},
+		{"a tool with turns whose source has no turn()", func(d map[string]any) {
+			d["kind"], d["config"] = "starlark", nil
+			d["source"] = "def call(event):\n    return 1\n"
+			d["tool"] = map[string]any{"name": "lookup"}
+		}, []want{{"INVALID_ACTION", "input.source"}}},
 		{"maxBytes 0", func(d map[string]any) {
 			turnsBlock(d)["maxBytes"] = 0
 		}, []want{{"BAD_USER_INPUT", "input.session.turns.maxBytes"}}},
