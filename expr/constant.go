@@ -1,0 +1,228 @@
+package expr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+)
+
+// Const is what an expression gives whatever its variables hold: one that,
+// once its constant parts are folded, reads none of event, session, tool
+// and request (see Program.Constant).
+type Const struct {
+	// Value is the result as Eval returns it (nil when Err is set).
+	Value any
+	// Err is the error every evaluation of the expression gives (a
+	// division by zero, an index out of range, a failed conversion, a
+	// result JSON cannot represent, ErrCostLimit, ErrSizeLimit), or nil.
+	Err error
+}
+
+// constantState caches what folding a Program's constant parts found. It is
+// computed once, on the first call of Constant or NeverTrue, so loading a
+// stored definition (which asks neither) never folds.
+type constantState struct {
+	constOnce sync.Once
+	folded    *cel.Ast // the checked AST with constant parts folded; the checked AST when folding failed
+	konst     Const
+	isConst   bool
+	spent     uint64 // cost units evaluateClosed has used, up to maxClosedCost
+}
+
+// maxClosedCost bounds the cost of all the evaluations of constant parts
+// of one Program (the whole expression, or each condition of a predicate)
+// at MaxCost, about 50 ms of CPU; parts left when it is spent are
+// not judged.
+const maxClosedCost = MaxCost
+
+// errUnjudged stops judging once maxClosedCost is spent.
+var errUnjudged = errors.New("expr: constant evaluation budget spent")
+
+// Constant tells whether the expression reads nothing from its variables
+// once constant parts are folded (`1 + 2`, `string(1 / 0)`,
+// `false ? event.id : "x"`), and if so what every evaluation gives. ok is
+// false for anything that reads a variable where it may matter: such an
+// expression is never judged here. Issue 10: an expression that fails
+// whatever it reads is refused at create.
+//
+// Folding runs each constant part under a cost limit of 10,000 units
+// (maxFoldCost), at most 10 passes, with the size budget of one evaluation
+// (MaxBuildBytes); what is left is evaluated once under MaxCost, as Eval
+// would. The work is bounded by the expression's checked cost, which
+// Compile keeps under MaxCost.
+func (p *Program) Constant() (k Const, ok bool) {
+	p.constOnce.Do(p.foldConstants)
+	return p.konst, p.isConst
+}
+
+// NeverTrue tells whether a predicate (StartPredicate, ResumePredicate) is
+// true for no event and no session: it, or one of its conditions joined
+// with && at the top level, is false or fails whatever it reads, once
+// constant parts are folded; a condition joined with || counts when every
+// alternative does. why says which condition and how, for users. A
+// predicate any part of which reads event or session where it may matter
+// is never reported. For other roles never is false.
+func (p *Program) NeverTrue() (why string, never bool) {
+	if p.role != StartPredicate && p.role != ResumePredicate {
+		return "", false
+	}
+	p.constOnce.Do(p.foldConstants)
+	root := p.folded.NativeRep().Expr()
+	cs := conjuncts(root, nil)
+	for i, c := range cs {
+		if why, never := p.neverTrue(c); never {
+			if len(cs) == 1 {
+				return "it " + why, true
+			}
+			return fmt.Sprintf("its condition %s %s", p.where(i, len(cs), c), why), true
+		}
+	}
+	return "", false
+}
+
+// neverTrue judges one condition of a predicate (see NeverTrue).
+func (p *Program) neverTrue(e ast.Expr) (string, bool) {
+	if e.Kind() == ast.CallKind && e.AsCall().FunctionName() == operators.LogicalOr {
+		for _, d := range disjuncts(e, nil) {
+			if _, never := p.neverTrue(d); !never {
+				return "", false
+			}
+		}
+		return "is false or fails whatever the event, in every alternative", true
+	}
+	if len(reads(e)) > 0 {
+		return "", false
+	}
+	v, err := p.evalClosed(e)
+	if errors.Is(err, errUnjudged) {
+		return "", false
+	}
+	if err != nil {
+		return "fails whatever the event: " + err.Error(), true
+	}
+	if v == types.False {
+		return "is false whatever the event", true
+	}
+	return "", false
+}
+
+// disjuncts splits e at top-level || operators.
+func disjuncts(e ast.Expr, out []ast.Expr) []ast.Expr {
+	if e.Kind() == ast.CallKind {
+		if c := e.AsCall(); c.FunctionName() == operators.LogicalOr {
+			for _, a := range c.Args() {
+				out = disjuncts(a, out)
+			}
+			return out
+		}
+	}
+	return append(out, e)
+}
+
+// where names a condition for users: its place among the conditions and,
+// when the folded node keeps its position in the source, line and column.
+func (p *Program) where(i, n int, e ast.Expr) string {
+	return fmt.Sprintf("%d of %d joined with &&%s", i+1, n, p.at(e.ID()))
+}
+
+// foldConstants fills constantState.
+func (p *Program) foldConstants() {
+	p.folded = p.ast
+	if f, err := fold(p.env, p.ast); err == nil {
+		p.folded = f
+	}
+	root := p.folded.NativeRep().Expr()
+	if len(reads(root)) > 0 {
+		return
+	}
+	v, err := p.evalClosed(root)
+	if errors.Is(err, errUnjudged) {
+		return
+	}
+	p.isConst = true
+	if err != nil {
+		p.konst = Const{Err: err}
+		return
+	}
+	left := int64(MaxResultBytes)
+	out, err := toJSON(v, &left)
+	if err != nil {
+		p.konst = Const{Err: err}
+		return
+	}
+	p.konst = Const{Value: out}
+}
+
+// evalClosed evaluates a node of the folded AST that reads no variable,
+// under the limits of Eval.
+func (p *Program) evalClosed(e ast.Expr) (ref.Val, error) {
+	if e.Kind() == ast.LiteralKind {
+		return e.AsLiteral(), nil
+	}
+	folded := p.folded.NativeRep()
+	sub := ast.NewCheckedAST(ast.NewAST(e, folded.SourceInfo()), folded.TypeMap(), folded.ReferenceMap())
+	pb, err := ast.ToProto(sub)
+	if err != nil {
+		return nil, fmt.Errorf("expr: constant part: %w", err)
+	}
+	if p.spent >= maxClosedCost {
+		return nil, errUnjudged
+	}
+	prg, err := p.env.Program(cel.CheckedExprToAst(pb),
+		cel.CostLimit(MaxCost),
+		cel.InterruptCheckFrequency(interruptEvery),
+	)
+	if err != nil {
+		return nil, err
+	}
+	b := newBudget()
+	out, det, err := prg.ContextEval(context.Background(), budgetOnly{b})
+	if c := det.ActualCost(); c != nil {
+		p.spent += *c
+	} else {
+		p.spent += MaxCost
+	}
+	if err != nil {
+		return nil, p.evalError(context.Background(), err, b)
+	}
+	if types.IsError(out) {
+		return nil, errors.New(out.(*types.Err).Error())
+	}
+	return out, nil
+}
+
+// fold returns checked with its constant parts folded (cel-go's constant
+// folding optimizer), each folding evaluation under maxFoldCost and all of
+// them under one size budget and maxFoldCalls calls in all, at most
+// maxFoldPasses passes. A part whose
+// evaluation fails or costs more is left as written. The error is cel-go's
+// when folding fails as a whole.
+func fold(env *cel.Env, checked *cel.Ast) (*cel.Ast, error) {
+	fe, pool, err := takeFoldEnv(env)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Put(fe)
+	folder, err := cel.NewConstantFoldingOptimizer(
+		cel.FoldKnownValues(budgetOnly{newBudget()}),
+		cel.MaxConstantFoldIterations(maxFoldPasses))
+	if err != nil {
+		return nil, err
+	}
+	opt, err := cel.NewStaticOptimizer(folder)
+	if err != nil {
+		return nil, err
+	}
+	folded, iss := opt.Optimize(fe.env, checked)
+	if iss.Err() != nil {
+		return nil, iss.Err()
+	}
+	return folded, nil
+}
