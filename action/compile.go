@@ -215,7 +215,7 @@ func (m *Mapping) Eval(ctx context.Context, vars expr.Vars) (any, error) {
 // violations are returned (errors.Join of *fault.Error, each naming its field
 // relative to the definition, e.g. "triggers[1].session.resume.id").
 func Compile(def Definition, kinds KindChecker) (*Compiled, error) {
-	return compile(def, kinds, nil, nil)
+	return compile(def, kinds, nil, nil, time.Time{})
 }
 
 // StoreCheckFunc checks, before a definition's handler kind is validated,
@@ -226,11 +226,14 @@ type StoreCheckFunc func([]auth.Need) []error
 
 // compile is Compile with the tool references of kinds (refs) counted in
 // the grants and, with check, the grants checked before the kind.
-func compile(def Definition, kinds KindChecker, refs ToolRefsFunc, check StoreCheckFunc) (*Compiled, error) {
+//
+// now is when a definition is stored (the zero time when it is loaded, or
+// unknown): a constant end before it is refused.
+func compile(def Definition, kinds KindChecker, refs ToolRefsFunc, check StoreCheckFunc, now time.Time) (*Compiled, error) {
 	// Kinds are checked when a definition is stored, not when a stored one
 	// is loaded; so are the checks that a definition can work at all
 	// (issue 10), which came after some were stored.
-	c := &compiler{def: def, storing: kinds != nil}
+	c := &compiler{def: def, storing: kinds != nil, now: now}
 	out := c.compile()
 	var needs []auth.Need
 	out.Grants, needs = grants(def, out.Triggers, refs)
@@ -256,7 +259,8 @@ func compile(def Definition, kinds KindChecker, refs ToolRefsFunc, check StoreCh
 
 type compiler struct {
 	def     Definition
-	storing bool // a definition being stored, not a stored one loaded
+	storing bool      // a definition being stored, not a stored one loaded
+	now     time.Time // when it is stored; zero when unknown
 	errs    []error
 }
 
@@ -300,9 +304,46 @@ func (c *compiler) works(role expr.Role, p *expr.Program, field string) {
 		}
 		return
 	}
-	if k, ok := p.Constant(); ok && k.Err != nil {
-		c.fail(field, fault.InvalidExpression, "this expression fails whatever it reads: %v", k.Err)
+	if err := p.Fails(); err != nil {
+		c.fail(field, fault.InvalidExpression, "this expression fails whatever it reads: %v", err)
 	}
+}
+
+// endsLater refuses an end that every session reaches when it starts
+// (issue 10, E1, E3): one at or before session.started_at by a constant
+// duration, or a constant instant before the definition is stored.
+func (c *compiler) endsLater(p *expr.Program) {
+	if d, ok := p.StartOffset(); ok && d <= 0 {
+		c.fail("session.ends", fault.InvalidAction,
+			"every session would end when it starts: the end is %s session.started_at; give a later end, e.g. session.started_at + duration('720h')",
+			offsetWords(d))
+		return
+	}
+	k, ok := p.Constant()
+	if !ok || k.Err != nil || c.now.IsZero() {
+		return
+	}
+	if t, isTime := k.Value.(time.Time); isTime && !t.After(c.now) {
+		c.fail("session.ends", fault.InvalidAction,
+			"every session would end when it starts: the end is always %s, which has passed", t.UTC().Format(time.RFC3339Nano))
+	}
+}
+
+// offsetWords says where an end lies relative to the start.
+func offsetWords(d time.Duration) string {
+	if d == 0 {
+		return "exactly"
+	}
+	return (-d).String() + " before"
+}
+
+// compileSchema compiles an inputSchema; only a definition being stored
+// has its schemas refused as unsatisfiable (issue 10).
+func (c *compiler) compileSchema(raw []byte) (*inputschema.Schema, error) {
+	if c.storing {
+		return inputschema.Compile(raw)
+	}
+	return inputschema.CompileStored(raw)
 }
 
 func (c *compiler) compile() *Compiled {
@@ -324,7 +365,7 @@ func (c *compiler) compile() *Compiled {
 
 	var schema *inputschema.Schema
 	if def.Session != nil && len(def.Session.InputSchema) > 0 && string(def.Session.InputSchema) != "null" {
-		s, err := inputschema.Compile(def.Session.InputSchema)
+		s, err := c.compileSchema(def.Session.InputSchema)
 		c.add(err, "session.inputSchema")
 		schema = s
 	}
@@ -507,6 +548,9 @@ func (c *compiler) session(sd *SessionDef, schema *inputschema.Schema, triggers 
 	if sd.Ends != nil {
 		if p := c.program(expr.Ends, *sd.Ends, "session.ends"); p != nil {
 			c.checkPaths(p, schema, "session.ends")
+			if c.storing {
+				c.endsLater(p)
+			}
 			cs.Ends = p
 		}
 	}
@@ -573,7 +617,7 @@ func (c *compiler) tool(td *ToolDef, sd *SessionDef, sessionSchema *inputschema.
 		c.fail("tool.description", fault.BadInput, "a description is at most 4000 bytes")
 	}
 	if len(td.InputSchema) > 0 && string(td.InputSchema) != "null" {
-		s, err := inputschema.Compile(td.InputSchema)
+		s, err := c.compileSchema(td.InputSchema)
 		c.add(err, "tool.inputSchema")
 		ct.Schema = s
 	}
@@ -642,7 +686,7 @@ func (c *compiler) mcp(md *MCPDef, sessionSchema *inputschema.Schema) *CompiledM
 	} else if !objectSchema(cm.SchemaJSON) {
 		c.fail("mcp.inputSchema", fault.InvalidSchema, `an MCP tool's arguments are a JSON object: inputSchema needs "type": "object"`)
 	} else {
-		s, err := inputschema.Compile(cm.SchemaJSON)
+		s, err := c.compileSchema(cm.SchemaJSON)
 		c.add(err, "mcp.inputSchema")
 		cm.Schema = s
 	}

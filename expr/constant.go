@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
+	"time"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/ast"
@@ -98,6 +100,9 @@ func (p *Program) neverTrue(e ast.Expr) (string, bool) {
 		return "is false or fails whatever the event, in every alternative", true
 	}
 	if len(reads(e)) > 0 {
+		if err := p.strictFailure(e); err != nil {
+			return "fails whatever the event: " + err.Error(), true
+		}
 		return "", false
 	}
 	v, err := p.evalClosed(e)
@@ -111,6 +116,82 @@ func (p *Program) neverTrue(e ast.Expr) (string, bool) {
 		return "is false whatever the event", true
 	}
 	return "", false
+}
+
+// Fails returns the error every evaluation of the expression gives, or nil
+// when some evaluation may succeed as far as folding shows: the whole
+// expression is constant and fails (see Constant), or a constant part that
+// every evaluation runs fails (`string(event.data.n) + string(1 / 0)`,
+// `session.started_at + duration(string(1 / 0))`). A part runs on every
+// evaluation when nothing may skip it: an argument of a function other
+// than &&, ||, ?: (whose condition does run), or and orValue (whose target
+// does), an operand of a field selection, an element of a list or map
+// literal, the range and initial value of a comprehension. Issue 10: such
+// an expression is refused at create.
+func (p *Program) Fails() error {
+	if k, ok := p.Constant(); ok {
+		return k.Err
+	}
+	return p.strictFailure(p.folded.NativeRep().Expr())
+}
+
+// strictFailure returns the error of the first constant part of e that
+// every evaluation of e runs and that fails, or nil. Parts are evaluated
+// within maxClosedCost; what is left then is not judged.
+func (p *Program) strictFailure(e ast.Expr) error {
+	if len(reads(e)) == 0 {
+		if e.Kind() == ast.LiteralKind {
+			return nil
+		}
+		if _, err := p.evalClosed(e); err != nil && !errors.Is(err, errUnjudged) {
+			return err
+		}
+		return nil
+	}
+	var strict []ast.Expr
+	switch e.Kind() {
+	case ast.SelectKind:
+		strict = append(strict, e.AsSelect().Operand())
+	case ast.CallKind:
+		c := e.AsCall()
+		switch c.FunctionName() {
+		case operators.LogicalAnd, operators.LogicalOr, operators.NotStrictlyFalse, operators.OldNotStrictlyFalse:
+		case operators.Conditional:
+			strict = append(strict, c.Args()[0])
+		case "or", "orValue":
+			if c.IsMemberFunction() {
+				strict = append(strict, c.Target())
+			}
+		default:
+			if c.IsMemberFunction() {
+				strict = append(strict, c.Target())
+			}
+			strict = append(strict, c.Args()...)
+		}
+	case ast.ListKind:
+		l := e.AsList()
+		for i, el := range l.Elements() {
+			if !l.IsOptional(int32(i)) {
+				strict = append(strict, el)
+			}
+		}
+	case ast.MapKind:
+		for _, en := range e.AsMap().Entries() {
+			me := en.AsMapEntry()
+			if !me.IsOptional() {
+				strict = append(strict, me.Key(), me.Value())
+			}
+		}
+	case ast.ComprehensionKind:
+		c := e.AsComprehension()
+		strict = append(strict, c.IterRange(), c.AccuInit())
+	}
+	for _, s := range strict {
+		if err := p.strictFailure(s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // disjuncts splits e at top-level || operators.
@@ -225,4 +306,63 @@ func fold(env *cel.Env, checked *cel.Ast) (*cel.Ast, error) {
 		return nil, iss.Err()
 	}
 	return folded, nil
+}
+
+// StartOffset tells whether an end (Ends) is, once constant parts are
+// folded, session.started_at moved by a constant duration
+// (`session.started_at + duration('720h')`, `session.started_at`,
+// `duration('-1h') + session.started_at`, `session.started_at - x` with x
+// constant), and if so by how much (negative: before the start). Issue 10:
+// an end at or before the start is refused at create.
+func (p *Program) StartOffset() (d time.Duration, ok bool) {
+	if p.role != Ends {
+		return 0, false
+	}
+	p.constOnce.Do(p.foldConstants)
+	root := p.folded.NativeRep().Expr()
+	if isStartedAt(root) {
+		return 0, true
+	}
+	if root.Kind() != ast.CallKind {
+		return 0, false
+	}
+	c := root.AsCall()
+	args := c.Args()
+	if c.IsMemberFunction() || len(args) != 2 {
+		return 0, false
+	}
+	var off ast.Expr
+	sign := time.Duration(1)
+	switch {
+	case c.FunctionName() == operators.Add && isStartedAt(args[0]):
+		off = args[1]
+	case c.FunctionName() == operators.Add && isStartedAt(args[1]):
+		off = args[0]
+	case c.FunctionName() == operators.Subtract && isStartedAt(args[0]):
+		off, sign = args[1], -1
+	default:
+		return 0, false
+	}
+	if len(reads(off)) > 0 {
+		return 0, false
+	}
+	v, err := p.evalClosed(off)
+	if err != nil {
+		return 0, false
+	}
+	dv, isDur := v.(types.Duration)
+	if !isDur || (sign < 0 && dv.Duration == math.MinInt64) {
+		return 0, false
+	}
+	return sign * dv.Duration, true
+}
+
+// isStartedAt matches session.started_at.
+func isStartedAt(e ast.Expr) bool {
+	if e.Kind() != ast.SelectKind {
+		return false
+	}
+	s := e.AsSelect()
+	op := s.Operand()
+	return !s.IsTestOnly() && s.FieldName() == "started_at" && op.Kind() == ast.IdentKind && op.AsIdent() == varSession
 }

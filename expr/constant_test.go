@@ -135,3 +135,43 @@ func TestNeverTrueBounded_Issue10(t *testing.T) {
 	require.Contains(t, why, "too costly")
 	t.Logf("judged in %s", time.Since(start))
 }
+
+// TestFails_Issue10: a constant part that every evaluation runs and that
+// fails makes the whole expression fail whatever it reads; one that an
+// evaluation may skip does not.
+func TestFails_Issue10(t *testing.T) {
+	for _, tt := range []struct {
+		role expr.Role
+		src  string
+		err  string
+	}{
+		{expr.StartMapping, `string(1 / 0)`, "division by zero"},
+		{expr.StartMapping, `string(event.data.n) + string(1 / 0)`, "division by zero"},
+		{expr.StartMapping, `{"a": event.id, "b": [1][5]}`, "index out of bounds"},
+		{expr.Ends, `session.started_at + duration(string(1 / 0))`, "division by zero"},
+		{expr.StartMapping, `event.data.items.map(x, x)[0] + [1][2]`, "index out of bounds"},
+		{expr.StartMapping, `(1 / 0 == 1) ? event.id : "x"`, "division by zero"},
+	} {
+		p, err := expr.Compile(tt.role, tt.src)
+		require.NoError(t, err, tt.src)
+		err = p.Fails()
+		require.Error(t, err, tt.src)
+		require.Contains(t, err.Error(), tt.err, tt.src)
+	}
+	for _, tt := range []struct {
+		role expr.Role
+		src  string
+	}{
+		{expr.StartMapping, `event.id`},
+		{expr.StartMapping, `event.data.ok == true ? string(1 / 0) : "x"`},
+		{expr.StartMapping, `event.data.ok == true && 1 / 0 == 1`},
+		{expr.StartMapping, `event.data.ok == true || [1][2] == 1`},
+		{expr.StartMapping, `event.data.items.map(x, x / 0)`},
+		{expr.StartMapping, `event.data.items.exists(x, x == 1) ? 1 : [1][2]`},
+		{expr.Ends, `session.started_at + duration('720h')`},
+	} {
+		p, err := expr.Compile(tt.role, tt.src)
+		require.NoError(t, err, tt.src)
+		require.NoError(t, p.Fails(), tt.src)
+	}
+}
