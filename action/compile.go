@@ -213,9 +213,13 @@ func (m *Mapping) Eval(ctx context.Context, vars expr.Vars) (any, error) {
 
 // Compile validates def against every rule of A3 and compiles it. All
 // violations are returned (errors.Join of *fault.Error, each naming its field
-// relative to the definition, e.g. "triggers[1].session.resume.id").
+// relative to the definition, e.g. "triggers[1].session.resume.id"). It
+// judges def as a definition being stored, with the checks that it can work
+// at all (issue 10; docs/definition-checks.md), except a constant end
+// having passed, which needs the store's clock; with kinds nil the handler
+// kind is not checked.
 func Compile(def Definition, kinds KindChecker) (*Compiled, error) {
-	return compile(def, kinds, nil, nil, time.Time{})
+	return compile(def, kinds, nil, nil, true, time.Time{})
 }
 
 // StoreCheckFunc checks, before a definition's handler kind is validated,
@@ -227,13 +231,12 @@ type StoreCheckFunc func([]auth.Need) []error
 // compile is Compile with the tool references of kinds (refs) counted in
 // the grants and, with check, the grants checked before the kind.
 //
-// now is when a definition is stored (the zero time when it is loaded, or
-// unknown): a constant end before it is refused.
-func compile(def Definition, kinds KindChecker, refs ToolRefsFunc, check StoreCheckFunc, now time.Time) (*Compiled, error) {
-	// Kinds are checked when a definition is stored, not when a stored one
-	// is loaded; so are the checks that a definition can work at all
-	// (issue 10), which came after some were stored.
-	c := &compiler{def: def, storing: kinds != nil, now: now}
+// storing is false for a stored definition being loaded: the checks that a
+// definition can work at all (issue 10) came after some were stored, and
+// are skipped then (kinds too is nil then). now is when a definition is
+// stored (zero when unknown): a constant end before it is refused.
+func compile(def Definition, kinds KindChecker, refs ToolRefsFunc, check StoreCheckFunc, storing bool, now time.Time) (*Compiled, error) {
+	c := &compiler{def: def, storing: storing, now: now}
 	out := c.compile()
 	var needs []auth.Need
 	out.Grants, needs = grants(def, out.Triggers, refs)
