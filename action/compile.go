@@ -451,29 +451,29 @@ func (c *compiler) compile() *Compiled {
 	return out
 }
 
-// noEventHas returns why no event can have any of the types a predicate
-// pins (issue 10: a trigger that can never fire), or "" when one can. A
-// type that ledger.ValidateType refuses only as reserved can occur: record
-// writes and the service write those.
 // noTriggerSees returns why no trigger ever sees an event of any of the
 // types a predicate pins, or "" when one may: the service writes no
 // schedule. type but schedule.fired, which goes to its own session alone
-// (C3), no action_session. type but action_session.responded, and no
-// record write deletes (issue 10: a trigger that can never fire).
+// (C3), no action_session. type but action_session.responded and
+// action_session.requested, and no record write deletes (issue 10: a trigger that can never fire).
 func noTriggerSees(types []string) string {
 	for _, t := range types {
 		switch {
 		case strings.HasPrefix(t, "schedule."): // schedule.FiredType among them
-		case strings.HasPrefix(t, "action_session.") && t != ledger.RespondedType:
+		case strings.HasPrefix(t, "action_session.") && t != ledger.RespondedType && t != ledger.RequestedType:
 		case strings.HasSuffix(t, ".deleted"):
 		default:
 			return ""
 		}
 	}
-	return fmt.Sprintf("no trigger sees %q: schedule.fired goes to its own session only, the service writes no other schedule. type and no action_session. type but %s, and no write deletes a record",
-		types[0], ledger.RespondedType)
+	return fmt.Sprintf("no trigger sees %q: schedule.fired goes to its own session only, the service writes no other schedule. type and no action_session. type but %s and %s, and no write deletes a record",
+		types[0], ledger.RespondedType, ledger.RequestedType)
 }
 
+// noEventHas returns why no event can have any of the types a predicate
+// pins (issue 10: a trigger that can never fire), or "" when one can. A
+// type that ledger.ValidateType refuses only as reserved can occur: record
+// writes and the service write those.
 func noEventHas(types []string) string {
 	if len(types) == 0 {
 		return "its conjuncts require different event types"

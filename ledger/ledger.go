@@ -116,9 +116,12 @@ func NewStore(pool *pgxpool.Pool, c clock.Clock) *Store {
 	return s
 }
 
-// RespondedType is the type of the event that records an answer to a
-// session (P5, H5), the one action_session. type the service writes.
-const RespondedType = "action_session.responded"
+// The action_session. types the service writes, which triggers see: an
+// answer to a session (P5, H5) and a request to one over MCP (I4).
+const (
+	RespondedType = "action_session.responded"
+	RequestedType = "action_session.requested"
+)
 
 // ValidateType checks a client-supplied event type. Types ending in
 // .inserted, .updated or .deleted are written by record writes, and the
