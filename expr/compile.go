@@ -114,9 +114,11 @@ func Compile(role Role, src string) (*Program, error) {
 	}
 	p.eventTypes, p.pinned = pinnedTypes(checked.NativeRep().Expr())
 	if role == ResumePredicate {
-		if err := resumeConstraint(env, checked); err != nil {
+		folded, err := resumeConstraint(env, checked)
+		if err != nil {
 			return nil, err
 		}
+		p.folded = folded // Constant and NeverTrue start from it
 	}
 	p.prg, err = env.Program(checked,
 		cel.CostLimit(MaxCost),

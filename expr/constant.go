@@ -36,6 +36,11 @@ type constantState struct {
 	konst     Const
 	isConst   bool
 	spent     uint64 // cost units evaluateClosed has used, up to maxClosedCost
+	neverWhy  string // NeverTrue's
+	never     bool
+	fails     error // Fails'
+	offset    time.Duration
+	hasOffset bool // StartOffset's
 }
 
 // maxClosedCost bounds the cost of all the evaluations of constant parts
@@ -72,10 +77,15 @@ func (p *Program) Constant() (k Const, ok bool) {
 // predicate any part of which reads event or session where it may matter
 // is never reported. For other roles never is false.
 func (p *Program) NeverTrue() (why string, never bool) {
+	p.constOnce.Do(p.foldConstants)
+	return p.neverWhy, p.never
+}
+
+// neverTrueAll is NeverTrue's work, done once.
+func (p *Program) neverTrueAll() (why string, never bool) {
 	if p.role != StartPredicate && p.role != ResumePredicate {
 		return "", false
 	}
-	p.constOnce.Do(p.foldConstants)
 	root := p.folded.NativeRep().Expr()
 	cs := conjuncts(root, nil)
 	for i, c := range cs {
@@ -127,12 +137,11 @@ func (p *Program) neverTrue(e ast.Expr) (string, bool) {
 // than &&, ||, ?: (whose condition does run), or and orValue (whose target
 // does), an operand of a field selection, an element of a list or map
 // literal, the range and initial value of a comprehension. Issue 10: such
-// an expression is refused at create.
+// an expression is refused at create. For predicates Fails is nil unless
+// the whole predicate is constant: NeverTrue judges them.
 func (p *Program) Fails() error {
-	if k, ok := p.Constant(); ok {
-		return k.Err
-	}
-	return p.strictFailure(p.folded.NativeRep().Expr())
+	p.constOnce.Do(p.foldConstants)
+	return p.fails
 }
 
 // strictFailure returns the error of the first constant part of e that
@@ -213,32 +222,48 @@ func (p *Program) where(i, n int, e ast.Expr) string {
 	return fmt.Sprintf("%d of %d joined with &&%s", i+1, n, p.at(e.ID()))
 }
 
-// foldConstants fills constantState.
+// foldConstants fills constantState: it folds, then judges the whole
+// expression (Constant), its conditions (NeverTrue), its strict constant
+// parts (Fails) and its offset from the start (StartOffset), all within one
+// maxClosedCost. Program is shared between goroutines, so everything that
+// evaluates happens here, once.
 func (p *Program) foldConstants() {
-	p.folded = p.ast
-	if f, err := fold(p.env, p.ast); err == nil {
-		p.folded = f
+	if p.folded == nil { // a resume predicate's was folded by Compile
+		p.folded = p.ast
+		if f, err := fold(p.env, p.ast); err == nil {
+			p.folded = f
+		}
 	}
+	p.konst, p.isConst = p.constant()
+	p.neverWhy, p.never = p.neverTrueAll()
+	switch {
+	case p.isConst:
+		p.fails = p.konst.Err
+	case p.role != StartPredicate && p.role != ResumePredicate:
+		p.fails = p.strictFailure(p.folded.NativeRep().Expr())
+	}
+	p.offset, p.hasOffset = p.startOffset()
+}
+
+// constant is Constant's work, done once.
+func (p *Program) constant() (Const, bool) {
 	root := p.folded.NativeRep().Expr()
 	if len(reads(root)) > 0 {
-		return
+		return Const{}, false
 	}
 	v, err := p.evalClosed(root)
 	if errors.Is(err, errUnjudged) {
-		return
+		return Const{}, false
 	}
-	p.isConst = true
 	if err != nil {
-		p.konst = Const{Err: err}
-		return
+		return Const{Err: err}, true
 	}
 	left := int64(MaxResultBytes)
 	out, err := toJSON(v, &left)
 	if err != nil {
-		p.konst = Const{Err: err}
-		return
+		return Const{Err: err}, true
 	}
-	p.konst = Const{Value: out}
+	return Const{Value: out}, true
 }
 
 // evalClosed evaluates a node of the folded AST that reads no variable,
@@ -291,6 +316,11 @@ func fold(env *cel.Env, checked *cel.Ast) (*cel.Ast, error) {
 		return nil, err
 	}
 	defer pool.Put(fe)
+	return foldWith(fe, checked)
+}
+
+// foldWith is fold with the folding extension given.
+func foldWith(fe *foldEnv, checked *cel.Ast) (*cel.Ast, error) {
 	folder, err := cel.NewConstantFoldingOptimizer(
 		cel.FoldKnownValues(budgetOnly{newBudget()}),
 		cel.MaxConstantFoldIterations(maxFoldPasses))
@@ -315,10 +345,15 @@ func fold(env *cel.Env, checked *cel.Ast) (*cel.Ast, error) {
 // constant), and if so by how much (negative: before the start). Issue 10:
 // an end at or before the start is refused at create.
 func (p *Program) StartOffset() (d time.Duration, ok bool) {
+	p.constOnce.Do(p.foldConstants)
+	return p.offset, p.hasOffset
+}
+
+// startOffset is StartOffset's work, done once.
+func (p *Program) startOffset() (d time.Duration, ok bool) {
 	if p.role != Ends {
 		return 0, false
 	}
-	p.constOnce.Do(p.foldConstants)
 	root := p.folded.NativeRep().Expr()
 	if isStartedAt(root) {
 		return 0, true

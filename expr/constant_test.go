@@ -2,6 +2,7 @@ package expr_test
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,5 +174,56 @@ func TestFails_Issue10(t *testing.T) {
 		p, err := expr.Compile(tt.role, tt.src)
 		require.NoError(t, err, tt.src)
 		require.NoError(t, p.Fails(), tt.src)
+	}
+}
+
+// TestConstantConcurrent_Issue10: a Program is shared between goroutines;
+// its constant judgements are made once and read by all (run with -race).
+func TestConstantConcurrent_Issue10(t *testing.T) {
+	p, err := expr.Compile(expr.StartPredicate, `event.type == "a" && event.data.n == [1][3]`)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, never := p.NeverTrue()
+			require.True(t, never)
+			_, ok := p.Constant()
+			require.False(t, ok)
+			require.NoError(t, p.Fails())
+			_, ok = p.StartOffset()
+			require.False(t, ok)
+		}()
+	}
+	wg.Wait()
+}
+
+// TestStartOffset_Issue10: an end that is the start moved by a constant
+// duration gives that duration; other ends give none.
+func TestStartOffset_Issue10(t *testing.T) {
+	for src, want := range map[string]time.Duration{
+		`session.started_at + duration('720h')`:   720 * time.Hour,
+		`session.started_at`:                      0,
+		`duration('-1h') + session.started_at`:    -time.Hour,
+		`session.started_at - duration('90m')`:    -90 * time.Minute,
+		`session.started_at - duration('-1h30m')`: 90 * time.Minute,
+	} {
+		p, err := expr.Compile(expr.Ends, src)
+		require.NoError(t, err, src)
+		d, ok := p.StartOffset()
+		require.True(t, ok, src)
+		require.Equal(t, want, d, src)
+	}
+	for _, src := range []string{
+		`timestamp(session.input.until)`,
+		`session.started_at + duration(string(session.input.d))`,
+		`session.started_at - duration('1h') + duration('2h')`,
+		`timestamp('2030-01-01T00:00:00Z')`,
+	} {
+		p, err := expr.Compile(expr.Ends, src)
+		require.NoError(t, err, src)
+		_, ok := p.StartOffset()
+		require.False(t, ok, src)
 	}
 }

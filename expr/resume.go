@@ -38,7 +38,8 @@ func ValidateResumeConstraint(p *Program) error {
 	if err != nil {
 		return err
 	}
-	return resumeConstraint(all[p.role], p.ast)
+	_, err = resumeConstraint(all[p.role], p.ast)
+	return err
 }
 
 // Folding evaluates constant parts at create, and cel-go retries a fold
@@ -107,7 +108,9 @@ func takeFoldEnv(env *cel.Env) (*foldEnv, *sync.Pool, error) {
 	return &foldEnv{env: e, calls: calls}, pool, nil
 }
 
-func resumeConstraint(env *cel.Env, checked *cel.Ast) error {
+// resumeConstraint applies the rule of ValidateResumeConstraint and returns
+// the folded AST it judged (checked itself when folding failed).
+func resumeConstraint(env *cel.Env, checked *cel.Ast) (*cel.Ast, error) {
 	folded, err := fold(env, checked)
 	if err != nil {
 		// Folding evaluates the constant parts, and one of them fails as
@@ -117,10 +120,10 @@ func resumeConstraint(env *cel.Env, checked *cel.Ast) error {
 	for _, c := range conjuncts(folded.NativeRep().Expr(), nil) {
 		r := reads(c)
 		if r[varEvent] && !r[varSession] {
-			return nil
+			return folded, nil
 		}
 	}
-	return &fault.Error{Code: fault.InvalidAction, Message: resumeHint, Err: errors.New("no event-only conjunct")}
+	return folded, &fault.Error{Code: fault.InvalidAction, Message: resumeHint, Err: errors.New("no event-only conjunct")}
 }
 
 // conjuncts splits e at top-level && operators.
