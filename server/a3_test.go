@@ -209,6 +209,14 @@ func TestCreateActionRejectsA3Violations(t *testing.T) {
 			d["tool"] = map[string]any{"name": "lookup", "inputSchema": map[string]any{
 				"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer", "minimum": 5, "maximum": 1}}, "required": []any{"n"}}}
 		}, []want{{"INVALID_SCHEMA", "input.tool.inputSchema"}}},
+		{"MCP arguments schema nothing satisfies", func(d map[string]any) {
+			d["mcp"] = map[string]any{"inputSchema": map[string]any{
+				"type": "object", "properties": map[string]any{"message": map[string]any{"type": "string", "minLength": 3, "maxLength": 2}}, "required": []any{"message"}},
+				"session": map[string]any{"resume": map[string]any{"id": "string(request.arguments.message)"}}}
+		}, []want{{"INVALID_SCHEMA", "input.mcp.inputSchema"}}},
+		{"MCP resume id that fails whatever the request", func(d map[string]any) {
+			d["mcp"] = map[string]any{"session": map[string]any{"resume": map[string]any{"id": `string(request.arguments.message) + ["a"][1]`}}}
+		}, []want{{"INVALID_EXPRESSION", "input.mcp.session.resume.id"}}},
 		{"maxBytes 0", func(d map[string]any) {
 			turnsBlock(d)["maxBytes"] = 0
 		}, []want{{"BAD_USER_INPUT", "input.session.turns.maxBytes"}}},
