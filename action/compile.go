@@ -213,9 +213,13 @@ func (m *Mapping) Eval(ctx context.Context, vars expr.Vars) (any, error) {
 
 // Compile validates def against every rule of A3 and compiles it. All
 // violations are returned (errors.Join of *fault.Error, each naming its field
-// relative to the definition, e.g. "triggers[1].session.resume.id").
+// relative to the definition, e.g. "triggers[1].session.resume.id"). It
+// judges def as a definition being stored, with the checks that it can work
+// at all (issue 10; docs/definition-checks.md), except a constant end
+// having passed, which needs the store's clock; with kinds nil the handler
+// kind is not checked.
 func Compile(def Definition, kinds KindChecker) (*Compiled, error) {
-	return compile(def, kinds, nil, nil)
+	return compile(def, kinds, nil, nil, true, time.Time{})
 }
 
 // StoreCheckFunc checks, before a definition's handler kind is validated,
@@ -226,8 +230,13 @@ type StoreCheckFunc func([]auth.Need) []error
 
 // compile is Compile with the tool references of kinds (refs) counted in
 // the grants and, with check, the grants checked before the kind.
-func compile(def Definition, kinds KindChecker, refs ToolRefsFunc, check StoreCheckFunc) (*Compiled, error) {
-	c := &compiler{def: def}
+//
+// storing is false for a stored definition being loaded: the checks that a
+// definition can work at all (issue 10) came after some were stored, and
+// are skipped then (kinds too is nil then). now is when a definition is
+// stored (zero when unknown): a constant end before it is refused.
+func compile(def Definition, kinds KindChecker, refs ToolRefsFunc, check StoreCheckFunc, storing bool, now time.Time) (*Compiled, error) {
+	c := &compiler{def: def, storing: storing, now: now}
 	out := c.compile()
 	var needs []auth.Need
 	out.Grants, needs = grants(def, out.Triggers, refs)
@@ -237,7 +246,13 @@ func compile(def Definition, kinds KindChecker, refs ToolRefsFunc, check StoreCh
 		}
 	}
 	if kinds != nil {
-		c.add(kinds(def.Kind, def.Config, def.Source, def.Tool != nil), "")
+		// An action that is a tool and has turns too needs its kind to
+		// serve both (a starlark source defining call and turn).
+		err := kinds(def.Kind, def.Config, def.Source, def.Tool != nil)
+		if err == nil && def.Tool != nil && len(def.Triggers) > 0 {
+			err = kinds(def.Kind, def.Config, def.Source, false)
+		}
+		c.add(err, "")
 	}
 	if len(c.errs) > 0 {
 		return nil, joinErrors(c.errs)
@@ -246,8 +261,10 @@ func compile(def Definition, kinds KindChecker, refs ToolRefsFunc, check StoreCh
 }
 
 type compiler struct {
-	def  Definition
-	errs []error
+	def     Definition
+	storing bool      // a definition being stored, not a stored one loaded
+	now     time.Time // when it is stored; zero when unknown
+	errs    []error
 }
 
 func (c *compiler) fail(field, code, format string, args ...any) {
@@ -275,7 +292,61 @@ func (c *compiler) program(role expr.Role, src, field string) *expr.Program {
 		c.add(err, field)
 		return nil
 	}
+	if c.storing {
+		c.works(role, p, field)
+	}
 	return p
+}
+
+// works refuses an expression that can never work (issue 10): a predicate
+// no event makes true, anything else that fails whatever it reads.
+func (c *compiler) works(role expr.Role, p *expr.Program, field string) {
+	if role == expr.StartPredicate || role == expr.ResumePredicate {
+		if why, never := p.NeverTrue(); never {
+			c.fail(field, fault.InvalidAction, "this predicate matches no event: %s", why)
+		}
+		return
+	}
+	if err := p.Fails(); err != nil {
+		c.fail(field, fault.InvalidExpression, "this expression fails whatever it reads: %v", err)
+	}
+}
+
+// endsLater refuses an end that every session reaches when it starts
+// (issue 10, E1, E3): one at or before session.started_at by a constant
+// duration, or a constant instant before the definition is stored.
+func (c *compiler) endsLater(p *expr.Program) {
+	if d, ok := p.StartOffset(); ok && d <= 0 {
+		c.fail("session.ends", fault.InvalidAction,
+			"every session would end when it starts: the end is %s session.started_at; give a later end, e.g. session.started_at + duration('720h')",
+			offsetWords(d))
+		return
+	}
+	k, ok := p.Constant()
+	if !ok || k.Err != nil || c.now.IsZero() {
+		return
+	}
+	if t, isTime := k.Value.(time.Time); isTime && !t.After(c.now) {
+		c.fail("session.ends", fault.InvalidAction,
+			"every session would end when it starts: the end is always %s, which has passed", t.UTC().Format(time.RFC3339Nano))
+	}
+}
+
+// offsetWords says where an end lies relative to the start.
+func offsetWords(d time.Duration) string {
+	if d == 0 {
+		return "exactly"
+	}
+	return (-d).String() + " before"
+}
+
+// compileSchema compiles an inputSchema; only a definition being stored
+// has its schemas refused as unsatisfiable (issue 10).
+func (c *compiler) compileSchema(raw []byte) (*inputschema.Schema, error) {
+	if c.storing {
+		return inputschema.Compile(raw)
+	}
+	return inputschema.CompileStored(raw)
 }
 
 func (c *compiler) compile() *Compiled {
@@ -297,7 +368,7 @@ func (c *compiler) compile() *Compiled {
 
 	var schema *inputschema.Schema
 	if def.Session != nil && len(def.Session.InputSchema) > 0 && string(def.Session.InputSchema) != "null" {
-		s, err := inputschema.Compile(def.Session.InputSchema)
+		s, err := c.compileSchema(def.Session.InputSchema)
 		c.add(err, "session.inputSchema")
 		schema = s
 	}
@@ -350,7 +421,11 @@ func (c *compiler) compile() *Compiled {
 		if ct.Predicate != nil {
 			if types, ok := ct.Predicate.EventTypes(); ok {
 				ct.EventTypes = types
-				if why := noEventHas(types); why != "" {
+				why := noEventHas(types)
+				if why == "" && c.storing {
+					why = noTriggerSees(types)
+				}
+				if why != "" {
 					c.fail(f+".event", fault.InvalidAction, "this predicate matches no event: %s", why)
 				}
 			}
@@ -374,6 +449,25 @@ func (c *compiler) compile() *Compiled {
 		c.fail("tool", fault.InvalidAction, "an action needs triggers with a session block, or a tool block")
 	}
 	return out
+}
+
+// noTriggerSees returns why no trigger ever sees an event of any of the
+// types a predicate pins, or "" when one may: the service writes no
+// schedule. type but schedule.fired, which goes to its own session alone
+// (C3), no action_session. type but action_session.responded and
+// action_session.requested, and no record write deletes (issue 10: a trigger that can never fire).
+func noTriggerSees(types []string) string {
+	for _, t := range types {
+		switch {
+		case strings.HasPrefix(t, "schedule."): // schedule.FiredType among them
+		case strings.HasPrefix(t, "action_session.") && t != ledger.RespondedType && t != ledger.RequestedType:
+		case strings.HasSuffix(t, ".deleted"):
+		default:
+			return ""
+		}
+	}
+	return fmt.Sprintf("no trigger sees %q: schedule.fired goes to its own session only, the service writes no other schedule. type and no action_session. type but %s and %s, and no write deletes a record",
+		types[0], ledger.RespondedType, ledger.RequestedType)
 }
 
 // noEventHas returns why no event can have any of the types a predicate
@@ -457,6 +551,9 @@ func (c *compiler) session(sd *SessionDef, schema *inputschema.Schema, triggers 
 	if sd.Ends != nil {
 		if p := c.program(expr.Ends, *sd.Ends, "session.ends"); p != nil {
 			c.checkPaths(p, schema, "session.ends")
+			if c.storing {
+				c.endsLater(p)
+			}
 			cs.Ends = p
 		}
 	}
@@ -523,7 +620,7 @@ func (c *compiler) tool(td *ToolDef, sd *SessionDef, sessionSchema *inputschema.
 		c.fail("tool.description", fault.BadInput, "a description is at most 4000 bytes")
 	}
 	if len(td.InputSchema) > 0 && string(td.InputSchema) != "null" {
-		s, err := inputschema.Compile(td.InputSchema)
+		s, err := c.compileSchema(td.InputSchema)
 		c.add(err, "tool.inputSchema")
 		ct.Schema = s
 	}
@@ -592,7 +689,7 @@ func (c *compiler) mcp(md *MCPDef, sessionSchema *inputschema.Schema) *CompiledM
 	} else if !objectSchema(cm.SchemaJSON) {
 		c.fail("mcp.inputSchema", fault.InvalidSchema, `an MCP tool's arguments are a JSON object: inputSchema needs "type": "object"`)
 	} else {
-		s, err := inputschema.Compile(cm.SchemaJSON)
+		s, err := c.compileSchema(cm.SchemaJSON)
 		c.add(err, "mcp.inputSchema")
 		cm.Schema = s
 	}

@@ -190,6 +190,22 @@ func TestCompileAcceptsWhatCanWork_Issue10(t *testing.T) {
 		{"every of a second", func(d *action.Definition) {
 			d.Session.Schedule = []action.ScheduleEntry{{Name: "tick", Every: ptr("1s")}}
 		}},
+		{"a request over MCP, which triggers see", func(d *action.Definition) {
+			d.Triggers[0].Event = `event.type == "action_session.requested"`
+		}},
+		{"a constant part an event may skip", func(d *action.Definition) {
+			d.Triggers[0].Event = `event.type == "account.inserted" && (event.data.ok == true || 1 / 0 == 1)`
+			d.Triggers[0].Session.Start.Input = jsonvalue.Value(`{"account_id": "event.data.ok == true ? string(event.data.account_id) : string([1][2])"}`)
+		}},
+		{"an end a moment after the start", func(d *action.Definition) {
+			d.Session.Ends = ptr("session.started_at + duration('1ms')")
+		}},
+		{"an end from the input", func(d *action.Definition) {
+			d.Session.Ends = ptr("session.started_at - duration('1h') + duration(string(session.input.account_id))")
+		}},
+		{"a constant end (its passing needs the store's clock)", func(d *action.Definition) {
+			d.Session.Ends = ptr("timestamp('2001-01-01T00:00:00Z')")
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

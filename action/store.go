@@ -163,7 +163,7 @@ func (s *Store) prepare(ctx context.Context, def Definition) (string, Definition
 	if s.kinds != nil {
 		kinds = s.kinds.Check
 	}
-	comp, err := compile(def, kinds, s.toolRefs(), check)
+	comp, err := compile(def, kinds, s.toolRefs(), check, true, s.clock.Now())
 	if err != nil {
 		if hasPrincipal && s.kinds != nil {
 			err = obscureTools(err, s.kinds.ToolRefs(def.Kind, def.Config), func(id uuid.UUID) bool {
@@ -548,7 +548,7 @@ func (s *Store) compile(v Version) (*Compiled, error) {
 	}
 	// Stored definitions were valid when stored; the kind check is skipped so a
 	// kind removed later does not hide the version.
-	c, err := compile(v.Definition, nil, s.toolRefs(), nil)
+	c, err := compile(v.Definition, nil, s.toolRefs(), nil, false, time.Time{})
 	if err != nil {
 		return nil, fmt.Errorf("action %s version %d no longer compiles: %w", v.ActionID, v.Version, err)
 	}

@@ -38,6 +38,8 @@ type Program struct {
 	eventTypes []string
 	pinned     bool
 	inputPaths [][]string
+	env        *cel.Env // the role's, for Constant
+	constantState
 }
 
 // Compile parses and type-checks src for role and analyses what it reads.
@@ -108,12 +110,15 @@ func Compile(role Role, src string) (*Program, error) {
 		out:        checked.OutputType(),
 		reads:      sc.reads,
 		inputPaths: sc.paths,
+		env:        env,
 	}
 	p.eventTypes, p.pinned = pinnedTypes(checked.NativeRep().Expr())
 	if role == ResumePredicate {
-		if err := resumeConstraint(env, checked); err != nil {
+		folded, err := resumeConstraint(env, checked)
+		if err != nil {
 			return nil, err
 		}
+		p.folded = folded // Constant and NeverTrue start from it
 	}
 	p.prg, err = env.Program(checked,
 		cel.CostLimit(MaxCost),

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
 
 	"github.com/actionsledger/actionsledger/internal/fault"
@@ -36,7 +38,8 @@ func ValidateResumeConstraint(p *Program) error {
 	if err != nil {
 		return err
 	}
-	return resumeConstraint(all[p.role], p.ast)
+	_, err = resumeConstraint(all[p.role], p.ast)
+	return err
 }
 
 // Folding evaluates constant parts at create, and cel-go retries a fold
@@ -48,61 +51,79 @@ const (
 	maxFoldCost = 10_000
 	// maxFoldPasses bounds cel-go's folding passes.
 	maxFoldPasses = 10
+	// maxFoldCalls bounds the function calls of all the evaluations of
+	// one fold (every pass, every constant part): past it each folding
+	// evaluation gives up at its first call. A few milliseconds of CPU.
+	maxFoldCalls = 50_000
 )
 
-// foldLib gives folding programs their lower cost limit.
-type foldLib struct{}
+// foldLib gives folding programs their lower cost limit and the call
+// counter of one fold.
+type foldLib struct{ calls *foldCalls }
 
 func (foldLib) LibraryName() string             { return "actionsledger.fold" }
 func (foldLib) CompileOptions() []cel.EnvOption { return nil }
-func (foldLib) ProgramOptions() []cel.ProgramOption {
-	return []cel.ProgramOption{cel.CostLimit(maxFoldCost)}
+func (l foldLib) ProgramOptions() []cel.ProgramOption {
+	return []cel.ProgramOption{cel.CostLimit(maxFoldCost), cel.CostTracking(l.calls)}
 }
 
-// foldEnvs holds, per role environment, its extension for folding.
-var foldEnvs sync.Map // *cel.Env -> *cel.Env
+// foldCalls counts the calls of one fold's evaluations (cel-go evaluates
+// on another goroutine, hence atomic). Past maxFoldCalls it prices every
+// call over maxFoldCost, which stops the evaluation.
+type foldCalls struct{ n atomic.Int64 }
 
-func foldEnv(env *cel.Env) (*cel.Env, error) {
-	if e, ok := foldEnvs.Load(env); ok {
-		return e.(*cel.Env), nil
+var overFoldCost = uint64(maxFoldCost + 1)
+
+// CallCost implements cost.ActualCostEstimator; nil keeps cel-go's price.
+func (c *foldCalls) CallCost(_, _ string, _ []ref.Val, _ ref.Val) *uint64 {
+	if c.n.Add(1) > maxFoldCalls {
+		return &overFoldCost
 	}
-	e, err := env.Extend(cel.Lib(foldLib{}))
-	if err != nil {
-		return nil, err
-	}
-	e2, _ := foldEnvs.LoadOrStore(env, e)
-	return e2.(*cel.Env), nil
+	return nil
 }
 
-func resumeConstraint(env *cel.Env, checked *cel.Ast) error {
-	fenv, err := foldEnv(env)
-	if err != nil {
-		return err
+// foldEnvs holds, per role environment, a pool of its extensions for
+// folding, each with its own call counter (one fold at a time uses one).
+var foldEnvs sync.Map // *cel.Env -> *sync.Pool of *foldEnv
+
+type foldEnv struct {
+	env   *cel.Env
+	calls *foldCalls
+}
+
+// takeFoldEnv returns a folding extension of env with its counter at 0;
+// give it back with foldEnvPool(env).Put.
+func takeFoldEnv(env *cel.Env) (*foldEnv, *sync.Pool, error) {
+	v, _ := foldEnvs.LoadOrStore(env, &sync.Pool{})
+	pool := v.(*sync.Pool)
+	if fe, ok := pool.Get().(*foldEnv); ok {
+		fe.calls.n.Store(0)
+		return fe, pool, nil
 	}
-	// One size budget for all the folding evaluations.
-	folder, err := cel.NewConstantFoldingOptimizer(
-		cel.FoldKnownValues(budgetOnly{newBudget()}),
-		cel.MaxConstantFoldIterations(maxFoldPasses))
+	calls := &foldCalls{}
+	e, err := env.Extend(cel.Lib(foldLib{calls}))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	opt, err := cel.NewStaticOptimizer(folder)
+	return &foldEnv{env: e, calls: calls}, pool, nil
+}
+
+// resumeConstraint applies the rule of ValidateResumeConstraint and returns
+// the folded AST it judged (checked itself when folding failed).
+func resumeConstraint(env *cel.Env, checked *cel.Ast) (*cel.Ast, error) {
+	folded, err := fold(env, checked)
 	if err != nil {
-		return err
-	}
-	folded, iss := opt.Optimize(fenv, checked)
-	if iss.Err() != nil {
-		// Folding evaluates the constant parts, and one of them fails (as
-		// 1/0 does); judge the expression as written.
+		// Folding evaluates the constant parts, and one of them fails as
+		// a whole; judge the expression as written.
 		folded = checked
 	}
 	for _, c := range conjuncts(folded.NativeRep().Expr(), nil) {
 		r := reads(c)
 		if r[varEvent] && !r[varSession] {
-			return nil
+			return folded, nil
 		}
 	}
-	return &fault.Error{Code: fault.InvalidAction, Message: resumeHint, Err: errors.New("no event-only conjunct")}
+	return folded, &fault.Error{Code: fault.InvalidAction, Message: resumeHint, Err: errors.New("no event-only conjunct")}
 }
 
 // conjuncts splits e at top-level && operators.

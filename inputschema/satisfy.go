@@ -89,7 +89,7 @@ func (w *walker) propertyTypes(nodes []node) ([]string, bool) {
 // satisfies would turn every start into an intake record.
 func (w *walker) unsatisfiable() string {
 	top := w.closure(w.top())
-	if why := contradiction(w, top, "object"); why != "" {
+	if why := contradiction(w, top, "object", []string{"object"}); why != "" {
 		return "the top level " + why
 	}
 	req := w.required()
@@ -114,7 +114,10 @@ func (w *walker) unsatisfiable() string {
 				only = types[0]
 			}
 		}
-		if why := contradiction(w, nodes, only); why != "" {
+		if !declared {
+			types = nil
+		}
+		if why := contradiction(w, nodes, only, types); why != "" {
 			return fmt.Sprintf("required property %q %s", name, why)
 		}
 	}
@@ -122,19 +125,28 @@ func (w *walker) unsatisfiable() string {
 }
 
 // contradiction reports keywords of nodes (all applying to one value) that
-// no value satisfies: a "not" of everything, an empty enum, or, when only is
-// the one type the value may have, bounds for that type that cross.
-func contradiction(w *walker, nodes []node, only string) string {
+// no value satisfies: a "not" of everything (or of every type the value may
+// have), an empty enum, const and enum values none of which is in all of
+// them or has a type the value may have, or, when only is the one type the
+// value may have, bounds for that type that cross. types are the types the
+// value may have, nil when any.
+func contradiction(w *walker, nodes []node, only string, types []string) string {
 	for _, n := range nodes {
 		m := n.obj()
 		if not, ok := m["not"]; ok {
 			if b, isBool := not.(bool); (isBool && b) || isEmptyObject(not) {
 				return "has \"not\" of a schema every value satisfies"
 			}
+			if nt := onlyTypes(not); types != nil && nt != nil && !slices.ContainsFunc(types, func(t string) bool { return !slices.Contains(nt, t) }) {
+				return fmt.Sprintf("has \"not\" of every type it may have (%s)", strings.Join(types, ", "))
+			}
 		}
 		if e, ok := m["enum"].([]any); ok && len(e) == 0 {
 			return "has an empty enum"
 		}
+	}
+	if why := noValue(nodes, types); why != "" {
+		return why
 	}
 	pairs := map[string][2]string{
 		"number": {"minimum", "maximum"},
@@ -210,4 +222,132 @@ func bound(nodes []node, kw string, lower bool) (limit, bool) {
 		}
 	}
 	return limit{v: best}, best != nil
+}
+
+// noValue reports const and enum keywords of nodes that leave no value: no
+// value is in all of them, or none of those has a type in types (nil: any).
+func noValue(nodes []node, types []string) string {
+	var values []any // nil: not constrained yet
+	constrained := false
+	for _, n := range nodes {
+		m := n.obj()
+		var set []any
+		if c, ok := m["const"]; ok {
+			set = []any{c}
+		} else if e, ok := m["enum"].([]any); ok {
+			set = e
+		} else {
+			continue
+		}
+		if !constrained {
+			values, constrained = slices.Clone(set), true
+			continue
+		}
+		values = slices.DeleteFunc(values, func(v any) bool {
+			return !slices.ContainsFunc(set, func(x any) bool { return jsonEqual(v, x) })
+		})
+	}
+	switch {
+	case !constrained:
+		return ""
+	case len(values) == 0:
+		return "has const and enum keywords that no one value satisfies together"
+	case types != nil && !slices.ContainsFunc(values, func(v any) bool { return slices.Contains(types, valueType(v)) }):
+		return fmt.Sprintf("may only be a value of const or enum, and none of those has a type it allows (%s)", strings.Join(types, ", "))
+	}
+	return ""
+}
+
+// onlyTypes returns the types a schema that constrains nothing but "type"
+// allows (descriptions aside), or nil.
+func onlyTypes(v any) []string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	var names []string
+	for k, x := range m {
+		switch k {
+		case "type":
+			switch t := x.(type) {
+			case string:
+				names = append(names, t)
+			case []any:
+				for _, e := range t {
+					if s, ok := e.(string); ok {
+						names = append(names, s)
+					}
+				}
+			}
+		case "description", "title", "$comment":
+		default:
+			return nil
+		}
+	}
+	if slices.Contains(names, "number") {
+		names = append(names, "integer")
+	}
+	return names
+}
+
+// valueType is the JSON Schema type of a decoded value ("integer" for a
+// number with no fraction).
+func valueType(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case string:
+		return "string"
+	case json.Number:
+		if r, ok := new(big.Rat).SetString(string(x)); ok && r.IsInt() {
+			return "integer"
+		}
+		return "number"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return ""
+}
+
+// jsonEqual reports whether two decoded values are equal as JSON Schema
+// compares them (numbers by value).
+func jsonEqual(a, b any) bool {
+	switch x := a.(type) {
+	case json.Number:
+		y, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		rx, ok1 := new(big.Rat).SetString(string(x))
+		ry, ok2 := new(big.Rat).SetString(string(y))
+		return ok1 && ok2 && rx.Cmp(ry) == 0
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !jsonEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !jsonEqual(v, w) {
+				return false
+			}
+		}
+		return true
+	}
+	return a == b
 }

@@ -38,6 +38,18 @@ func TestCompile_Issue10_Unsatisfiable(t *testing.T) {
 		{"empty enum", `{"properties": {"e": {"enum": []}}, "required": ["e"]}`, `required property "e" has an empty enum`},
 		{"too many required", `{"required": ["a", "b"], "maxProperties": 1}`, `it requires 2 properties but allows at most 1`},
 		{"minProperties above maxProperties", `{"minProperties": 2, "maxProperties": 1}`, `the top level can only be an object`},
+		{"const of another type", `{"properties": {"k": {"type": "string", "const": 1}}, "required": ["k"]}`,
+			`required property "k" may only be a value of const or enum, and none of those has a type it allows (string)`},
+		{"enum of other types", `{"properties": {"k": {"type": "integer", "enum": [1.5, "2"]}}, "required": ["k"]}`,
+			`none of those has a type it allows (integer)`},
+		{"const and enum apart", `{"properties": {"k": {"const": "a", "allOf": [{"enum": ["b", "c"]}]}}, "required": ["k"]}`,
+			`has const and enum keywords that no one value satisfies together`},
+		{"two consts", `{"properties": {"k": {"const": 1, "allOf": [{"const": 2}]}}, "required": ["k"]}`,
+			`no one value satisfies together`},
+		{"top-level const not an object", `{"const": 1}`, `the top level may only be a value of const or enum`},
+		{"not of its type", `{"type": "object", "not": {"type": "object"}}`, `the top level has "not" of every type it may have (object)`},
+		{"not of every type of a property", `{"properties": {"k": {"type": ["string", "null"], "not": {"type": ["null", "string"]}}}, "required": ["k"]}`,
+			`required property "k" has "not" of every type it may have`},
 	}
 	for _, tt := range refused {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,6 +75,14 @@ func TestCompile_Issue10_Unsatisfiable(t *testing.T) {
 		`{"patternProperties": {"^b": {}}, "required": ["b1"], "additionalProperties": false}`,
 		// "not" of something.
 		`{"not": {"required": ["x"]}}`,
+		// "not" of one type of two; "not" of a type with more to it.
+		`{"properties": {"k": {"type": ["string", "null"], "not": {"type": "null"}}}, "required": ["k"]}`,
+		`{"type": "object", "not": {"type": "object", "required": ["x"]}}`,
+		// const and enum that leave a value of an allowed type.
+		`{"properties": {"k": {"type": "integer", "enum": [1.0, "2"]}}, "required": ["k"]}`,
+		`{"properties": {"k": {"const": 2, "allOf": [{"enum": [1, 2.0]}]}}, "required": ["k"]}`,
+		`{"properties": {"k": {"type": "string", "const": 1}}}`,
+		`{"properties": {"k": {"const": {"a": [1, "x"]}, "enum": [{"a": [1, "x"]}]}}, "required": ["k"]}`,
 		createMonitor,
 	} {
 		_, err := Compile([]byte(raw))

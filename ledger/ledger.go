@@ -116,6 +116,13 @@ func NewStore(pool *pgxpool.Pool, c clock.Clock) *Store {
 	return s
 }
 
+// The action_session. types the service writes, which triggers see: an
+// answer to a session (P5, H5) and a request to one over MCP (I4).
+const (
+	RespondedType = "action_session.responded"
+	RequestedType = "action_session.requested"
+)
+
 // ValidateType checks a client-supplied event type. Types ending in
 // .inserted, .updated or .deleted are written by record writes, and the
 // prefixes schedule. and action_session. belong to the service.

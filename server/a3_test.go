@@ -154,6 +154,69 @@ func TestCreateActionRejectsA3Violations(t *testing.T) {
 		{"predicate whose cost grows with the square of the event", func(d map[string]any) {
 			trigger(d, 0)["event"] = `event.type == "account.inserted" && event.data.items.all(a, event.data.items.exists(b, a == b))`
 		}, []want{{"INVALID_EXPRESSION", "input.triggers[0].event"}}},
+		{"predicate false whatever the event", func(d map[string]any) {
+			trigger(d, 0)["event"] = `event.type == "account.inserted" && ["a"].exists(x, x == "b")`
+		}, []want{{"INVALID_ACTION", "input.triggers[0].event"}}},
+		{"predicate that fails whatever the event", func(d map[string]any) {
+			trigger(d, 0)["event"] = `event.type == "account.inserted" && 1 / 0 == 1`
+		}, []want{{"INVALID_ACTION", "input.triggers[0].event"}}},
+		{"predicate on schedule.fired, which no trigger sees", func(d map[string]any) {
+			trigger(d, 1)["event"] = `event.type == "schedule.fired"`
+		}, []want{{"INVALID_ACTION", "input.triggers[1].event"}}},
+		{"predicate on a type the service never writes", func(d map[string]any) {
+			trigger(d, 0)["event"] = `event.type in ["action_session.started", "account.deleted"]`
+		}, []want{{"INVALID_ACTION", "input.triggers[0].event"}}},
+		{"start mapping that fails whatever the event", func(d map[string]any) {
+			trigger(d, 0)["session"] = map[string]any{"start": map[string]any{"input": map[string]any{"account_id": "string(1 / 0)"}}}
+		}, []want{{"INVALID_EXPRESSION", "input.triggers[0].session.start.input.account_id"}}},
+		{"resume id that fails whatever the event", func(d map[string]any) {
+			trigger(d, 1)["session"] = map[string]any{"resume": map[string]any{"id": `["a", "b"][2]`}}
+		}, []want{{"INVALID_EXPRESSION", "input.triggers[1].session.resume.id"}}},
+		{"required property whose const has another type", func(d map[string]any) {
+			sessionBlock(d)["inputSchema"].(map[string]any)["properties"].(map[string]any)["account_id"].(map[string]any)["const"] = 7
+		}, []want{{"INVALID_SCHEMA", "input.session.inputSchema"}}},
+		{"a tool with turns whose source has no turn()", func(d map[string]any) {
+			d["kind"], d["config"] = "starlark", nil
+			d["source"] = "def call(event):\n    return 1\n"
+			d["tool"] = map[string]any{"name": "lookup"}
+		}, []want{{"INVALID_ACTION", "input.source"}}},
+		{"predicate with a part every event runs that fails", func(d map[string]any) {
+			trigger(d, 0)["event"] = `event.type == "account.inserted" && event.data.n == [1][3]`
+		}, []want{{"INVALID_ACTION", "input.triggers[0].event"}}},
+		{"start mapping with a part every event runs that fails", func(d map[string]any) {
+			trigger(d, 0)["session"] = map[string]any{"start": map[string]any{"input": map[string]any{"account_id": "string(event.data.account_id) + string([1][3])"}}}
+		}, []want{{"INVALID_EXPRESSION", "input.triggers[0].session.start.input.account_id"}}},
+		{"ends that can never be a timestamp", func(d map[string]any) {
+			sessionBlock(d)["ends"] = "session.started_at + duration(string(1 / 0))"
+		}, []want{{"INVALID_EXPRESSION", "input.session.ends"}}},
+		{"ends before the start", func(d map[string]any) {
+			sessionBlock(d)["ends"] = "session.started_at - duration('1h')"
+		}, []want{{"INVALID_ACTION", "input.session.ends"}}},
+		{"ends at the start", func(d map[string]any) {
+			sessionBlock(d)["ends"] = "duration('0s') + session.started_at"
+		}, []want{{"INVALID_ACTION", "input.session.ends"}}},
+		{"ends a constant instant that has passed", func(d map[string]any) {
+			sessionBlock(d)["ends"] = "timestamp('2001-01-01T00:00:00Z')"
+		}, []want{{"INVALID_ACTION", "input.session.ends"}}},
+		{"clock cron that never fires (31 February)", func(d map[string]any) {
+			sessionBlock(d)["schedule"] = []any{map[string]any{"name": "never", "cron": "0 0 31 2 *"}}
+		}, []want{{"INVALID_ACTION", "input.session.schedule[0].cron"}}},
+		{"clock every of zero", func(d map[string]any) {
+			sessionBlock(d)["schedule"] = []any{map[string]any{"name": "spin", "every": "0s"}}
+		}, []want{{"INVALID_ACTION", "input.session.schedule[0].every"}}},
+		{"tool arguments schema nothing satisfies", func(d map[string]any) {
+			d["triggers"], d["session"] = []any{}, nil
+			d["tool"] = map[string]any{"name": "lookup", "inputSchema": map[string]any{
+				"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer", "minimum": 5, "maximum": 1}}, "required": []any{"n"}}}
+		}, []want{{"INVALID_SCHEMA", "input.tool.inputSchema"}}},
+		{"MCP arguments schema nothing satisfies", func(d map[string]any) {
+			d["mcp"] = map[string]any{"inputSchema": map[string]any{
+				"type": "object", "properties": map[string]any{"message": map[string]any{"type": "string", "minLength": 3, "maxLength": 2}}, "required": []any{"message"}},
+				"session": map[string]any{"resume": map[string]any{"id": "string(request.arguments.message)"}}}
+		}, []want{{"INVALID_SCHEMA", "input.mcp.inputSchema"}}},
+		{"MCP resume id that fails whatever the request", func(d map[string]any) {
+			d["mcp"] = map[string]any{"session": map[string]any{"resume": map[string]any{"id": `string(request.arguments.message) + ["a"][1]`}}}
+		}, []want{{"INVALID_EXPRESSION", "input.mcp.session.resume.id"}}},
 		{"maxBytes 0", func(d map[string]any) {
 			turnsBlock(d)["maxBytes"] = 0
 		}, []want{{"BAD_USER_INPUT", "input.session.turns.maxBytes"}}},

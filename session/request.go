@@ -29,7 +29,7 @@ import (
 // turn that took it answers it without an execution (Respond).
 
 // RequestedType is the type of the event that records a request (I4).
-const RequestedType = "action_session.requested"
+const RequestedType = ledger.RequestedType
 
 // MaxRequestKeyLen is the longest request key, in bytes.
 const MaxRequestKeyLen = 128

@@ -17,9 +17,6 @@ import (
 	"github.com/actionsledger/actionsledger/ledger"
 )
 
-// RespondedType is the type of the event that records an answer (P5, H5).
-const RespondedType = "action_session.responded"
-
 // MaxNoteLen is the longest note of a hold answer, in bytes (H3).
 const MaxNoteLen = 1024
 
@@ -235,7 +232,7 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 		if err := (Notice{SIDs: []int64{s.SID}, Interrupts: true, Turns: true}).Send(ctx, tx); err != nil {
 			return err
 		}
-		_, err = ledger.Append(ctx, tx, now, ledger.NewEvent{ID: eventID, Type: RespondedType, Data: raw})
+		_, err = ledger.Append(ctx, tx, now, ledger.NewEvent{ID: eventID, Type: ledger.RespondedType, Data: raw})
 		return err
 	})
 	if err != nil {

@@ -56,7 +56,7 @@ func (e *Executor) views(ctx context.Context, inputs []session.Input, known map[
 		if in.EventID != nil {
 			if ev, ok := events[*in.EventID]; ok {
 				v.Event = &EventView{ID: ev.ID, Type: ev.Type, Data: ev.Data, CommitTime: ev.CommitTime, Position: ev.Position}
-				if in.Kind == session.KindCommand && ev.Type == session.RespondedType {
+				if in.Kind == session.KindCommand && ev.Type == ledger.RespondedType {
 					var cmd Command
 					if err := json.Unmarshal(ev.Data, &cmd); err != nil {
 						return nil, fmt.Errorf("turns: command %s: %w", in.Identity, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/session"
 	"github.com/actionsledger/actionsledger/turns"
 )
@@ -145,7 +146,7 @@ func TestP1P3P5ApprovalPausesAndResumes(t *testing.T) {
 	require.Equal(t, session.Approve, req2.Inputs[0].Command.Decision)
 	require.Equal(t, "ok by phone", req2.Inputs[0].Command.Reason)
 	require.Equal(t, "alice", req2.Inputs[0].Command.Responder)
-	require.Equal(t, session.RespondedType, req2.Inputs[0].Event.Type)
+	require.Equal(t, ledger.RespondedType, req2.Inputs[0].Event.Type)
 
 	require.True(t, b.runOnce(b.ex))
 	req3 := b.p.last()
