@@ -78,19 +78,76 @@ func TestMCPBridgeListsAndCallsTools(t *testing.T) {
 			Value struct{ Value json.RawMessage }
 		}
 	}
-	body := strings.NewReader(`{"query": "{ ledger { value(namespace: \"frozen\", key: \"acct-7\") { value } } }"}`)
-	resp, err := http.Post(r.srv.URL+"/graphql", "application/json", body)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var gr struct{ Data json.RawMessage }
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&gr))
-	require.NoError(t, json.Unmarshal(gr.Data, &out), "%s", gr.Data)
+	postGraphQL(t, r.srv.URL, `{ ledger { value(namespace: "frozen", key: "acct-7") { value } } }`, &out)
 	require.JSONEq(t, `{"reason": "bridge", "requested_by": ""}`, string(out.Ledger.Value.Value))
 
 	_, err = cs.CallTool(ctx, &gomcp.CallToolParams{Name: "thaw_account", Arguments: map[string]any{}})
 	require.ErrorContains(t, err, "thaw_account")
 
 	require.Equal(t, cli.ExitOK, stop())
+}
+
+// Issue 17 (done when): a desktop-style client asks an agent through the
+// bridge, gets the turn's reply, and the session query shows the REQUEST
+// input with its execution and calls (I4).
+func TestMCPBridgeAsksAnAgent(t *testing.T) {
+	t.Parallel()
+	r := newLiveRig(t)
+	r.ok(t, "apply", "-f", "testdata/freeze-tool.yaml")
+	r.ok(t, "apply", "-f", "testdata/served-agent.yaml")
+	cs, stop := bridged(t, "--server", r.srv.URL)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &gomcp.CallToolParams{Name: "ask_case",
+		Arguments: map[string]any{"case_id": "case-9", "message": "Freeze it?"}})
+	require.NoError(t, err)
+	require.False(t, res.IsError)
+	require.Len(t, res.Content, 1)
+	require.Equal(t, "Frozen case-9.", res.Content[0].(*gomcp.TextContent).Text)
+
+	var out struct {
+		Actions struct {
+			Action struct {
+				Session struct {
+					Inputs struct {
+						Nodes []struct {
+							Kind      string
+							Calls     *int
+							Execution *struct{ Status string }
+						}
+					}
+				}
+			}
+		}
+	}
+	postGraphQL(t, r.srv.URL, `{ actions { action(id: "7b1d3e5f-2a4c-4e6f-9a8b-0c1d2e3f4a5b") { session(id: "case-9") {
+		inputs(first: 10) { nodes { kind calls execution { status } } } } } } }`, &out)
+	ins := out.Actions.Action.Session.Inputs.Nodes
+	require.Len(t, ins, 1)
+	require.Equal(t, "REQUEST", ins[0].Kind)
+	require.NotNil(t, ins[0].Execution)
+	require.Equal(t, "SUCCEEDED", ins[0].Execution.Status)
+	require.NotNil(t, ins[0].Calls)
+	require.Equal(t, 1, *ins[0].Calls, "the freeze_account call")
+	require.Equal(t, cli.ExitOK, stop())
+}
+
+// postGraphQL posts query to the server at base and decodes its data.
+func postGraphQL(t *testing.T, base, query string, out any) {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"query": query})
+	require.NoError(t, err)
+	resp, err := http.Post(base+"/graphql", "application/json", strings.NewReader(string(body)))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var gr struct {
+		Data   json.RawMessage
+		Errors []any
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&gr))
+	require.Empty(t, gr.Errors)
+	require.NoError(t, json.Unmarshal(gr.Data, out), "%s", gr.Data)
 }
 
 // Issue 17: the bridge connects before it serves, so a server that does
