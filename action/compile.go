@@ -63,6 +63,9 @@ type Compiled struct {
 	Tool             *CompiledTool
 	// MCP is the compiled serve block (issue 17); nil when not served.
 	MCP *CompiledMCP
+	// Concurrency is the concurrency block of an action without a session
+	// block (issue 15); nil: no limit.
+	Concurrency *CompiledConcurrency
 	// Author is the principal who stored the version ("" when unknown:
 	// stored before authors were recorded).
 	Author string
@@ -92,6 +95,19 @@ func (c *Compiled) Covers(position int64) bool {
 // disabling or archiving the action does. It holds wherever Covers does.
 func (c *Compiled) CoversPinned(position int64) bool {
 	return position > c.FromPosition && (c.PinnedToPosition == 0 || position <= c.PinnedToPosition)
+}
+
+// Sessionless reports whether the version runs one execution per matching
+// event (an action without a session block, with triggers; issue 15).
+func (c *Compiled) Sessionless() bool { return c.Session == nil && len(c.Triggers) > 0 }
+
+// CompiledConcurrency is a compiled concurrency block (issue 15).
+type CompiledConcurrency struct {
+	// Limit is how many executions of one group run at once (1-MaxConcurrencyLimit).
+	Limit int
+	// Key computes an execution's group from its event (ConcurrencyKey
+	// role); nil: the action is one group.
+	Key *expr.Program
 }
 
 // CompiledTool is a compiled tool block.
@@ -390,14 +406,14 @@ func (c *compiler) compile() *Compiled {
 		if role != nil && role.Start == nil && role.Resume == nil {
 			role = nil
 		}
-		if def.Session == nil {
-			if role != nil {
-				c.fail(f+".session", fault.InvalidAction, "a trigger can have a session role only when the action has a session block")
-			}
-			ct.Predicate = c.program(expr.StartPredicate, t.Event, f+".event")
-			continue
-		}
 		switch {
+		case def.Session == nil:
+			// A3: without a session block no trigger has a role and no
+			// expression reads session (the role's environment refuses it).
+			if role != nil {
+				c.fail(f+".session", fault.InvalidAction, "a trigger can have a session role only when the action has a session block; without one, each matching event runs one execution")
+			}
+			ct.Predicate = c.program(expr.EventPredicate, t.Event, f+".event")
 		case role == nil:
 			c.fail(f+".session", fault.InvalidAction, "with a session block every trigger needs a session role: start or resume")
 			ct.Predicate = c.program(expr.StartPredicate, t.Event, f+".event")
@@ -443,10 +459,42 @@ func (c *compiler) compile() *Compiled {
 	switch {
 	case def.Session != nil:
 		out.Session = c.session(def.Session, schema, names, hasStart || toolSession || mcpStart)
-	case len(def.Triggers) > 0:
-		c.fail("session", fault.NotImplemented, "actions with triggers but no session block are not supported yet")
-	case def.Tool == nil:
-		c.fail("tool", fault.InvalidAction, "an action needs triggers with a session block, or a tool block")
+	case len(def.Triggers) == 0 && def.Tool == nil:
+		c.fail("triggers", fault.InvalidAction, "an action needs triggers (with or without a session block) or a tool block")
+	}
+	out.Concurrency = c.concurrency(def)
+	return out
+}
+
+// Limits of a concurrency block (issue 15).
+const (
+	// MaxConcurrencyLimit is the largest concurrency.limit.
+	MaxConcurrencyLimit = 1000
+)
+
+// concurrency compiles the concurrency block (issue 15): only an action
+// without a session block whose triggers run executions has one (a
+// session's turns already run one at a time, T1). The key reads event
+// alone (A3).
+func (c *compiler) concurrency(def Definition) *CompiledConcurrency {
+	cd := def.Concurrency
+	if cd == nil {
+		return nil
+	}
+	switch {
+	case def.Session != nil:
+		c.fail("concurrency", fault.InvalidAction, "concurrency applies to actions without a session block: a session's turns already run one at a time")
+		return nil
+	case len(def.Triggers) == 0:
+		c.fail("concurrency", fault.InvalidAction, "concurrency limits the executions triggers run; this action has no triggers")
+		return nil
+	}
+	out := &CompiledConcurrency{Limit: cd.Limit}
+	if cd.Limit < 1 || cd.Limit > MaxConcurrencyLimit {
+		c.fail("concurrency.limit", fault.BadInput, "limit is 1-%d executions running at once", MaxConcurrencyLimit)
+	}
+	if cd.Key != nil {
+		out.Key = c.program(expr.ConcurrencyKey, *cd.Key, "concurrency.key")
 	}
 	return out
 }

@@ -121,3 +121,93 @@ func TestCompileReportsEveryViolation_A3(t *testing.T) {
 	_, err := action.Compile(d, nil)
 	require.GreaterOrEqual(t, len(action.Errors(err)), 3)
 }
+
+// sessionless is an action without a session block (issue 15).
+func sessionless() action.Definition {
+	return action.Definition{Name: "on-entry", Kind: "agent.echo", Triggers: []action.Trigger{
+		{Name: "entry", Event: `event.type == "entry.inserted"`},
+		{Name: "any", Event: `event.data.kind == "x"`},
+	}}
+}
+
+// Issue 15: an action without a session block compiles its triggers and
+// concurrency block, and A3 refuses what would read or need a session.
+func TestCompileSessionless_A3(t *testing.T) {
+	t.Parallel()
+	d := sessionless()
+	d.Concurrency = &action.ConcurrencyDef{Limit: 3, Key: ptr(`string(event.data.account)`)}
+	c, err := action.Compile(d, nil)
+	require.NoError(t, err)
+	require.True(t, c.Sessionless())
+	require.Nil(t, c.Session)
+	require.Equal(t, []string{"entry.inserted"}, c.Triggers[0].EventTypes)
+	require.Nil(t, c.Triggers[1].EventTypes, "pins no type: matched against every event")
+	require.Equal(t, 3, c.Concurrency.Limit)
+	require.NotNil(t, c.Concurrency.Key)
+
+	cases := []struct {
+		name, code, field, message string
+		edit                       func(d *action.Definition)
+	}{
+		{"a start role", fault.InvalidAction, "triggers[0].session", "only when the action has a session block", func(d *action.Definition) {
+			d.Triggers[0].Session = &action.TriggerRole{Start: &action.StartRole{Input: jsonvalue.Value(`{"a":"'x'"}`)}}
+		}},
+		{"a resume role", fault.InvalidAction, "triggers[1].session", "only when the action has a session block", func(d *action.Definition) {
+			d.Triggers[1].Session = &action.TriggerRole{Resume: &action.ResumeRole{ID: `"x"`}}
+		}},
+		{"a predicate reads session", fault.InvalidAction, "triggers[0].event", "there is no session", func(d *action.Definition) {
+			d.Triggers[0].Event = `event.type == "entry.inserted" && session.input.a == "x"`
+		}},
+		{"a tool with a session", fault.InvalidAction, "tool.session", "needs the action's session block", func(d *action.Definition) {
+			d.Tool = &action.ToolDef{Name: "t", Session: &action.ToolSessionDef{Start: &action.StartRole{Input: jsonvalue.Value(`{"a":"tool.input.a"}`)}}}
+		}},
+		{"a predicate matching no event", fault.InvalidAction, "triggers[0].event", "matches no event", func(d *action.Definition) {
+			d.Triggers[0].Event = `event.type == "a" && event.type == "b"`
+		}},
+		{"a key reading session", fault.InvalidAction, "concurrency.key", "there is no session", func(d *action.Definition) {
+			d.Concurrency = &action.ConcurrencyDef{Limit: 1, Key: ptr(`session.id`)}
+		}},
+		{"a key that is not a string", fault.InvalidExpression, "concurrency.key", "string", func(d *action.Definition) {
+			d.Concurrency = &action.ConcurrencyDef{Limit: 1, Key: ptr(`event.position`)}
+		}},
+		{"a limit of 0", fault.BadInput, "concurrency.limit", "1-1000", func(d *action.Definition) {
+			d.Concurrency = &action.ConcurrencyDef{Limit: 0}
+		}},
+		{"a limit over the cap", fault.BadInput, "concurrency.limit", "1-1000", func(d *action.Definition) {
+			d.Concurrency = &action.ConcurrencyDef{Limit: 1001}
+		}},
+		{"concurrency without triggers", fault.InvalidAction, "concurrency", "no triggers", func(d *action.Definition) {
+			d.Triggers = nil
+			d.Tool = &action.ToolDef{Name: "t"}
+			d.Concurrency = &action.ConcurrencyDef{Limit: 1}
+		}},
+		{"no triggers and no tool", fault.InvalidAction, "triggers", "needs triggers", func(d *action.Definition) { d.Triggers = nil }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := sessionless()
+			tc.edit(&d)
+			_, err := action.Compile(d, nil)
+			require.Error(t, err)
+			var found []string
+			for _, e := range action.Errors(err) {
+				fe := fault.As(e)
+				require.NotNil(t, fe)
+				if fe.Code == tc.code && fe.Field == tc.field {
+					require.Contains(t, fe.Message, tc.message)
+					return
+				}
+				found = append(found, fe.Code+" "+fe.Field+": "+fe.Message)
+			}
+			t.Fatalf("no %s at %s; got %q", tc.code, tc.field, found)
+		})
+	}
+	// With a session block, a concurrency block is refused: turns already
+	// run one at a time.
+	m := monitor()
+	m.Concurrency = &action.ConcurrencyDef{Limit: 1}
+	_, err = action.Compile(m, nil)
+	require.Equal(t, fault.InvalidAction, fault.CodeOf(err))
+	require.Equal(t, "concurrency", fault.As(err).Field)
+}

@@ -25,6 +25,20 @@ type Definition struct {
 	// MCP serves the action to MCP clients as one tool whose calls are
 	// REQUEST inputs of its sessions (issue 17, I4); nil: not served.
 	MCP *MCPDef `json:"mcp,omitempty"`
+	// Concurrency limits how many executions of an action without a
+	// session block run at once (issue 15); nil: no limit beyond the
+	// executors' workers.
+	Concurrency *ConcurrencyDef `json:"concurrency,omitempty"`
+}
+
+// ConcurrencyDef limits the running executions of an action without a
+// session block (issue 15): at most Limit at a time per value of Key, a CEL
+// expression over event giving a string (the whole action is one group
+// without it). Within a group, executions start in the commit order of
+// their events.
+type ConcurrencyDef struct {
+	Limit int     `json:"limit"`
+	Key   *string `json:"key,omitempty"`
 }
 
 // MCPDef serves a session action (an agent, typically) over MCP (issue

@@ -50,13 +50,15 @@ type Commands struct {
 	Apply    ApplyCmd    `cmd:"" group:"client" help:"Create an action from a YAML or JSON file, or update it when its definition changed."`
 	Actions  ActionsCmd  `cmd:"" group:"client" help:"List actions, or show one (definition, versions, status)."`
 	Sessions SessionsCmd `cmd:"" group:"client" help:"List, show, watch or close an action's sessions."`
-	Inbox    InboxCmd    `cmd:"" group:"client" help:"List the approvals and held turns waiting for an answer."`
-	Respond  RespondCmd  `cmd:"" group:"client" help:"Answer an approval (--approve|--deny) or a held turn (--retry|--skip)."`
-	Events   EventsCmd   `cmd:"" group:"client" help:"Follow the ledger's events."`
-	Put      PutCmd      `cmd:"" group:"client" help:"Write a key-value record to the ledger."`
-	Append   AppendCmd   `cmd:"" group:"client" help:"Append an event with no record to the ledger."`
-	Tokens   TokensCmd   `cmd:"" group:"client" help:"Create, list or revoke bearer tokens through the server (needs ADMIN)."`
-	MCP      MCPCmd      `cmd:"" name:"mcp" group:"client" help:"Serve MCP on stdin/stdout for a desktop client, bridged to the server's /mcp with --token."`
+	// Issue 15.
+	Executions ExecutionsCmd `cmd:"" group:"client" help:"List the executions of an action without a session block, or retry a failed one."`
+	Inbox      InboxCmd      `cmd:"" group:"client" help:"List the approvals and held turns waiting for an answer."`
+	Respond    RespondCmd    `cmd:"" group:"client" help:"Answer an approval (--approve|--deny) or a held turn (--retry|--skip)."`
+	Events     EventsCmd     `cmd:"" group:"client" help:"Follow the ledger's events."`
+	Put        PutCmd        `cmd:"" group:"client" help:"Write a key-value record to the ledger."`
+	Append     AppendCmd     `cmd:"" group:"client" help:"Append an event with no record to the ledger."`
+	Tokens     TokensCmd     `cmd:"" group:"client" help:"Create, list or revoke bearer tokens through the server (needs ADMIN)."`
+	MCP        MCPCmd        `cmd:"" name:"mcp" group:"client" help:"Serve MCP on stdin/stdout for a desktop client, bridged to the server's /mcp with --token."`
 }
 
 // Vars are the kong variables the grammar's tags refer to.

@@ -1,8 +1,8 @@
 // Package cli holds the actionsledger command line's client commands
-// (issue 12, CLI): apply, actions, sessions, inbox, respond, events, put,
-// append and tokens, and mcp, the stdio bridge to the server's MCP
-// endpoint (issue 17). They are clients of a running server (package
-// client; mcp speaks MCP to /mcp), never database clients; cmd/actionsledger wires them next to the
+// (issue 12, CLI): apply, actions, sessions, executions (issue 15), inbox,
+// respond, events, put, append and tokens, and mcp, the stdio bridge to the
+// server's MCP endpoint (issue 17). They are clients of a running server
+// (package client; mcp speaks MCP to /mcp), never database clients; cmd/actionsledger wires them next to the
 // server and database commands (serve, worker, migrate, token, ...).
 //
 // Every command takes --server (ACTIONSLEDGER_SERVER, default

@@ -89,7 +89,8 @@ func startApp(t *testing.T, cfg server.Config) *rig {
 	return &rig{app: app, logs: logs}
 }
 
-// step dispatches every event and runs every runnable turn.
+// step dispatches every event and runs every runnable turn and every
+// queued execution of an action without a session block.
 func (r *rig) step(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
@@ -97,6 +98,13 @@ func (r *rig) step(t *testing.T) {
 		n, err := r.app.Dispatcher.DispatchOnce(ctx)
 		require.NoError(t, err)
 		if n == 0 {
+			break
+		}
+	}
+	for {
+		ran, err := r.app.Executor.RunExecutionOnce(ctx)
+		require.NoError(t, err)
+		if !ran {
 			break
 		}
 	}

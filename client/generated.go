@@ -720,6 +720,8 @@ func (v *DefinitionFieldsTriggersTriggerSessionTriggerSessionRoleStartStartRole)
 type ExecutionStatus string
 
 const (
+	// Waiting to run: an execution of an action without a session block, queued or retried.
+	ExecutionStatusQueued    ExecutionStatus = "QUEUED"
 	ExecutionStatusRunning   ExecutionStatus = "RUNNING"
 	ExecutionStatusSucceeded ExecutionStatus = "SUCCEEDED"
 	ExecutionStatusFailed    ExecutionStatus = "FAILED"
@@ -728,12 +730,111 @@ const (
 )
 
 var AllExecutionStatus = []ExecutionStatus{
+	ExecutionStatusQueued,
 	ExecutionStatusRunning,
 	ExecutionStatusSucceeded,
 	ExecutionStatusFailed,
 	ExecutionStatusHeld,
 	ExecutionStatusCancelled,
 }
+
+// ExecutionSummary includes the requested fields of the GraphQL type Execution.
+type ExecutionSummary struct {
+	Id      string          `json:"id"`
+	Version int             `json:"version"`
+	Status  ExecutionStatus `json:"status"`
+	// How many times the handler ran (retries included).
+	Attempts int     `json:"attempts"`
+	Error    *string `json:"error"`
+	// How many times an operator retried it with retryExecution.
+	Retries int `json:"retries"`
+	// When it was queued (executions of actions without a session block).
+	QueuedAt   *time.Time `json:"queuedAt"`
+	StartedAt  time.Time  `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt"`
+	// Its concurrency group: the key's value, or empty without a key expression; null without a limit, or when the key failed.
+	ConcurrencyKey *string `json:"concurrencyKey"`
+	// The event it runs for, in an action without a session block; null for turns and tool calls.
+	Event *ExecutionSummaryEvent `json:"event"`
+	// The triggers (at the execution's version) whose predicates matched its event, in definition order.
+	Triggers   []ExecutionSummaryTriggersTrigger `json:"triggers"`
+	Invocation ExecutionSummaryInvocation        `json:"invocation"`
+}
+
+// GetId returns ExecutionSummary.Id, and is useful for accessing the field via an interface.
+func (v *ExecutionSummary) GetId() string { return v.Id }
+
+// GetVersion returns ExecutionSummary.Version, and is useful for accessing the field via an interface.
+func (v *ExecutionSummary) GetVersion() int { return v.Version }
+
+// GetStatus returns ExecutionSummary.Status, and is useful for accessing the field via an interface.
+func (v *ExecutionSummary) GetStatus() ExecutionStatus { return v.Status }
+
+// GetAttempts returns ExecutionSummary.Attempts, and is useful for accessing the field via an interface.
+func (v *ExecutionSummary) GetAttempts() int { return v.Attempts }
+
+// GetError returns ExecutionSummary.Error, and is useful for accessing the field via an interface.
+func (v *ExecutionSummary) GetError() *string { return v.Error }
+
+// GetRetries returns ExecutionSummary.Retries, and is useful for accessing the field via an interface.
+func (v *ExecutionSummary) GetRetries() int { return v.Retries }
+
+// GetQueuedAt returns ExecutionSummary.QueuedAt, and is useful for accessing the field via an interface.
+func (v *ExecutionSummary) GetQueuedAt() *time.Time { return v.QueuedAt }
+
+// GetStartedAt returns ExecutionSummary.StartedAt, and is useful for accessing the field via an interface.
+func (v *ExecutionSummary) GetStartedAt() time.Time { return v.StartedAt }
+
+// GetFinishedAt returns ExecutionSummary.FinishedAt, and is useful for accessing the field via an interface.
+func (v *ExecutionSummary) GetFinishedAt() *time.Time { return v.FinishedAt }
+
+// GetConcurrencyKey returns ExecutionSummary.ConcurrencyKey, and is useful for accessing the field via an interface.
+func (v *ExecutionSummary) GetConcurrencyKey() *string { return v.ConcurrencyKey }
+
+// GetEvent returns ExecutionSummary.Event, and is useful for accessing the field via an interface.
+func (v *ExecutionSummary) GetEvent() *ExecutionSummaryEvent { return v.Event }
+
+// GetTriggers returns ExecutionSummary.Triggers, and is useful for accessing the field via an interface.
+func (v *ExecutionSummary) GetTriggers() []ExecutionSummaryTriggersTrigger { return v.Triggers }
+
+// GetInvocation returns ExecutionSummary.Invocation, and is useful for accessing the field via an interface.
+func (v *ExecutionSummary) GetInvocation() ExecutionSummaryInvocation { return v.Invocation }
+
+// ExecutionSummaryEvent includes the requested fields of the GraphQL type Event.
+// The GraphQL type's documentation follows.
+//
+// One committed ledger event.
+type ExecutionSummaryEvent struct {
+	Id        string `json:"id"`
+	EventType string `json:"eventType"`
+	// Position in commit order, as a decimal string (a 64-bit integer).
+	Position string `json:"position"`
+}
+
+// GetId returns ExecutionSummaryEvent.Id, and is useful for accessing the field via an interface.
+func (v *ExecutionSummaryEvent) GetId() string { return v.Id }
+
+// GetEventType returns ExecutionSummaryEvent.EventType, and is useful for accessing the field via an interface.
+func (v *ExecutionSummaryEvent) GetEventType() string { return v.EventType }
+
+// GetPosition returns ExecutionSummaryEvent.Position, and is useful for accessing the field via an interface.
+func (v *ExecutionSummaryEvent) GetPosition() string { return v.Position }
+
+// ExecutionSummaryInvocation includes the requested fields of the GraphQL type Invocation.
+type ExecutionSummaryInvocation struct {
+	Output *json.RawMessage `json:"output"`
+}
+
+// GetOutput returns ExecutionSummaryInvocation.Output, and is useful for accessing the field via an interface.
+func (v *ExecutionSummaryInvocation) GetOutput() *json.RawMessage { return v.Output }
+
+// ExecutionSummaryTriggersTrigger includes the requested fields of the GraphQL type Trigger.
+type ExecutionSummaryTriggersTrigger struct {
+	Name string `json:"name"`
+}
+
+// GetName returns ExecutionSummaryTriggersTrigger.Name, and is useful for accessing the field via an interface.
+func (v *ExecutionSummaryTriggersTrigger) GetName() string { return v.Name }
 
 // GetActionActionsActionsQuery includes the requested fields of the GraphQL type ActionsQuery.
 type GetActionActionsActionsQuery struct {
@@ -1362,6 +1463,77 @@ type ListActionsResponse struct {
 // GetActions returns ListActionsResponse.Actions, and is useful for accessing the field via an interface.
 func (v *ListActionsResponse) GetActions() ListActionsActionsActionsQuery { return v.Actions }
 
+// ListExecutionsActionsActionsQuery includes the requested fields of the GraphQL type ActionsQuery.
+type ListExecutionsActionsActionsQuery struct {
+	Action *ListExecutionsActionsActionsQueryAction `json:"action"`
+}
+
+// GetAction returns ListExecutionsActionsActionsQuery.Action, and is useful for accessing the field via an interface.
+func (v *ListExecutionsActionsActionsQuery) GetAction() *ListExecutionsActionsActionsQueryAction {
+	return v.Action
+}
+
+// ListExecutionsActionsActionsQueryAction includes the requested fields of the GraphQL type Action.
+type ListExecutionsActionsActionsQueryAction struct {
+	Id string `json:"id"`
+	// The executions of an action without a session block, one per event its
+	// triggers matched, newest event first, optionally of one status. A session
+	// action's executions are its turns' (ActionSession.turns). first: 1-500,
+	// default 100.
+	Executions ListExecutionsActionsActionsQueryActionExecutionsExecutionConnection `json:"executions"`
+}
+
+// GetId returns ListExecutionsActionsActionsQueryAction.Id, and is useful for accessing the field via an interface.
+func (v *ListExecutionsActionsActionsQueryAction) GetId() string { return v.Id }
+
+// GetExecutions returns ListExecutionsActionsActionsQueryAction.Executions, and is useful for accessing the field via an interface.
+func (v *ListExecutionsActionsActionsQueryAction) GetExecutions() ListExecutionsActionsActionsQueryActionExecutionsExecutionConnection {
+	return v.Executions
+}
+
+// ListExecutionsActionsActionsQueryActionExecutionsExecutionConnection includes the requested fields of the GraphQL type ExecutionConnection.
+type ListExecutionsActionsActionsQueryActionExecutionsExecutionConnection struct {
+	Nodes    []ExecutionSummary                                                           `json:"nodes"`
+	PageInfo ListExecutionsActionsActionsQueryActionExecutionsExecutionConnectionPageInfo `json:"pageInfo"`
+}
+
+// GetNodes returns ListExecutionsActionsActionsQueryActionExecutionsExecutionConnection.Nodes, and is useful for accessing the field via an interface.
+func (v *ListExecutionsActionsActionsQueryActionExecutionsExecutionConnection) GetNodes() []ExecutionSummary {
+	return v.Nodes
+}
+
+// GetPageInfo returns ListExecutionsActionsActionsQueryActionExecutionsExecutionConnection.PageInfo, and is useful for accessing the field via an interface.
+func (v *ListExecutionsActionsActionsQueryActionExecutionsExecutionConnection) GetPageInfo() ListExecutionsActionsActionsQueryActionExecutionsExecutionConnectionPageInfo {
+	return v.PageInfo
+}
+
+// ListExecutionsActionsActionsQueryActionExecutionsExecutionConnectionPageInfo includes the requested fields of the GraphQL type PageInfo.
+// The GraphQL type's documentation follows.
+//
+// Information about a page of a connection; pass endCursor as `after` for the next page.
+type ListExecutionsActionsActionsQueryActionExecutionsExecutionConnectionPageInfo struct {
+	HasNextPage bool    `json:"hasNextPage"`
+	EndCursor   *string `json:"endCursor"`
+}
+
+// GetHasNextPage returns ListExecutionsActionsActionsQueryActionExecutionsExecutionConnectionPageInfo.HasNextPage, and is useful for accessing the field via an interface.
+func (v *ListExecutionsActionsActionsQueryActionExecutionsExecutionConnectionPageInfo) GetHasNextPage() bool {
+	return v.HasNextPage
+}
+
+// GetEndCursor returns ListExecutionsActionsActionsQueryActionExecutionsExecutionConnectionPageInfo.EndCursor, and is useful for accessing the field via an interface.
+func (v *ListExecutionsActionsActionsQueryActionExecutionsExecutionConnectionPageInfo) GetEndCursor() *string {
+	return v.EndCursor
+}
+
+// ListExecutionsResponse is returned by ListExecutions on success.
+type ListExecutionsResponse struct {
+	Actions ListExecutionsActionsActionsQuery `json:"actions"`
+}
+
+// GetActions returns ListExecutionsResponse.Actions, and is useful for accessing the field via an interface.
+func (v *ListExecutionsResponse) GetActions() ListExecutionsActionsActionsQuery { return v.Actions }
+
 // ListSessionsActionsActionsQuery includes the requested fields of the GraphQL type ActionsQuery.
 type ListSessionsActionsActionsQuery struct {
 	Action *ListSessionsActionsActionsQueryAction `json:"action"`
@@ -1759,6 +1931,57 @@ type RespondToSessionResponse struct {
 func (v *RespondToSessionResponse) GetActions() RespondToSessionActionsActionsMutation {
 	return v.Actions
 }
+
+// RetryExecutionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
+type RetryExecutionActionsActionsMutation struct {
+	// Runs a FAILED execution of an action without a session block again: it is
+	// QUEUED with its event, at its version, and gets the full number of
+	// attempts; its transcript keeps the earlier runs' entries. Anything else
+	// fails with EXECUTION_NOT_RETRYABLE (not FAILED, or its concurrency key
+	// failed to evaluate, which would happen again), an unknown id or one that
+	// is not among the action's executions with NOT_FOUND. Needs RESPOND on
+	// the action.
+	RetryExecution *RetryExecutionActionsActionsMutationRetryExecution `json:"retryExecution"`
+}
+
+// GetRetryExecution returns RetryExecutionActionsActionsMutation.RetryExecution, and is useful for accessing the field via an interface.
+func (v *RetryExecutionActionsActionsMutation) GetRetryExecution() *RetryExecutionActionsActionsMutationRetryExecution {
+	return v.RetryExecution
+}
+
+// RetryExecutionActionsActionsMutationRetryExecution includes the requested fields of the GraphQL type Execution.
+type RetryExecutionActionsActionsMutationRetryExecution struct {
+	Id     string          `json:"id"`
+	Status ExecutionStatus `json:"status"`
+	// How many times an operator retried it with retryExecution.
+	Retries int `json:"retries"`
+	// The principal that last retried it.
+	RetriedBy *string `json:"retriedBy"`
+}
+
+// GetId returns RetryExecutionActionsActionsMutationRetryExecution.Id, and is useful for accessing the field via an interface.
+func (v *RetryExecutionActionsActionsMutationRetryExecution) GetId() string { return v.Id }
+
+// GetStatus returns RetryExecutionActionsActionsMutationRetryExecution.Status, and is useful for accessing the field via an interface.
+func (v *RetryExecutionActionsActionsMutationRetryExecution) GetStatus() ExecutionStatus {
+	return v.Status
+}
+
+// GetRetries returns RetryExecutionActionsActionsMutationRetryExecution.Retries, and is useful for accessing the field via an interface.
+func (v *RetryExecutionActionsActionsMutationRetryExecution) GetRetries() int { return v.Retries }
+
+// GetRetriedBy returns RetryExecutionActionsActionsMutationRetryExecution.RetriedBy, and is useful for accessing the field via an interface.
+func (v *RetryExecutionActionsActionsMutationRetryExecution) GetRetriedBy() *string {
+	return v.RetriedBy
+}
+
+// RetryExecutionResponse is returned by RetryExecution on success.
+type RetryExecutionResponse struct {
+	Actions RetryExecutionActionsActionsMutation `json:"actions"`
+}
+
+// GetActions returns RetryExecutionResponse.Actions, and is useful for accessing the field via an interface.
+func (v *RetryExecutionResponse) GetActions() RetryExecutionActionsActionsMutation { return v.Actions }
 
 // RevokeTokenAuthAuthMutation includes the requested fields of the GraphQL type AuthMutation.
 type RevokeTokenAuthAuthMutation struct {
@@ -2954,6 +3177,26 @@ func (v *__ListActionsInput) GetFirst() *int { return v.First }
 // GetAfter returns __ListActionsInput.After, and is useful for accessing the field via an interface.
 func (v *__ListActionsInput) GetAfter() *string { return v.After }
 
+// __ListExecutionsInput is used internally by genqlient
+type __ListExecutionsInput struct {
+	ActionId string           `json:"actionId"`
+	First    *int             `json:"first"`
+	After    *string          `json:"after"`
+	Status   *ExecutionStatus `json:"status"`
+}
+
+// GetActionId returns __ListExecutionsInput.ActionId, and is useful for accessing the field via an interface.
+func (v *__ListExecutionsInput) GetActionId() string { return v.ActionId }
+
+// GetFirst returns __ListExecutionsInput.First, and is useful for accessing the field via an interface.
+func (v *__ListExecutionsInput) GetFirst() *int { return v.First }
+
+// GetAfter returns __ListExecutionsInput.After, and is useful for accessing the field via an interface.
+func (v *__ListExecutionsInput) GetAfter() *string { return v.After }
+
+// GetStatus returns __ListExecutionsInput.Status, and is useful for accessing the field via an interface.
+func (v *__ListExecutionsInput) GetStatus() *ExecutionStatus { return v.Status }
+
 // __ListSessionsInput is used internally by genqlient
 type __ListSessionsInput struct {
 	ActionId string         `json:"actionId"`
@@ -3021,6 +3264,18 @@ func (v *__RespondToSessionInput) GetInterruptId() string { return v.InterruptId
 
 // GetResponse returns __RespondToSessionInput.Response, and is useful for accessing the field via an interface.
 func (v *__RespondToSessionInput) GetResponse() SessionResponseInput { return v.Response }
+
+// __RetryExecutionInput is used internally by genqlient
+type __RetryExecutionInput struct {
+	ActionId string `json:"actionId"`
+	Id       string `json:"id"`
+}
+
+// GetActionId returns __RetryExecutionInput.ActionId, and is useful for accessing the field via an interface.
+func (v *__RetryExecutionInput) GetActionId() string { return v.ActionId }
+
+// GetId returns __RetryExecutionInput.Id, and is useful for accessing the field via an interface.
+func (v *__RetryExecutionInput) GetId() string { return v.Id }
 
 // __RevokeTokenInput is used internally by genqlient
 type __RevokeTokenInput struct {
@@ -3751,6 +4006,77 @@ func ListActions(
 	return data_, err_
 }
 
+// The query executed by ListExecutions.
+const ListExecutions_Operation = `
+query ListExecutions ($actionId: UUID!, $first: Int, $after: String, $status: ExecutionStatus) {
+	actions {
+		action(id: $actionId) {
+			id
+			executions(first: $first, after: $after, status: $status) {
+				nodes {
+					id
+					version
+					status
+					attempts
+					error
+					retries
+					queuedAt
+					startedAt
+					finishedAt
+					concurrencyKey
+					event {
+						id
+						eventType
+						position
+					}
+					triggers {
+						name
+					}
+					invocation {
+						output
+					}
+				}
+				pageInfo {
+					hasNextPage
+					endCursor
+				}
+			}
+		}
+	}
+}
+`
+
+func ListExecutions(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	actionId string,
+	first *int,
+	after *string,
+	status *ExecutionStatus,
+) (data_ *ListExecutionsResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "ListExecutions",
+		Query:  ListExecutions_Operation,
+		Variables: &__ListExecutionsInput{
+			ActionId: actionId,
+			First:    first,
+			After:    after,
+			Status:   status,
+		},
+	}
+
+	data_ = &ListExecutionsResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
 // The query executed by ListSessions.
 const ListSessions_Operation = `
 query ListSessions ($actionId: UUID!, $first: Int, $after: String, $status: SessionStatus) {
@@ -3939,6 +4265,47 @@ func RespondToSession(
 	}
 
 	data_ = &RespondToSessionResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by RetryExecution.
+const RetryExecution_Operation = `
+mutation RetryExecution ($actionId: UUID!, $id: UUID!) {
+	actions {
+		retryExecution(actionId: $actionId, id: $id) {
+			id
+			status
+			retries
+			retriedBy
+		}
+	}
+}
+`
+
+func RetryExecution(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	actionId string,
+	id string,
+) (data_ *RetryExecutionResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "RetryExecution",
+		Query:  RetryExecution_Operation,
+		Variables: &__RetryExecutionInput{
+			ActionId: actionId,
+			Id:       id,
+		},
+	}
+
+	data_ = &RetryExecutionResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(

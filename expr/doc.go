@@ -9,7 +9,9 @@
 // role does not list is a compile error that names it.
 //
 //	role             where it appears                       reads                                     produces
-//	StartPredicate   trigger event, start role or no role   event                                     bool
+//	StartPredicate   trigger event, start role              event                                     bool
+//	EventPredicate   trigger event, no session block        event                                     bool
+//	ConcurrencyKey   concurrency.key, no session block      event                                     string
 //	ResumePredicate  trigger event, resume role             event, session.id, session.input          bool
 //	StartMapping     session.start.input.<property>         event                                     any JSON value
 //	ResumeID         session.resume.id                      event                                     string

@@ -165,6 +165,15 @@ func TestCompileRoles(t *testing.T) {
 		{"X1 tool mapping: unknown tool field", expr.ToolMapping, `tool.name`, badExpr, `tool has no field "name" (fields: input)`},
 		{"X1 tool mapping: event", expr.ToolMapping, `event.data`, badExpr, "a tool session mapping cannot read event"},
 		{"X1 tool mapping: session", expr.ToolMapping, `session.input`, badAction, "cannot read session: the session may not exist yet"},
+
+		// EventPredicate and ConcurrencyKey (issue 15: no session block)
+		{"A3 event predicate: event", expr.EventPredicate, `event.type == "entry.inserted" && event.data.n > 1`, ok, ""},
+		{"A3 event predicate: session", expr.EventPredicate, `session.id == "x"`, badAction,
+			"a trigger of an action without a session block cannot read session: the action has no session block, so there is no session"},
+		{"A3 event predicate: not bool", expr.EventPredicate, `event.type`, badExpr, "must produce bool"},
+		{"A3 concurrency key: string", expr.ConcurrencyKey, `string(event.data.account_id)`, ok, ""},
+		{"A3 concurrency key: session", expr.ConcurrencyKey, `session.input.a`, badAction, "concurrency.key cannot read session"},
+		{"A3 concurrency key: int", expr.ConcurrencyKey, `event.position`, badExpr, "concurrency.key must produce string, found int"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,8 +15,8 @@ type Role int
 
 // The expression roles of an action definition.
 const (
-	// StartPredicate is a trigger's event predicate on a start trigger, or on
-	// any trigger of an action without a session block. Reads event; bool.
+	// StartPredicate is a trigger's event predicate on a start trigger.
+	// Reads event; bool.
 	StartPredicate Role = iota + 1
 	// ResumePredicate is a resume trigger's event predicate. Reads event,
 	// session.id and session.input; bool; must constrain events (A3).
@@ -40,6 +40,13 @@ const (
 	// RequestID is an MCP serve block's session.resume.id. Reads request;
 	// string.
 	RequestID
+	// EventPredicate is a trigger's event predicate in an action without a
+	// session block (issue 15). Reads event; bool. Reading session is an
+	// A3 violation: there is no session.
+	EventPredicate
+	// ConcurrencyKey is an action's concurrency.key (issue 15): the group
+	// whose executions share the concurrency limit. Reads event; string.
+	ConcurrencyKey
 )
 
 // String returns the role's readable name, e.g. "start predicate".
@@ -119,6 +126,16 @@ var specs = map[Role]roleSpec{
 		name: "session end", subject: "session.ends",
 		vars: []string{varSession}, session: []string{"input", "started_at"}, out: timestampOut,
 		why: map[string]string{varEvent: "it is computed from session.input and session.started_at"},
+	},
+	EventPredicate: {
+		name: "event predicate", subject: "a trigger of an action without a session block",
+		vars: []string{varEvent}, out: boolOut,
+		why: map[string]string{varSession: "the action has no session block, so there is no session"},
+	},
+	ConcurrencyKey: {
+		name: "concurrency key", subject: "concurrency.key",
+		vars: []string{varEvent}, out: stringOut,
+		why: map[string]string{varSession: "the action has no session block, so there is no session"},
 	},
 	ToolMapping: {
 		name: "tool mapping", subject: "a tool session mapping",

@@ -75,6 +75,7 @@ type ComplexityRoot struct {
 		CreatedAt          func(childComplexity int) int
 		CurrentVersion     func(childComplexity int) int
 		Definition         func(childComplexity int) int
+		Executions         func(childComplexity int, first *int, after *string, status *model.ExecutionStatus) int
 		ID                 func(childComplexity int) int
 		IntakeRecords      func(childComplexity int, first *int, after *string) int
 		McpEndpoint        func(childComplexity int) int
@@ -93,6 +94,7 @@ type ComplexityRoot struct {
 	}
 
 	ActionDefinition struct {
+		Concurrency func(childComplexity int) int
 		Config      func(childComplexity int) int
 		Kind        func(childComplexity int) int
 		MCP         func(childComplexity int) int
@@ -182,6 +184,7 @@ type ComplexityRoot struct {
 		CloseSession     func(childComplexity int, actionID uuid.UUID, id string, reason string) int
 		CreateAction     func(childComplexity int, id uuid.UUID, input action.Definition) int
 		RespondToSession func(childComplexity int, actionID uuid.UUID, id string, interruptID string, response session.Response) int
+		RetryExecution   func(childComplexity int, actionID uuid.UUID, id uuid.UUID) int
 		SetActionStatus  func(childComplexity int, id uuid.UUID, status model.ActionStatus) int
 		UpdateAction     func(childComplexity int, id uuid.UUID, input action.Definition) int
 	}
@@ -232,6 +235,11 @@ type ComplexityRoot struct {
 		Timezone   func(childComplexity int) int
 	}
 
+	Concurrency struct {
+		Key   func(childComplexity int) int
+		Limit func(childComplexity int) int
+	}
+
 	Event struct {
 		CommitTime func(childComplexity int) int
 		Data       func(childComplexity int) int
@@ -248,20 +256,27 @@ type ComplexityRoot struct {
 	}
 
 	Execution struct {
-		Action     func(childComplexity int) int
-		Attempts   func(childComplexity int) int
-		Children   func(childComplexity int, first *int, after *string) int
-		Error      func(childComplexity int) int
-		FinishedAt func(childComplexity int) int
-		ID         func(childComplexity int) int
-		Input      func(childComplexity int) int
-		Invocation func(childComplexity int) int
-		Session    func(childComplexity int) int
-		StartedAt  func(childComplexity int) int
-		Status     func(childComplexity int) int
-		TraceID    func(childComplexity int) int
-		Turn       func(childComplexity int) int
-		Version    func(childComplexity int) int
+		Action         func(childComplexity int) int
+		Attempts       func(childComplexity int) int
+		Children       func(childComplexity int, first *int, after *string) int
+		ConcurrencyKey func(childComplexity int) int
+		Error          func(childComplexity int) int
+		Event          func(childComplexity int) int
+		FinishedAt     func(childComplexity int) int
+		ID             func(childComplexity int) int
+		Input          func(childComplexity int) int
+		Invocation     func(childComplexity int) int
+		QueuedAt       func(childComplexity int) int
+		RetriedAt      func(childComplexity int) int
+		RetriedBy      func(childComplexity int) int
+		Retries        func(childComplexity int) int
+		Session        func(childComplexity int) int
+		StartedAt      func(childComplexity int) int
+		Status         func(childComplexity int) int
+		TraceID        func(childComplexity int) int
+		Triggers       func(childComplexity int) int
+		Turn           func(childComplexity int) int
+		Version        func(childComplexity int) int
 	}
 
 	ExecutionConnection struct {
@@ -547,6 +562,7 @@ type ActionResolver interface {
 	Sessions(ctx context.Context, obj *action.Action, first *int, after *string, status *model.SessionStatus) (*model.ActionSessionConnection, error)
 	IntakeRecords(ctx context.Context, obj *action.Action, first *int, after *string) (*model.IntakeRecordConnection, error)
 	TriggerDiagnostics(ctx context.Context, obj *action.Action) ([]session.Diagnostic, error)
+	Executions(ctx context.Context, obj *action.Action, first *int, after *string, status *model.ExecutionStatus) (*model.ExecutionConnection, error)
 	McpEndpoint(ctx context.Context, obj *action.Action) (*string, error)
 }
 type ActionDefinitionResolver interface {
@@ -596,6 +612,7 @@ type ActionsMutationResolver interface {
 	CloseSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, reason string) (*session.Session, error)
 	CallTool(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, input jsonvalue.Value) (*tools.Result, error)
 	RespondToSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, interruptID string, response session.Response) (*session.Input, error)
+	RetryExecution(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id uuid.UUID) (*turns.Execution, error)
 }
 type ActionsQueryResolver interface {
 	Action(ctx context.Context, obj *model.ActionsQuery, id uuid.UUID) (*action.Action, error)
@@ -635,6 +652,9 @@ type ExecutionResolver interface {
 	Session(ctx context.Context, obj *turns.Execution) (*session.Session, error)
 
 	TraceID(ctx context.Context, obj *turns.Execution) (*string, error)
+	Event(ctx context.Context, obj *turns.Execution) (*ledger.Event, error)
+	Triggers(ctx context.Context, obj *turns.Execution) ([]action.Trigger, error)
+
 	Invocation(ctx context.Context, obj *turns.Execution) (*model.Invocation, error)
 	Children(ctx context.Context, obj *turns.Execution, first *int, after *string) (*model.ExecutionConnection, error)
 }
@@ -753,6 +773,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Action.Definition(childComplexity), true
+	case "Action.executions":
+		if e.ComplexityRoot.Action.Executions == nil {
+			break
+		}
+
+		args, err := ec.field_Action_executions_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Action.Executions(childComplexity, args["first"].(*int), args["after"].(*string), args["status"].(*model.ExecutionStatus)), true
 	case "Action.id":
 		if e.ComplexityRoot.Action.ID == nil {
 			break
@@ -847,6 +878,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ActionConnection.PageInfo(childComplexity), true
 
+	case "ActionDefinition.concurrency":
+		if e.ComplexityRoot.ActionDefinition.Concurrency == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionDefinition.Concurrency(childComplexity), true
 	case "ActionDefinition.config":
 		if e.ComplexityRoot.ActionDefinition.Config == nil {
 			break
@@ -1290,6 +1327,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionsMutation.RespondToSession(childComplexity, args["actionId"].(uuid.UUID), args["id"].(string), args["interruptId"].(string), args["response"].(session.Response)), true
+	case "ActionsMutation.retryExecution":
+		if e.ComplexityRoot.ActionsMutation.RetryExecution == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_retryExecution_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.RetryExecution(childComplexity, args["actionId"].(uuid.UUID), args["id"].(uuid.UUID)), true
 	case "ActionsMutation.setActionStatus":
 		if e.ComplexityRoot.ActionsMutation.SetActionStatus == nil {
 			break
@@ -1512,6 +1560,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ClockEntry.Timezone(childComplexity), true
 
+	case "Concurrency.key":
+		if e.ComplexityRoot.Concurrency.Key == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Concurrency.Key(childComplexity), true
+	case "Concurrency.limit":
+		if e.ComplexityRoot.Concurrency.Limit == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Concurrency.Limit(childComplexity), true
+
 	case "Event.commitTime":
 		if e.ComplexityRoot.Event.CommitTime == nil {
 			break
@@ -1591,12 +1652,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Execution.Children(childComplexity, args["first"].(*int), args["after"].(*string)), true
+	case "Execution.concurrencyKey":
+		if e.ComplexityRoot.Execution.ConcurrencyKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Execution.ConcurrencyKey(childComplexity), true
 	case "Execution.error":
 		if e.ComplexityRoot.Execution.Error == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Execution.Error(childComplexity), true
+	case "Execution.event":
+		if e.ComplexityRoot.Execution.Event == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Execution.Event(childComplexity), true
 	case "Execution.finishedAt":
 		if e.ComplexityRoot.Execution.FinishedAt == nil {
 			break
@@ -1621,6 +1694,30 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Execution.Invocation(childComplexity), true
+	case "Execution.queuedAt":
+		if e.ComplexityRoot.Execution.QueuedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Execution.QueuedAt(childComplexity), true
+	case "Execution.retriedAt":
+		if e.ComplexityRoot.Execution.RetriedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Execution.RetriedAt(childComplexity), true
+	case "Execution.retriedBy":
+		if e.ComplexityRoot.Execution.RetriedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Execution.RetriedBy(childComplexity), true
+	case "Execution.retries":
+		if e.ComplexityRoot.Execution.Retries == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Execution.Retries(childComplexity), true
 	case "Execution.session":
 		if e.ComplexityRoot.Execution.Session == nil {
 			break
@@ -1645,6 +1742,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Execution.TraceID(childComplexity), true
+	case "Execution.triggers":
+		if e.ComplexityRoot.Execution.Triggers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Execution.Triggers(childComplexity), true
 	case "Execution.turn":
 		if e.ComplexityRoot.Execution.Turn == nil {
 			break
@@ -2679,6 +2782,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("ActionInput", ec.unmarshalInputActionInput),
 			graphql.NewInputUnmarshaler("ApprovalResponseInput", ec.unmarshalInputApprovalResponseInput),
+			graphql.NewInputUnmarshaler("ConcurrencyInput", ec.unmarshalInputConcurrencyInput),
 			graphql.NewInputUnmarshaler("EventInput", ec.unmarshalInputEventInput),
 			graphql.NewInputUnmarshaler("HoldResponseInput", ec.unmarshalInputHoldResponseInput),
 			graphql.NewInputUnmarshaler("MCPServeInput", ec.unmarshalInputMCPServeInput),
@@ -3129,6 +3233,17 @@ type ActionsMutation {
   with NOT_FOUND. Needs RESPOND on the action.
   """
   respondToSession(actionId: UUID!, id: String!, interruptId: String!, response: SessionResponseInput!): ActionSessionInput
+  # Issue 15.
+  """
+  Runs a FAILED execution of an action without a session block again: it is
+  QUEUED with its event, at its version, and gets the full number of
+  attempts; its transcript keeps the earlier runs' entries. Anything else
+  fails with EXECUTION_NOT_RETRYABLE (not FAILED, or its concurrency key
+  failed to evaluate, which would happen again), an unknown id or one that
+  is not among the action's executions with NOT_FOUND. Needs RESPOND on
+  the action.
+  """
+  retryExecution(actionId: UUID!, id: UUID!): Execution
 }
 
 "An answer to an interrupt: exactly one of approval and hold."
@@ -3304,6 +3419,14 @@ type Action {
   intakeRecords(first: Int, after: String): IntakeRecordConnection!
   "Trigger predicates that failed to evaluate on some event (each failure is a non-match)."
   triggerDiagnostics: [TriggerDiagnostic!]!
+  # Issue 15.
+  """
+  The executions of an action without a session block, one per event its
+  triggers matched, newest event first, optionally of one status. A session
+  action's executions are its turns' (ActionSession.turns). first: 1-500,
+  default 100.
+  """
+  executions(first: Int, after: String, status: ExecutionStatus): ExecutionConnection!
   """
   The path of the MCP endpoint serving this action alone, /mcp/actions/<id>,
   when its newest definition is a tool or has an mcp block (an agent served
@@ -3364,6 +3487,8 @@ type ActionDefinition {
   permissions: Permissions
   "How the action is served to MCP clients (see ActionInput.mcp); null: it is not."
   mcp: MCPServeDefinition
+  "The concurrency limit of an action without a session block (see ActionInput.concurrency)."
+  concurrency: Concurrency
 }
 
 # Issue 17, spec I4.
@@ -3381,6 +3506,12 @@ type MCPServeDefinition {
   ` + "`" + `request` + "`" + ` has arguments, principal and mcp_session.
   """
   session: TriggerSessionRole!
+}
+
+"How many executions of an action without a session block run at once (see ConcurrencyInput)."
+type Concurrency {
+  limit: Int!
+  key: String
 }
 
 "Declared reach of an action (see PermissionsInput)."
@@ -3467,10 +3598,21 @@ input ActionInput {
   config: JSON
   "The action's code, for kinds that run code (starlark): at most 256 KiB."
   source: String
+  """
+  Without a session block, each event that matches one or more triggers runs
+  one execution of the handler (see Action.executions); no trigger may then
+  have a session role and no expression may read ` + "`" + `session` + "`" + `.
+  """
   triggers: [TriggerInput!]
   session: SessionInput
   "Makes the action callable as a tool."
   tool: ToolInput
+  # Issue 15.
+  """
+  Limits how many executions of an action without a session block run at
+  once (docs/executions.md). Only for such an action with triggers.
+  """
+  concurrency: ConcurrencyInput
   """
   What the action reaches beyond its own sessions; nothing by default. The
   action runs with these grants intersected with what its author (the
@@ -3505,6 +3647,20 @@ input MCPServeInput {
   (a CEL expression over ` + "`" + `request` + "`" + `).
   """
   session: TriggerSessionInput!
+}
+
+# Issue 15.
+"How many executions of an action without a session block run at once."
+input ConcurrencyInput {
+  "At most this many executions of one group run at once: 1-1000."
+  limit: Int!
+  """
+  CEL expression over ` + "`" + `event` + "`" + ` giving a string: executions with the same
+  value form one group, each with its own limit. Without it the whole
+  action is one group. Within a group, executions start in the commit order
+  of their events.
+  """
+  key: String
 }
 
 # Issue 11.
@@ -3828,6 +3984,8 @@ type IntakeRecordConnection {
 # ---------------------------------------------------------------- executions (T7, T9)
 
 enum ExecutionStatus {
+  "Waiting to run: an execution of an action without a session block, queued or retried."
+  QUEUED
   RUNNING
   SUCCEEDED
   FAILED
@@ -3852,6 +4010,20 @@ type Execution {
   finishedAt: Time
   "The OpenTelemetry trace id of the turn or call (32 hex digits), when tracing is on."
   traceId: String
+  # Issue 15: executions of actions without a session block.
+  "The event it runs for, in an action without a session block; null for turns and tool calls."
+  event: Event
+  "The triggers (at the execution's version) whose predicates matched its event, in definition order."
+  triggers: [Trigger!]!
+  "Its concurrency group: the key's value, or empty without a key expression; null without a limit, or when the key failed."
+  concurrencyKey: String
+  "When it was queued (executions of actions without a session block)."
+  queuedAt: Time
+  "How many times an operator retried it with retryExecution."
+  retries: Int!
+  "The principal that last retried it."
+  retriedBy: String
+  retriedAt: Time
   invocation: Invocation!
   "Executions this one started (tool calls), oldest first."
   children(first: Int, after: String): ExecutionConnection!
@@ -4000,6 +4172,8 @@ func (ec *executionContext) childFields_Action(ctx context.Context, field graphq
 		return ec.fieldContext_Action_intakeRecords(ctx, field)
 	case "triggerDiagnostics":
 		return ec.fieldContext_Action_triggerDiagnostics(ctx, field)
+	case "executions":
+		return ec.fieldContext_Action_executions(ctx, field)
 	case "mcpEndpoint":
 		return ec.fieldContext_Action_mcpEndpoint(ctx, field)
 	}
@@ -4036,6 +4210,8 @@ func (ec *executionContext) childFields_ActionDefinition(ctx context.Context, fi
 		return ec.fieldContext_ActionDefinition_permissions(ctx, field)
 	case "mcp":
 		return ec.fieldContext_ActionDefinition_mcp(ctx, field)
+	case "concurrency":
+		return ec.fieldContext_ActionDefinition_concurrency(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionDefinition", field.Name)
 }
@@ -4200,6 +4376,8 @@ func (ec *executionContext) childFields_ActionsMutation(ctx context.Context, fie
 		return ec.fieldContext_ActionsMutation_callTool(ctx, field)
 	case "respondToSession":
 		return ec.fieldContext_ActionsMutation_respondToSession(ctx, field)
+	case "retryExecution":
+		return ec.fieldContext_ActionsMutation_retryExecution(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionsMutation", field.Name)
 }
@@ -4296,6 +4474,16 @@ func (ec *executionContext) childFields_ClockEntry(ctx context.Context, field gr
 	return nil, fmt.Errorf("no field named %q was found under type ClockEntry", field.Name)
 }
 
+func (ec *executionContext) childFields_Concurrency(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "limit":
+		return ec.fieldContext_Concurrency_limit(ctx, field)
+	case "key":
+		return ec.fieldContext_Concurrency_key(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Concurrency", field.Name)
+}
+
 func (ec *executionContext) childFields_Event(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -4352,6 +4540,20 @@ func (ec *executionContext) childFields_Execution(ctx context.Context, field gra
 		return ec.fieldContext_Execution_finishedAt(ctx, field)
 	case "traceId":
 		return ec.fieldContext_Execution_traceId(ctx, field)
+	case "event":
+		return ec.fieldContext_Execution_event(ctx, field)
+	case "triggers":
+		return ec.fieldContext_Execution_triggers(ctx, field)
+	case "concurrencyKey":
+		return ec.fieldContext_Execution_concurrencyKey(ctx, field)
+	case "queuedAt":
+		return ec.fieldContext_Execution_queuedAt(ctx, field)
+	case "retries":
+		return ec.fieldContext_Execution_retries(ctx, field)
+	case "retriedBy":
+		return ec.fieldContext_Execution_retriedBy(ctx, field)
+	case "retriedAt":
+		return ec.fieldContext_Execution_retriedAt(ctx, field)
 	case "invocation":
 		return ec.fieldContext_Execution_invocation(ctx, field)
 	case "children":
@@ -5066,6 +5268,36 @@ func (ec *executionContext) field_ActionSession_turns_args(ctx context.Context, 
 	return args, nil
 }
 
+func (ec *executionContext) field_Action_executions_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "status",
+		func(ctx context.Context, v any) (*model.ExecutionStatus, error) {
+			return ec.unmarshalOExecutionStatus2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐExecutionStatus(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["status"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Action_intakeRecords_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5255,6 +5487,28 @@ func (ec *executionContext) field_ActionsMutation_respondToSession_args(ctx cont
 		return nil, err
 	}
 	args["response"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_retryExecution_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
 	return args, nil
 }
 
@@ -6233,6 +6487,50 @@ func (ec *executionContext) fieldContext_Action_triggerDiagnostics(_ context.Con
 	return fc, nil
 }
 
+func (ec *executionContext) _Action_executions(ctx context.Context, field graphql.CollectedField, obj *action.Action) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Action_executions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Action().Executions(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["status"].(*model.ExecutionStatus))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ExecutionConnection) graphql.Marshaler {
+			return ec.marshalNExecutionConnection2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐExecutionConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Action_executions(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Action",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ExecutionConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Action_executions_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Action_mcpEndpoint(ctx context.Context, field graphql.CollectedField, obj *action.Action) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6567,6 +6865,38 @@ func (ec *executionContext) fieldContext_ActionDefinition_mcp(_ context.Context,
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_MCPServeDefinition(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionDefinition_concurrency(ctx context.Context, field graphql.CollectedField, obj *action.Definition) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionDefinition_concurrency(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Concurrency, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *action.ConcurrencyDef) graphql.Marshaler {
+			return ec.marshalOConcurrency2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐConcurrencyDef(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionDefinition_concurrency(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionDefinition",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Concurrency(ctx, field)
 		},
 	}
 	return fc, nil
@@ -8290,6 +8620,50 @@ func (ec *executionContext) fieldContext_ActionsMutation_respondToSession(ctx co
 	return fc, nil
 }
 
+func (ec *executionContext) _ActionsMutation_retryExecution(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_retryExecution(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsMutation().RetryExecution(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["id"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *turns.Execution) graphql.Marshaler {
+			return ec.marshalOExecution2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐExecution(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_retryExecution(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Execution(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_retryExecution_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ActionsQuery_action(ctx context.Context, field graphql.CollectedField, obj *model.ActionsQuery) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9075,6 +9449,52 @@ func (ec *executionContext) fieldContext_ClockEntry_next(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "Time")
 }
 
+func (ec *executionContext) _Concurrency_limit(ctx context.Context, field graphql.CollectedField, obj *action.ConcurrencyDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Concurrency_limit(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Limit, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Concurrency_limit(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Concurrency", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Concurrency_key(ctx context.Context, field graphql.CollectedField, obj *action.ConcurrencyDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Concurrency_key(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Key, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Concurrency_key(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Concurrency", field, false, false, "String")
+}
+
 func (ec *executionContext) _Event_id(ctx context.Context, field graphql.CollectedField, obj *ledger.Event) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9610,6 +10030,185 @@ func (ec *executionContext) _Execution_traceId(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_Execution_traceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Execution", field, true, true, "String")
+}
+
+func (ec *executionContext) _Execution_event(ctx context.Context, field graphql.CollectedField, obj *turns.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Execution_event(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Execution().Event(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ledger.Event) graphql.Marshaler {
+			return ec.marshalOEvent2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEvent(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Execution_event(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Execution",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Event(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Execution_triggers(ctx context.Context, field graphql.CollectedField, obj *turns.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Execution_triggers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Execution().Triggers(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []action.Trigger) graphql.Marshaler {
+			return ec.marshalNTrigger2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐTriggerᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Execution_triggers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Execution",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Trigger(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Execution_concurrencyKey(ctx context.Context, field graphql.CollectedField, obj *turns.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Execution_concurrencyKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ConcurrencyKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Execution_concurrencyKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Execution", field, false, false, "String")
+}
+
+func (ec *executionContext) _Execution_queuedAt(ctx context.Context, field graphql.CollectedField, obj *turns.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Execution_queuedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.QueuedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Execution_queuedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Execution", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Execution_retries(ctx context.Context, field graphql.CollectedField, obj *turns.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Execution_retries(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Retries, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Execution_retries(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Execution", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Execution_retriedBy(ctx context.Context, field graphql.CollectedField, obj *turns.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Execution_retriedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RetriedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Execution_retriedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Execution", field, false, false, "String")
+}
+
+func (ec *executionContext) _Execution_retriedAt(ctx context.Context, field graphql.CollectedField, obj *turns.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Execution_retriedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RetriedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Execution_retriedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Execution", field, false, false, "Time")
 }
 
 func (ec *executionContext) _Execution_invocation(ctx context.Context, field graphql.CollectedField, obj *turns.Execution) (ret graphql.Marshaler) {
@@ -15006,7 +15605,7 @@ func (ec *executionContext) unmarshalInputActionInput(ctx context.Context, obj a
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "kind", "config", "source", "triggers", "session", "tool", "permissions", "mcp"}
+	fieldsInOrder := [...]string{"name", "kind", "config", "source", "triggers", "session", "tool", "concurrency", "permissions", "mcp"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -15062,6 +15661,13 @@ func (ec *executionContext) unmarshalInputActionInput(ctx context.Context, obj a
 				return it, err
 			}
 			it.Tool = data
+		case "concurrency":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("concurrency"))
+			data, err := ec.unmarshalOConcurrencyInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐConcurrencyDef(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Concurrency = data
 		case "permissions":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("permissions"))
 			data, err := ec.unmarshalOPermissionsInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐPermissions(ctx, v)
@@ -15146,6 +15752,55 @@ func (ec *executionContext) unmarshalInputApprovalResponseInput(ctx context.Cont
 func UnmarshalApprovalResponseInput(ctx context.Context, raw any) (session.ApprovalResponse, error) {
 	var out session.ApprovalResponse
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "ApprovalResponseInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputConcurrencyInput(ctx context.Context, obj any) (action.ConcurrencyDef, error) {
+	var it action.ConcurrencyDef
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"limit", "key"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "limit":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("limit"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Limit = data
+		case "key":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("key"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Key = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalConcurrencyInput unmarshals raw into the ConcurrencyInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalConcurrencyInput(ctx context.Context, raw any) (action.ConcurrencyDef, error) {
+	var out action.ConcurrencyDef
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ConcurrencyInput", raw, &out)
 	return out, err
 }
 
@@ -16147,6 +16802,12 @@ func (ec *executionContext) _Action(ctx context.Context, sel ast.SelectionSet, o
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Action_triggerDiagnostics(ctx, field, obj)
 				})
+		case "executions":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Action_executions(ctx, field, obj)
+				})
 		case "mcpEndpoint":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, false,
@@ -16262,6 +16923,11 @@ func (ec *executionContext) _ActionDefinition(ctx context.Context, sel ast.Selec
 			}
 		case "mcp":
 			out.Values[i] = ec._ActionDefinition_mcp(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "concurrency":
+			out.Values[i] = ec._ActionDefinition_concurrency(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -16802,6 +17468,11 @@ func (ec *executionContext) _ActionsMutation(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "retryExecution":
+			out.Values[i] = ec._ActionsMutation_retryExecution(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -17141,6 +17812,44 @@ func (ec *executionContext) _ClockEntry(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
+var concurrencyImplementors = []string{"Concurrency"}
+
+func (ec *executionContext) _Concurrency(ctx context.Context, sel ast.SelectionSet, obj *action.ConcurrencyDef) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, concurrencyImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Concurrency")
+		case "limit":
+			out.Values[i] = ec._Concurrency_limit(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "key":
+			out.Values[i] = ec._Concurrency_key(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var eventImplementors = []string{"Event"}
 
 func (ec *executionContext) _Event(ctx context.Context, sel ast.SelectionSet, obj *ledger.Event) graphql.Marshaler {
@@ -17321,6 +18030,43 @@ func (ec *executionContext) _Execution(ctx context.Context, sel ast.SelectionSet
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Execution_traceId(ctx, field, obj)
 				})
+		case "event":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Execution_event(ctx, field, obj)
+				})
+		case "triggers":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Execution_triggers(ctx, field, obj)
+				})
+		case "concurrencyKey":
+			out.Values[i] = ec._Execution_concurrencyKey(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "queuedAt":
+			out.Values[i] = ec._Execution_queuedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "retries":
+			out.Values[i] = ec._Execution_retries(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "retriedBy":
+			out.Values[i] = ec._Execution_retriedBy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "retriedAt":
+			out.Values[i] = ec._Execution_retriedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "invocation":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -20897,6 +21643,21 @@ func (ec *executionContext) marshalOCheckpoint2ᚖgithubᚗcomᚋactionsledger�
 	return ec._Checkpoint(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalOConcurrency2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐConcurrencyDef(ctx context.Context, sel ast.SelectionSet, v *action.ConcurrencyDef) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Concurrency(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOConcurrencyInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐConcurrencyDef(ctx context.Context, v any) (*action.ConcurrencyDef, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputConcurrencyInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalOEvent2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEvent(ctx context.Context, sel ast.SelectionSet, v *ledger.Event) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -20909,6 +21670,22 @@ func (ec *executionContext) marshalOExecution2ᚖgithubᚗcomᚋactionsledgerᚋ
 		return graphql.Null
 	}
 	return ec._Execution(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOExecutionStatus2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐExecutionStatus(ctx context.Context, v any) (*model.ExecutionStatus, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.ExecutionStatus)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOExecutionStatus2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐExecutionStatus(ctx context.Context, sel ast.SelectionSet, v *model.ExecutionStatus) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) marshalOHold2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterrupt(ctx context.Context, sel ast.SelectionSet, v *session.Interrupt) graphql.Marshaler {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -112,6 +113,26 @@ func (r *actionResolver) IntakeRecords(ctx context.Context, obj *action.Action, 
 // TriggerDiagnostics is the resolver for the triggerDiagnostics field.
 func (r *actionResolver) TriggerDiagnostics(ctx context.Context, obj *action.Action) ([]session.Diagnostic, error) {
 	return r.SessionStore.Diagnostics(ctx, obj.ID)
+}
+
+// Executions is the resolver for the executions field.
+func (r *actionResolver) Executions(ctx context.Context, obj *action.Action, first *int, after *string, status *model.ExecutionStatus) (*model.ExecutionConnection, error) {
+	var st *turns.ExecStatus
+	if status != nil {
+		v := turns.ExecStatus(*status)
+		st = &v
+	}
+	list, info, err := paginate(first, after, "execution", func(from string, limit int) ([]turns.Execution, error) {
+		before, err := cursorNumber(from)
+		if err != nil {
+			return nil, err
+		}
+		return r.TurnStore.ActionExecutions(ctx, obj.ID, before, limit, st)
+	}, func(x turns.Execution) string { return strconv.FormatInt(*x.EventPosition, 10) })
+	if err != nil {
+		return nil, err
+	}
+	return &model.ExecutionConnection{Nodes: list, PageInfo: info}, nil
 }
 
 // McpEndpoint is the resolver for the mcpEndpoint field.
@@ -346,6 +367,12 @@ func (r *actionsMutationResolver) RespondToSession(ctx context.Context, obj *mod
 	return r.SessionStore.Respond(ctx, actionID, id, interruptID, response, p.ID, r.answerCheck(p, actionID))
 }
 
+// RetryExecution is the resolver for the retryExecution field.
+func (r *actionsMutationResolver) RetryExecution(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id uuid.UUID) (*turns.Execution, error) {
+	p, _ := auth.From(ctx)
+	return r.TurnStore.RetryExecution(ctx, actionID, id, p.ID, r.Clock.Now())
+}
+
 // Action is the resolver for the action field.
 func (r *actionsQueryResolver) Action(ctx context.Context, obj *model.ActionsQuery, id uuid.UUID) (*action.Action, error) {
 	return r.ActionStore.Get(ctx, id)
@@ -537,6 +564,32 @@ func (r *executionResolver) Session(ctx context.Context, obj *turns.Execution) (
 // TraceID is the resolver for the traceId field.
 func (r *executionResolver) TraceID(ctx context.Context, obj *turns.Execution) (*string, error) {
 	return obj.TraceID, nil
+}
+
+// Event is the resolver for the event field.
+func (r *executionResolver) Event(ctx context.Context, obj *turns.Execution) (*ledger.Event, error) {
+	if obj.EventID == nil {
+		return nil, nil
+	}
+	return r.event(ctx, *obj.EventID)
+}
+
+// Triggers is the resolver for the triggers field.
+func (r *executionResolver) Triggers(ctx context.Context, obj *turns.Execution) ([]action.Trigger, error) {
+	if len(obj.Triggers) == 0 {
+		return []action.Trigger{}, nil
+	}
+	v, err := r.version(ctx, obj.ActionID, obj.Version)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	out := make([]action.Trigger, 0, len(obj.Triggers))
+	for _, t := range v.Definition.Triggers {
+		if slices.Contains(obj.Triggers, t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // Invocation is the resolver for the invocation field.

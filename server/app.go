@@ -241,6 +241,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Turns = turns.NewStore(pool)
 	a.Dispatcher = session.NewDispatcher(pool, a.Actions, a.Clock, log)
 	a.Dispatcher.Authorities = a.Authorities
+	a.Dispatcher.Executions = turns.QueueMatches
 	a.Dispatcher.Metrics, a.Dispatcher.Tracer = a.Metrics, a.tracer
 	a.Timers = session.NewTimers(pool, a.Actions, a.Clock, log)
 	a.Timers.Metrics = a.Metrics
@@ -344,6 +345,8 @@ func (a *App) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ledgerWake, turnsWake, timersWake := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
+	execWake := make(chan struct{}, 1)
+	a.Executor.ExecutionsWake = execWake
 	l := &pgxlisten.Listener{
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
 			return pgx.ConnectConfig(ctx, a.Pool.Config().ConnConfig.Copy())
@@ -364,6 +367,7 @@ func (a *App) Run(ctx context.Context) error {
 	l.Handle(turns.TranscriptChannel, feedHandler{feed: a.Feed, sync: listened})
 	l.Handle(session.TurnsChannel, wakeHandler(turnsWake))
 	l.Handle(session.TimersChannel, wakeHandler(timersWake))
+	l.Handle(session.ExecutionsChannel, wakeHandler(execWake))
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 8)

@@ -125,6 +125,9 @@ var fieldRules = map[string]rule{
 	"ActionsMutation.callTool":        actionArg(auth.Call, "actionId"),
 	// P5, H5: answering needs RESPOND on the action's record.
 	"ActionsMutation.respondToSession": actionArg(auth.Respond, "actionId"),
+	// Issue 15: an operator's retry of a failed execution answers it, as
+	// RETRY answers a held turn.
+	"ActionsMutation.retryExecution": actionArg(auth.Respond, "actionId"),
 
 	"AuthQuery.principals":     fixed(auth.Admin, auth.All),
 	"AuthMutation.createToken": fixed(auth.Admin, auth.All),

@@ -53,6 +53,8 @@ func TestAuthWhoMayDoWhat(t *testing.T) {
 		{"ActionsMutation.callTool", `mutation($a: UUID!) { actions { callTool(actionId: $a, input: {}) { output } } }`, map[string]any{"a": tool}, "CALL", actionRes(tool), actionRes(a)},
 		{"ActionsMutation.respondToSession", `mutation($a: UUID!) { actions { respondToSession(actionId: $a, id: "s", interruptId: "00000000-0000-0000-0000-000000000000",
 			response: { approval: { decision: APPROVE } }) { identity } } }`, map[string]any{"a": a}, "RESPOND", actionRes(a), actionRes(b)},
+		{"ActionsMutation.retryExecution", `mutation($a: UUID!) { actions { retryExecution(actionId: $a, id: "00000000-0000-0000-0000-000000000000") { id } } }`,
+			map[string]any{"a": a}, "RESPOND", actionRes(a), actionRes(b)},
 		{"AuthQuery.principals", `{ auth { principals { id } } }`, nil, "ADMIN", "*", ""},
 		{"AuthMutation.createToken", `mutation { auth { createToken(principal: "someone", policies: []) { id } } }`, nil, "ADMIN", "*", ""},
 		{"AuthMutation.revokeToken", `mutation($id: UUID!) { auth { revokeToken(id: $id) } }`, map[string]any{"id": uuid.NewString()}, "ADMIN", "*", ""},

@@ -34,7 +34,8 @@ func newSteppedEnv(t testing.TB, cfg server.Config) *env {
 	return &env{app: app, srv: srv, logs: logs}
 }
 
-// step dispatches every event and runs every runnable turn.
+// step dispatches every event and runs every queued execution of an
+// action without a session block and every runnable turn.
 func (e *env) step(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
@@ -42,6 +43,13 @@ func (e *env) step(t testing.TB) {
 		n, err := e.app.Dispatcher.DispatchOnce(ctx)
 		require.NoError(t, err)
 		if n == 0 {
+			break
+		}
+	}
+	for {
+		ran, err := e.app.Executor.RunExecutionOnce(ctx)
+		require.NoError(t, err)
+		if !ran {
 			break
 		}
 	}

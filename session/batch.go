@@ -42,6 +42,9 @@ type batch struct {
 	// cand numbers the (event, action version) pairs in dispatch order, so
 	// intake records written at the end keep the order they were made in.
 	cand int
+	// matches are the executions of actions without a session block to
+	// queue at the batch's end, in dispatch order (issue 15).
+	matches []Match
 }
 
 // delivery is an event bound for a session as an EVENT input (deliver).
@@ -116,6 +119,10 @@ func (b *batch) event(ctx context.Context, ev ledger.Event) error {
 	evVars := &expr.Event{ID: ev.ID.String(), Type: ev.Type, Data: data, CommitTime: ev.CommitTime, Position: ev.Position}
 	for _, ar := range cands {
 		b.cand++
+		if ar.action.Session == nil {
+			b.sessionless(ctx, ev, evVars, ar)
+			continue
+		}
 		if err := b.action(ctx, ev, evVars, ar); err != nil {
 			return err
 		}
@@ -605,9 +612,15 @@ func (b *batch) flush(ctx context.Context, position int64) error {
 				last_event_id = EXCLUDED.last_event_id, last_message = EXCLUDED.last_message, last_at = EXCLUDED.last_at`,
 			k.action, k.version, k.trigger, e.count, e.event.ID, e.msg, b.now)
 	}
+	if len(b.matches) > 0 {
+		if b.d.Executions == nil {
+			return fmt.Errorf("dispatch: %d events matched actions without a session block, and this dispatcher cannot queue executions", len(b.matches))
+		}
+		b.d.Executions(q, b.now, b.matches)
+	}
 	q.Queue(`UPDATE dispatch_state SET position = $1, updated_at = $2`, position, b.now)
 	n := b.changed
-	n.Turns, n.Timers = b.notify, b.timers
+	n.Turns, n.Timers, n.Executions = b.notify, b.timers, len(b.matches) > 0
 	n.Queue(q)
 	if err := b.tx.SendBatch(ctx, q).Close(); err != nil {
 		return fmt.Errorf("dispatch: %w", err)

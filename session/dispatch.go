@@ -37,6 +37,10 @@ type Dispatcher struct {
 	// the ledger namespaces its authority may read (issue 11): an event of
 	// any other namespace is not even evaluated against its triggers.
 	Authorities *auth.Authorities
+	// Executions queues the executions of actions without a session block
+	// in the dispatch transaction (issue 15; turns.QueueMatches). A
+	// batch with such a match fails without it.
+	Executions QueueFunc
 	// Metrics, when set, counts dispatch batches; Tracer, when set,
 	// records a span per batch that dispatched events, the root of a
 	// trace of its own (issue 12).
@@ -233,8 +237,8 @@ type ref struct {
 func buildIndex(active []*action.Compiled) *triggerIndex {
 	ix := &triggerIndex{byType: map[string][]ref{}}
 	for _, a := range active {
-		if a.Session == nil {
-			continue
+		if a.Session == nil && !a.Sessionless() {
+			continue // a tool alone: no trigger
 		}
 		for _, t := range a.Triggers {
 			r := ref{a, t}

@@ -36,13 +36,17 @@ type Execer interface {
 
 // Notice is what a transaction tells other processes when it commits: the
 // sessions it changed (SessionsChannel), whether their interrupts changed
-// (InboxChannel too), and whether the turn executor (TurnsChannel) or the
-// timer loop (TimersChannel) should look.
+// (InboxChannel too), and whether the turn executor (TurnsChannel), the
+// timer loop (TimersChannel) or the executor's sessionless side
+// (ExecutionsChannel) should look.
 type Notice struct {
 	SIDs       []int64
 	Interrupts bool
 	Turns      bool
 	Timers     bool
+	// Executions: executions of actions without a session block were
+	// queued (ExecutionsChannel, issue 15).
+	Executions bool
 }
 
 // Session adds a changed session (once).
@@ -70,15 +74,17 @@ func (n Notice) Send(ctx context.Context, tx Execer) error {
 // it has nothing to say.
 func (n Notice) statement() (sql string, args []any, ok bool) {
 	sids := n.payload()
-	if sids == "" && !n.Turns && !n.Timers {
+	if sids == "" && !n.Turns && !n.Timers && !n.Executions {
 		return "", nil, false
 	}
 	return `SELECT
 		CASE WHEN $1 <> '' THEN pg_notify($2, pg_current_xact_id()::text || ':' || $1) END,
 		CASE WHEN $1 <> '' AND $3 THEN pg_notify($4, pg_current_xact_id()::text || ':' || $1) END,
 		CASE WHEN $5 THEN pg_notify($6, '') END,
-		CASE WHEN $7 THEN pg_notify($8, '') END`,
-		[]any{sids, SessionsChannel, n.Interrupts, InboxChannel, n.Turns, TurnsChannel, n.Timers, TimersChannel}, true
+		CASE WHEN $7 THEN pg_notify($8, '') END,
+		CASE WHEN $9 THEN pg_notify($10, '') END`,
+		[]any{sids, SessionsChannel, n.Interrupts, InboxChannel, n.Turns, TurnsChannel, n.Timers, TimersChannel,
+			n.Executions, ExecutionsChannel}, true
 }
 
 // Returning gives the notice's session and inbox notifications as SQL

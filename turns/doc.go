@@ -34,5 +34,16 @@
 // A held turn's transcript is written with its record in a fresh
 // transaction after its run's transaction rolled back (H1, HARD-PARTS 4).
 //
+// # Executions without a session
+//
+// An action without a session block runs one execution per matching event
+// (issue 15, sessionless.go; docs/executions.md). The dispatcher queues them
+// through QueueMatches; the same loop claims them into the same slots
+// (alternating with turns when both wait), leasing the execution row
+// itself, and admits them into concurrency groups under an advisory lock
+// per group. Each commits by itself: in the handler's transaction when it
+// began one, else in one round trip of its own. RunExecutionOnce claims
+// and runs one.
+//
 // docs/throughput.md has the measured cost.
 package turns

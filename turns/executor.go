@@ -79,6 +79,12 @@ type Executor struct {
 	// writer, for the turn run describes.
 	EnvFunc func(w *ledger.Writer, run Run) Env
 
+	// ExecutionsWake, when set before Run, delivers
+	// session.ExecutionsChannel notifications: executions of actions
+	// without a session block to claim (issue 15). Without it they are
+	// looked for at each poll.
+	ExecutionsWake <-chan struct{}
+
 	// Metrics, when set, counts turns, handler errors and claim waits
 	// (issue 12); Tracer, when set, records a span per turn, the root of a
 	// trace of its own, whose id the execution keeps (executions.trace_id).
@@ -93,6 +99,9 @@ type Executor struct {
 	beats *heartbeats
 	// kick wakes Run's claim loop: a settled session needs another turn.
 	kick chan struct{}
+	// kickExec wakes it for executions without a session: one settled in
+	// a group with a limit, or could not commit (issue 15).
+	kickExec chan struct{}
 	// completer commits finished turns in batches while Run runs; nil
 	// otherwise (RunOnce commits each turn by itself).
 	completer *completer
@@ -102,8 +111,8 @@ type Executor struct {
 func NewExecutor(pool *pgxpool.Pool, actions *action.Store, kinds *Registry, c clock.Clock, log *slog.Logger, cfg Config) *Executor {
 	cfg.defaults()
 	e := &Executor{pool: pool, actions: actions, kinds: kinds, clock: c, log: log, cfg: cfg, sleep: sleepCtx,
-		live: newPublisher(pool, log), kick: make(chan struct{}, 1)}
-	e.beats = &heartbeats{e: e, held: map[int64]*beat{}}
+		live: newPublisher(pool, log), kick: make(chan struct{}, 1), kickExec: make(chan struct{}, 1)}
+	e.beats = &heartbeats{e: e, held: map[int64]*beat{}, jobs: map[uuid.UUID]*jobBeat{}}
 	return e
 }
 
@@ -154,9 +163,15 @@ func (e *Executor) Run(ctx context.Context, wake <-chan struct{}) error {
 	ended := make(chan struct{}, maxInFlight)
 	poll := time.NewTicker(e.cfg.Poll)
 	defer poll.Stop()
-	busy, inFlight, look := 0, 0, true
+	busy, inFlight, look, lookExec := 0, 0, true, true
 	var swept time.Time
+	// Executions without a session share the slots with turns; when both
+	// have work, the one that claimed first last time claims second.
+	execFirst := false
 	for {
+		if execFirst && lookExec {
+			lookExec = e.claimRound(ctx, &wg, &busy, &inFlight, slots, maxInFlight, freed, ended)
+		}
 		if look && busy < slots && inFlight < maxInFlight && ctx.Err() == nil {
 			n := min(slots-busy, maxInFlight-inFlight, maxClaim)
 			cs, leased, err := e.claim(ctx, n)
@@ -189,6 +204,10 @@ func (e *Executor) Run(ctx context.Context, wake <-chan struct{}) error {
 				}
 			}
 		}
+		if !execFirst && lookExec {
+			lookExec = e.claimRound(ctx, &wg, &busy, &inFlight, slots, maxInFlight, freed, ended)
+		}
+		execFirst = !execFirst
 		// Wait for something to happen, then take in everything else that
 		// has happened meanwhile before claiming again: slots that freed up
 		// while the last claim ran are claimed for together, not one claim
@@ -200,8 +219,12 @@ func (e *Executor) Run(ctx context.Context, wake <-chan struct{}) error {
 			look = true
 		case <-e.kick:
 			look = true
+		case <-e.ExecutionsWake:
+			lookExec = true
+		case <-e.kickExec:
+			lookExec = true
 		case <-poll.C:
-			look = true
+			look, lookExec = true, true
 		case <-freed:
 			busy--
 		case <-ended:
@@ -219,6 +242,40 @@ func (e *Executor) Run(ctx context.Context, wake <-chan struct{}) error {
 			}
 		}
 	}
+}
+
+// claimRound claims executions without a session for the free slots and
+// runs each in a goroutine of its own, as Run does turns. It reports
+// whether to claim again as slots free up (the claim was full), or,
+// with no free slot, to keep looking.
+func (e *Executor) claimRound(ctx context.Context, wg *sync.WaitGroup, busy, inFlight *int, slots, maxInFlight int,
+	freed, ended chan struct{}) bool {
+	if *busy >= slots || *inFlight >= maxInFlight || ctx.Err() != nil {
+		return true
+	}
+	n := min(slots-*busy, maxInFlight-*inFlight, maxClaim)
+	js, err := e.claimJobs(ctx, n)
+	if err != nil && ctx.Err() == nil {
+		e.log.Error("claim executions failed", "err", err)
+	}
+	for _, j := range js {
+		*busy++
+		*inFlight++
+		wg.Add(1)
+		go func() {
+			var once sync.Once
+			release := func() { once.Do(func() { freed <- struct{}{} }) }
+			defer func() {
+				release()
+				ended <- struct{}{}
+				wg.Done()
+			}()
+			if err := e.runJob(context.WithValue(ctx, releaseKey{}, release), j); err != nil && ctx.Err() == nil {
+				e.log.Error("execution failed to run", "execution", j.id, "err", err)
+			}
+		}()
+	}
+	return err == nil && len(js) == n
 }
 
 // releaseKey carries, in a turn's context under Run, the function that

@@ -76,3 +76,27 @@ func CommitBatch(ctx context.Context, e *Executor, rs []Ran) ([]string, error) {
 func CommitAlone(ctx context.Context, e *Executor, r Ran) (bool, error) {
 	return e.settleOne(ctx, r.f)
 }
+
+// Job is a claimed execution of an action without a session block, not
+// run yet (issue 15's tests of claims and concurrency).
+type Job struct{ j *job }
+
+// ID is the execution's id.
+func (j Job) ID() string { return j.j.id.String() }
+
+// Attempt is the attempt the claim started.
+func (j Job) Attempt() int { return j.j.attempt }
+
+// ClaimExecutions claims up to n executions of actions without a session
+// block without running them.
+func ClaimExecutions(ctx context.Context, e *Executor, n int) ([]Job, error) {
+	js, err := e.claimJobs(ctx, n)
+	out := make([]Job, len(js))
+	for i, j := range js {
+		out[i] = Job{j}
+	}
+	return out, err
+}
+
+// RunExecution runs a claimed execution to its commit.
+func RunExecution(ctx context.Context, e *Executor, j Job) error { return e.runJob(ctx, j.j) }

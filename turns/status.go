@@ -17,8 +17,11 @@ const (
 // ExecStatus is an execution's status.
 type ExecStatus string
 
-// Execution statuses.
+// Execution statuses. QUEUED is an execution of an action without a
+// session block waiting to be claimed (issue 15); turns and tool calls
+// start RUNNING.
 const (
+	ExecQueued    ExecStatus = "QUEUED"
 	ExecRunning   ExecStatus = "RUNNING"
 	ExecSucceeded ExecStatus = "SUCCEEDED"
 	ExecFailed    ExecStatus = "FAILED"
@@ -38,6 +41,13 @@ const (
 	FailRefused FailureCode = "agent_refused"
 	// FailUnfinished: no outcome after retries; the turn is held (H1).
 	FailUnfinished FailureCode = "agent_unfinished"
+	// FailKeyFailed: the concurrency key of an action without a session
+	// block could not be evaluated for the event (issue 15); the execution
+	// fails when it is queued.
+	FailKeyFailed FailureCode = "concurrency_key_failed"
+	// FailHandlerFailed: the handler of an execution without a session
+	// reported FAILED (issue 15); not retried.
+	FailHandlerFailed FailureCode = "handler_failed"
 )
 
 // Hold causes (H2), as package session declares them.

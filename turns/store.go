@@ -10,8 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
+	"github.com/actionsledger/actionsledger/session"
 )
 
 // Turn is one recorded turn of a session (T9).
@@ -55,6 +57,19 @@ type Execution struct {
 	// TraceID is the OpenTelemetry trace (32 hex digits) of the run that
 	// wrote the execution, nil when it was not traced (issue 12).
 	TraceID *string
+
+	// Set for an execution of an action without a session block (issue
+	// 15): the event it runs for (and its position), the triggers that
+	// matched, its concurrency group (nil when the key failed), when it
+	// was queued, and the operator retries it has had.
+	EventID        *uuid.UUID
+	EventPosition  *int64
+	Triggers       []string
+	ConcurrencyKey *string
+	QueuedAt       *time.Time
+	Retries        int
+	RetriedBy      *string
+	RetriedAt      *time.Time
 }
 
 // Store reads turns, executions and transcripts.
@@ -103,13 +118,20 @@ func (s *Store) Turn(ctx context.Context, sid int64, number int) (*Turn, error) 
 }
 
 const executionColumns = `id, action_id, version, sid, turn, parent_id, status, attempts, input, output, error, started_at, finished_at,
-	approvals, hold_id, trace_id`
+	approvals, hold_id, trace_id, event_id, event_position, triggers, concurrency_key, queued_at, retries, retried_by, retried_at`
 
 func scanExecution(r pgx.CollectableRow) (Execution, error) {
 	var x Execution
 	err := r.Scan(&x.ID, &x.ActionID, &x.Version, &x.SID, &x.Turn, &x.ParentID, &x.Status, &x.Attempts, &x.Input, &x.Output, &x.Error, &x.StartedAt, &x.FinishedAt,
-		&x.Approvals, &x.HoldID, &x.TraceID)
+		&x.Approvals, &x.HoldID, &x.TraceID, &x.EventID, &x.EventPosition, &x.Triggers, &x.ConcurrencyKey, &x.QueuedAt,
+		&x.Retries, &x.RetriedBy, &x.RetriedAt)
 	x.StartedAt = x.StartedAt.UTC()
+	for _, t := range []**time.Time{&x.FinishedAt, &x.QueuedAt, &x.RetriedAt} {
+		if *t != nil {
+			u := (**t).UTC()
+			*t = &u
+		}
+	}
 	return x, err
 }
 
@@ -224,3 +246,82 @@ func FinishCall(ctx context.Context, tx pgx.Tx, id uuid.UUID, output jsonvalue.V
 	}
 	return nil
 }
+
+// ActionExecutions pages the executions of an action without a session
+// block (issue 15), newest event first: those whose event position is
+// below before (0: from the newest), with the given status when status is
+// not nil. first is at most what the caller allows.
+func (s *Store) ActionExecutions(ctx context.Context, actionID uuid.UUID, before int64, first int, status *ExecStatus) ([]Execution, error) {
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+executionColumns+` FROM executions
+		WHERE action_id = $1 AND event_id IS NOT NULL AND event_position < $2 AND ($3::text IS NULL OR status = $3)
+		ORDER BY event_position DESC LIMIT $4`, actionID, before, status, first)
+	if err != nil {
+		return nil, fmt.Errorf("turns: executions: %w", err)
+	}
+	return pgx.CollectRows(rows, scanExecution)
+}
+
+// RetryExecution queues again the FAILED execution id of action actionID,
+// an execution of an action without a session block (issue 15), on behalf
+// of the operator by, at now: it runs at its version with its event, as
+// before, with the executor's full number of attempts; its transcript
+// keeps the earlier runs' entries, and its error the last failure until
+// it settles again. Errors: fault.NotFound (no such execution of this
+// action, or one of a turn or a tool call), fault.NotRetryable (it is not
+// FAILED, or its concurrency key failed to evaluate, which a retry would
+// repeat).
+func (s *Store) RetryExecution(ctx context.Context, actionID, id uuid.UUID, by string, now time.Time) (*Execution, error) {
+	var out *Execution
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT `+executionColumns+`, concurrency_limit IS NOT NULL AND concurrency_key IS NULL
+			FROM executions WHERE id = $1 AND action_id = $2 AND event_id IS NOT NULL FOR UPDATE`, id, actionID)
+		if err != nil {
+			return err
+		}
+		var keyFailed bool
+		x, err := pgx.CollectOneRow(rows, func(r pgx.CollectableRow) (Execution, error) {
+			return scanExecution(extraScan{r, []any{&keyFailed}})
+		})
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return fault.New(fault.NotFound, "id", "no execution with this id among the action's executions (an execution of a turn or a tool call is not retried this way)")
+		case err != nil:
+			return err
+		case x.Status != ExecFailed:
+			return fault.New(fault.NotRetryable, "id", "the execution is %s: only a FAILED execution is retried", x.Status)
+		case keyFailed:
+			return fault.New(fault.NotRetryable, "id", "the execution's concurrency key could not be evaluated for its event: a retry would fail the same way")
+		}
+		rows, err = tx.Query(ctx, `UPDATE executions SET status = $3, available_at = $4, finished_at = NULL,
+				attempts_base = attempts, retries = retries + 1, retried_by = $5, retried_at = $4
+			WHERE id = $1 AND action_id = $2
+			RETURNING `+executionColumns+`, (SELECT pg_notify($6, ''))`, id, actionID, ExecQueued, now, nonEmpty(by), session.ExecutionsChannel)
+		if err != nil {
+			return err
+		}
+		x, err = pgx.CollectOneRow(rows, func(r pgx.CollectableRow) (Execution, error) {
+			var skip any
+			return scanExecution(extraScan{r, []any{&skip}})
+		})
+		out = &x
+		return err
+	})
+	if fault.As(err) != nil {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("turns: retry execution: %w", err)
+	}
+	return out, nil
+}
+
+// extraScan scans trailing columns into extra, after the ones asked for.
+type extraScan struct {
+	pgx.CollectableRow
+	extra []any
+}
+
+func (r extraScan) Scan(dest ...any) error { return r.CollectableRow.Scan(append(dest, r.extra...)...) }

@@ -262,6 +262,8 @@ func (e ActionStatus) MarshalJSON() ([]byte, error) {
 type ExecutionStatus string
 
 const (
+	// Waiting to run: an execution of an action without a session block, queued or retried.
+	ExecutionStatusQueued    ExecutionStatus = "QUEUED"
 	ExecutionStatusRunning   ExecutionStatus = "RUNNING"
 	ExecutionStatusSucceeded ExecutionStatus = "SUCCEEDED"
 	ExecutionStatusFailed    ExecutionStatus = "FAILED"
@@ -270,6 +272,7 @@ const (
 )
 
 var AllExecutionStatus = []ExecutionStatus{
+	ExecutionStatusQueued,
 	ExecutionStatusRunning,
 	ExecutionStatusSucceeded,
 	ExecutionStatusFailed,
@@ -279,7 +282,7 @@ var AllExecutionStatus = []ExecutionStatus{
 
 func (e ExecutionStatus) IsValid() bool {
 	switch e {
-	case ExecutionStatusRunning, ExecutionStatusSucceeded, ExecutionStatusFailed, ExecutionStatusHeld, ExecutionStatusCancelled:
+	case ExecutionStatusQueued, ExecutionStatusRunning, ExecutionStatusSucceeded, ExecutionStatusFailed, ExecutionStatusHeld, ExecutionStatusCancelled:
 		return true
 	}
 	return false

@@ -704,3 +704,20 @@ func TestDuplicateCallIDs(t *testing.T) {
 	require.Equal(t, "call_1_1", out.Approvals[1].CallID)
 	require.NotEqual(t, out.Approvals[0].InterruptID, out.Approvals[1].InterruptID)
 }
+
+// TestSessionlessEvent (issue 15): without a session the model is shown
+// the one event, not a session, turn or state; an OPEN report succeeds.
+func TestSessionlessEvent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := b.handler(t, scripted(nil, map[string]any{"toolCalls": []any{report("OPEN", "", nil)}}))
+	req := b.request()
+	req.SessionID, req.Input, req.State, req.Turn = "", nil, nil, 0
+	out, rec, err := run(t, h, req)
+	require.NoError(t, err)
+	require.Equal(t, "OPEN", out.Status)
+	input := rec.of("input")[0]["text"].(string)
+	require.Contains(t, input, "An event to handle; there is no session")
+	require.Contains(t, input, `"type":"entry.inserted"`)
+	require.NotContains(t, input, "Session")
+}

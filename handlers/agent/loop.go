@@ -576,6 +576,15 @@ func overlay(base, fixed json.RawMessage) (jsonvalue.Value, error) {
 func (l *loop) render() string {
 	req := l.req
 	var b strings.Builder
+	if req.SessionID == "" {
+		// An action without a session block (issue 15): one event, no
+		// session, nothing kept for a next turn.
+		b.WriteString("An event to handle; there is no session, so nothing is kept for later but what you write to the ledger.\n")
+		for _, in := range req.Inputs {
+			b.WriteString(renderInput(in) + "\n")
+		}
+		return b.String()
+	}
 	fmt.Fprintf(&b, "Session %s, turn %d.\n", quoteJSON(req.SessionID), req.Turn)
 	switch {
 	case req.Final:

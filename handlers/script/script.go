@@ -10,7 +10,10 @@
 //	 "ends_at", "action_id", "execution_id"}
 //
 // and returns {"state", "status", "output", "reason"} (status OPEN,
-// COMPLETED or FAILED; reason required for the last two). call(event)
+// COMPLETED or FAILED; reason required for the last two). For an action
+// without a session block (issue 15) "session" and "state" are None, the
+// one input is the execution's event, "turn" is 0, and the result may
+// leave out status (FAILED fails the execution; state is ignored). call(event)
 // receives {"input", "session": {"id", "input", "status", "inputs" (the
 // latest 100 calls, oldest first), "input_count"} or None, "action_id",
 // "execution_id"} and returns the call's output.
@@ -121,7 +124,9 @@ type turnHandler struct {
 }
 
 type turnEvent struct {
-	Session     sessionArg        `json:"session"`
+	// Session is None for an execution of an action without a session
+	// block (issue 15), whose one input is its event.
+	Session     *sessionArg       `json:"session"`
 	State       jsonvalue.Value   `json:"state"`
 	Inputs      []turns.InputView `json:"inputs"`
 	Turn        int               `json:"turn"`
@@ -151,8 +156,12 @@ type toolSessionArg struct {
 // retried (the same inputs fail the same way); a malformed outcome fails the
 // turn with action_output_invalid.
 func (h *turnHandler) Run(ctx context.Context, req *turns.Request) (*turns.Outcome, error) {
+	var sess *sessionArg
+	if req.SessionID != "" {
+		sess = &sessionArg{ID: req.SessionID, Input: req.Input}
+	}
 	ev, err := jsonvalue.Encode(turnEvent{
-		Session: sessionArg{ID: req.SessionID, Input: req.Input}, State: orNull(req.State), Inputs: req.Inputs,
+		Session: sess, State: orNull(req.State), Inputs: req.Inputs,
 		Turn: req.Turn, Final: req.Final, EndsAt: req.EndsAt, ActionID: req.ActionID.String(), ExecutionID: req.ExecutionID.String(),
 	})
 	if err != nil {
@@ -166,7 +175,7 @@ func (h *turnHandler) Run(ctx context.Context, req *turns.Request) (*turns.Outco
 		}
 		return nil, turns.Permanent(err)
 	}
-	o, err := outcome(out)
+	o, err := outcome(out, sess != nil)
 	if err != nil {
 		return nil, turns.Permanent(fmt.Errorf("action_output_invalid: %w", err))
 	}
@@ -174,8 +183,9 @@ func (h *turnHandler) Run(ctx context.Context, req *turns.Request) (*turns.Outco
 }
 
 // outcome reads turn()'s result: an object with status and optional state,
-// output and reason, nothing else.
-func outcome(raw jsonvalue.Value) (*turns.Outcome, error) {
+// output and reason, nothing else. Without a session (issue 15) status is
+// optional too.
+func outcome(raw jsonvalue.Value, needStatus bool) (*turns.Outcome, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
 		return nil, errors.New("turn() must return a dict with status and optionally state, output and reason")
@@ -201,7 +211,7 @@ func outcome(raw jsonvalue.Value) (*turns.Outcome, error) {
 			return nil, fmt.Errorf("unknown key %q in turn()'s result (allowed: status, state, output, reason)", k)
 		}
 	}
-	if o.Status == "" {
+	if o.Status == "" && needStatus {
 		return nil, errors.New("turn()'s result has no status")
 	}
 	return o, nil

@@ -61,6 +61,9 @@ const (
 	// person's approval for every call, outside an approved agent call
 	// (issue 11).
 	ApprovalRequired = "APPROVAL_REQUIRED"
+	// NotRetryable: retryExecution on an execution that cannot be retried:
+	// it is not FAILED, or its concurrency key failed to evaluate (issue 15).
+	NotRetryable = "EXECUTION_NOT_RETRYABLE"
 	// NotImplemented: the feature is recognised but not available in this build.
 	NotImplemented = "NOT_IMPLEMENTED"
 	// IntrospectionDisabled: the operation selects __schema or __type on a
