@@ -751,6 +751,9 @@ func (r *invocationResolver) Transcript(ctx context.Context, obj *model.Invocati
 
 // Event is the resolver for the event field.
 func (r *kVValueResolver) Event(ctx context.Context, obj *ledger.KVValue) (*ledger.Event, error) {
+	if obj.Written != nil && obj.Written.ID == obj.EventID {
+		return obj.Written, nil // a write's result: no need to read it back
+	}
 	return r.event(ctx, obj.EventID)
 }
 

@@ -68,6 +68,10 @@ type KVValue struct {
 	EventID   uuid.UUID
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Written is the event that wrote this version when the record comes
+	// from a write (PutValue, PutValues), so its caller need not read it
+	// back; nil when the record was read.
+	Written *Event
 }
 
 // RecordAt returns the record as that event wrote it.

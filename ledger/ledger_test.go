@@ -220,6 +220,15 @@ func requireSameKV(t *testing.T, want, got ledger.KVValue) {
 	t.Helper()
 	require.JSONEq(t, string(want.Value), string(got.Value))
 	want.Value, got.Value = nil, nil
+	// The event that wrote the record, returned with it: the same event,
+	// its data equal as JSON (a replay reads it back as stored).
+	require.NotNil(t, want.Written)
+	require.NotNil(t, got.Written)
+	require.JSONEq(t, string(want.Written.Data), string(got.Written.Data))
+	we, ge := *want.Written, *got.Written
+	we.Data, ge.Data = nil, nil
+	require.Equal(t, we, ge)
+	want.Written, got.Written = nil, nil
 	require.Equal(t, want, got)
 }
 

@@ -49,6 +49,8 @@ type outcome struct {
 // kv returns a putValue's outcome as the record it wrote.
 func (o outcome) kv() KVValue {
 	kv := *o.ev.RecordAt()
+	ev := o.ev
+	kv.Written = &ev
 	kv.CreatedAt = o.created
 	if kv.Version == 1 || kv.CreatedAt.IsZero() {
 		kv.CreatedAt = o.ev.CommitTime

@@ -30,6 +30,7 @@ import (
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/internal/observe"
+	"github.com/actionsledger/actionsledger/internal/pgplan"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/mcp"
 	"github.com/actionsledger/actionsledger/migrations"
@@ -208,6 +209,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 			pcfg.MaxConns = int32(max(cfg.Workers, 4) + 16)
 		}
 	}
+	pgplan.Configure(&pcfg.ConnConfig.Config)
 	if observe.Tracing(cfg.TracerProvider) {
 		pcfg.ConnConfig.Tracer = observe.PgxTracer(cfg.TracerProvider)
 	}

@@ -441,9 +441,10 @@ x AS (
 	SELECT d.*, s.sid, row_number() OVER w AS rn, count(*) OVER w AS n,
 	       bool_or(d.starts) OVER w AS starts_any, min(d.window_end) OVER w AS window_first
 	  FROM d
-	  JOIN LATERAL (SELECT sid FROM sessions s WHERE s.action_id = d.action_id AND s.id = d.id AND s.version = d.version
-	                   AND s.status IN ('OPEN', 'WAITING') LIMIT 1) s ON true
-	 WHERE NOT EXISTS (SELECT 1 FROM session_inputs i WHERE i.sid = s.sid AND i.identity = d.identity)
+	  JOIN LATERAL (SELECT sid, version, status FROM sessions s WHERE s.action_id = d.action_id AND s.id = d.id LIMIT 1) s
+	       ON s.version = d.version AND s.status IN ('OPEN', 'WAITING')
+	  LEFT JOIN LATERAL (SELECT true AS had FROM session_inputs i WHERE i.sid = s.sid AND i.identity = d.identity LIMIT 1) h ON true
+	 WHERE h.had IS NULL
 	WINDOW w AS (PARTITION BY s.sid ORDER BY d.ord ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)),
 u AS (
 	UPDATE sessions s SET input_count = s.input_count + g.n, updated_at = $10,

@@ -15,6 +15,7 @@ import (
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/internal/clock"
+	"github.com/actionsledger/actionsledger/internal/pgplan"
 	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/ledger"
 )
@@ -124,8 +125,12 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 		// It keeps the batch from waiting for, and adding, one disk flush
 		// per batch beside the writers' (issue 14).
 		var cursor, epoch int64
-		err := tx.QueryRow(ctx, `SELECT position, actions_epoch, set_config('synchronous_commit', 'off', true) IS NOT NULL
-			FROM dispatch_state FOR UPDATE SKIP LOCKED`).Scan(&cursor, &epoch, nil)
+		//
+		// Its deliveries join the batch's keys to sessions and inputs:
+		// nested loops, one index probe per key (pgplan.KeyJoins).
+		err := tx.QueryRow(ctx, `SELECT position, actions_epoch, set_config('synchronous_commit', 'off', true) IS NOT NULL,
+				`+pgplan.KeyJoinsExpr+`
+			FROM dispatch_state FOR UPDATE SKIP LOCKED`).Scan(&cursor, &epoch, nil, nil)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // another dispatcher is working
 		}

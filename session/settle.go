@@ -284,9 +284,7 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 			RETURNING (SELECT pg_notify($3, pg_current_xact_id()::text || ':' || sid::text))`, failed, InterruptClosed, InboxChannel)
 	}
 	if len(isid) > 0 {
-		b.Queue(`UPDATE session_inputs i SET status = u.status, turn = u.turn
-			  FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::int[]) AS u (sid, seq, status, turn)
-			 WHERE i.sid = u.sid AND i.seq = u.seq`, isid, iseq, istatus, iturn)
+		b.Queue(settleInputsSQL, isid, iseq, istatus, iturn)
 	}
 	queueAnswerRequests(b, now, ansSIDs, ansExecs, failSIDs, failSeqs, failExecs)
 	// A session closed meanwhile keeps its status (statuses[i] is only
@@ -321,6 +319,12 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 	})
 	queueDropTimers(b, closing)
 }
+
+// settleInputsSQL sets the status and turn of inputs by (sid, seq), from
+// arrays of sid, seq, status and turn.
+const settleInputsSQL = `UPDATE session_inputs i SET status = u.status, turn = u.turn
+	  FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::int[]) AS u (sid, seq, status, turn)
+	 WHERE i.sid = u.sid AND i.seq = u.seq`
 
 // queueAnswerRequests queues the answers of REQUEST inputs (I4), after
 // the turns' inputs are consumed: a turn that finished its work (committed

@@ -7,11 +7,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actionsledger/actionsledger/internal/pgplan"
 )
 
 // pipeTx is a transaction on one pooled connection that spends no round
 // trip of its own on BEGIN or COMMIT: BEGIN is queued before the first
-// batch's statements (pgx.Batch.BeginTx) and COMMIT after the last's.
+// batch's statements (pgx.Batch.BeginTx) and COMMIT after the last's. Its
+// statements join key arrays to tables, so it plans joins as nested loops
+// (pgplan.KeyJoins, queued with BEGIN).
 // Results are read batch by batch, so what a batch read decides what the
 // next one writes. Not safe for concurrent use.
 type pipeTx struct {
@@ -37,6 +41,7 @@ func (p *pipeTx) send(ctx context.Context, b *pgx.Batch) error {
 	if p.tx == nil {
 		begin := &pgx.Batch{}
 		begin.BeginTx(pgx.TxOptions{})
+		begin.Queue(pgplan.KeyJoins)
 		begin.QueuedQueries = append(begin.QueuedQueries, b.QueuedQueries...)
 		b = begin
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/actionsledger/actionsledger/internal/pgplan"
 	"github.com/actionsledger/actionsledger/migrations"
 )
 
@@ -99,14 +100,20 @@ func NewDB(t testing.TB) string {
 	return dsn
 }
 
-// NewPool returns a pool on a fresh database from NewDB. The pool is closed,
+// NewPool returns a pool on a fresh database from NewDB, its connections
+// set up as the service's (pgplan.Configure). The pool is closed,
 // then the database dropped, when t ends.
 func NewPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	dsn := NewDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	pgplan.Configure(&cfg.ConnConfig.Config) // the service's own connection settings
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatalf("pgtest: pgxpool.New: %v", err)
 	}
@@ -253,4 +260,44 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
 	return hex.EncodeToString(b)
+}
+
+// GenericPlan returns the generic plan PostgreSQL makes for sql, a
+// statement with n parameters, in tx (EXPLAIN of a prepared statement
+// under plan_cache_mode force_generic_plan): the plan a connection keeps
+// using after a statement's first runs, whatever the parameters. It is
+// made with tx's settings, which stay as they were.
+func GenericPlan(t testing.TB, tx pgx.Tx, sql string, n int) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := tx.Exec(ctx, `SAVEPOINT generic_plan`); err != nil {
+		t.Fatalf("pgtest: generic plan: %v", err)
+	}
+	defer func() {
+		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT generic_plan`); err != nil {
+			t.Fatalf("pgtest: generic plan: %v", err)
+		}
+	}()
+	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatalf("pgtest: generic plan: %v", err)
+	}
+	if _, err := tx.Exec(ctx, `PREPARE pgtest_generic_plan AS `+sql); err != nil {
+		t.Fatalf("pgtest: generic plan: prepare: %v", err)
+	}
+	args := make([]string, n)
+	for i := range args {
+		args[i] = "NULL"
+	}
+	rows, err := tx.Query(ctx, `EXPLAIN EXECUTE pgtest_generic_plan(`+strings.Join(args, ", ")+`)`, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatalf("pgtest: generic plan: explain: %v", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("pgtest: generic plan: explain: %v", err)
+	}
+	if _, err := tx.Exec(ctx, `DEALLOCATE pgtest_generic_plan`); err != nil {
+		t.Fatalf("pgtest: generic plan: %v", err)
+	}
+	return strings.Join(lines, "\n")
 }
