@@ -151,7 +151,7 @@ func (s *Store) bulk(ctx context.Context, ws []write, arg string) ([]outcome, er
 		return nil, err
 	}
 	defer conn.Release()
-	out, err := runAtomic(ctx, conn.Conn(), send, s.clock.Now(), func(ws []write, out []outcome) error {
+	out, err := runAtomic(ctx, conn.Conn(), s.notifier, send, s.clock.Now(), func(ws []write, out []outcome) error {
 		for i, o := range out {
 			if fe := fault.As(o.err); fe != nil && fe.Code == fault.IdempotencyConflict {
 				return fault.New(fault.IdempotencyConflict, fmt.Sprintf("%s[%d].idempotencyKey", arg, first[ws[i].idem]),

@@ -31,7 +31,9 @@
 // process: Feed fans its notifications out in memory, by channel and key,
 // without ever waiting on a subscriber (a note that does not fit a
 // subscriber's buffer is dropped and reported to it as lost). Notifications
-// are wake-ups only; subscribers read what changed from the tables. Tail
+// are wake-ups only; subscribers read what changed from the tables. The
+// busy committers hand theirs to a Notifier, which sends them after the
+// commit, many to a statement (notifier.go, issue 14). Tail
 // follows the ledger for ledgerEvents: one reader per process, the newest
 // events kept in memory, followers further behind reading by position from
 // the database, which the commit-ordered positions above make exact.

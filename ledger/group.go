@@ -299,6 +299,7 @@ func (c *committer) runGroup(group []*queued) ([]outcome, error) {
 		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
 			return nil, fmt.Errorf("ledger: commit: %w", err)
 		}
+		c.s.notifier.Head(newest(out))
 		return out, nil
 	}
 	endTx(ctx, conn.Conn())

@@ -22,9 +22,11 @@ import (
 	"github.com/actionsledger/actionsledger/jsonvalue"
 )
 
-// NotifyChannel is the LISTEN/NOTIFY channel that appends signal on commit.
-// The payload is the newest position, as decimal text. A notification is
-// only a wake-up: readers always read the table.
+// NotifyChannel is the LISTEN/NOTIFY channel that appends signal once
+// committed (the Store's writes through its Notifier, appends in a
+// caller's transaction with it). The payload is the newest position, as
+// decimal text. A notification is only a wake-up: readers always read the
+// table.
 const NotifyChannel = "actionsledger_ledger"
 
 // Limits on identifiers.
@@ -100,9 +102,10 @@ type Querier interface {
 
 // Store reads and writes the ledger through a pool.
 type Store struct {
-	pool  *pgxpool.Pool
-	clock clock.Clock
-	group *committer
+	pool     *pgxpool.Pool
+	clock    clock.Clock
+	group    *committer
+	notifier *Notifier
 
 	// Group commit of concurrent single writes (group.go); zero fields
 	// take the defaults. MaxGroup is the most writes per transaction,
@@ -113,12 +116,17 @@ type Store struct {
 	GroupRunners  int
 }
 
-// NewStore returns a Store using pool and clock.
+// NewStore returns a Store using pool and clock, and a Notifier of its
+// own on pool for what its writes commit (Notifier).
 func NewStore(pool *pgxpool.Pool, c clock.Clock) *Store {
-	s := &Store{pool: pool, clock: c}
+	s := &Store{pool: pool, clock: c, notifier: NewNotifier(pool)}
 	s.group = &committer{s: s}
 	return s
 }
+
+// Notifier returns the Notifier that announces the Store's writes once
+// they committed; the process's other committers share it (issue 14).
+func (s *Store) Notifier() *Notifier { return s.notifier }
 
 // The action_session. types the service writes, which triggers see: an
 // answer to a session (P5, H5) and a request to one over MCP (I4).

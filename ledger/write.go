@@ -109,7 +109,7 @@ head AS (
 	   SET position = position + n.n,
 	       commit_time = greatest(commit_time + interval '1 microsecond', $9::timestamptz)
 	  FROM n WHERE n.n > 0
-	RETURNING ledger_head.position - n.n AS base, ledger_head.commit_time, pg_notify($10, ledger_head.position::text) AS notified),
+	RETURNING ledger_head.position - n.n AS base, ledger_head.commit_time),
 ins AS (
 	INSERT INTO events (id, position, type, data, commit_time, record_namespace, record_key, record_version)
 	SELECT t.id, (SELECT base FROM head) + t.rn,
@@ -163,7 +163,7 @@ func queueWrite(b *pgx.Batch, ws []write, now time.Time) {
 			idems[i] = &w.idem
 		}
 	}
-	b.Queue(writeSQL, ids, types, datas, nss, keys, idems, ops, hashes, now, NotifyChannel)
+	b.Queue(writeSQL, ids, types, datas, nss, keys, idems, ops, hashes, now)
 }
 
 // stored is what an idempotency key held by an earlier write holds.
@@ -330,13 +330,14 @@ func (s stored) replay(w write) outcome {
 }
 
 // runAtomic writes ws all or nothing in an explicit transaction: BEGIN and
-// the write together, then COMMIT once check accepts the outcomes. When
+// the write together, then COMMIT once check accepts the outcomes, and
+// hands the new head to notifier. When
 // check refuses them (a write whose idempotency key holds another request),
 // nothing is written and check's error is returned. COMMIT is sent with
 // ctx, so a ctx that ended before it commits nothing (issue 10 item 1: an
 // implicit transaction committed at the pipeline's Sync would commit even
 // after its caller gave up).
-func runAtomic(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time, check func([]write, []outcome) error) (out []outcome, err error) {
+func runAtomic(ctx context.Context, conn *pgx.Conn, notifier *Notifier, ws []write, now time.Time, check func([]write, []outcome) error) (out []outcome, err error) {
 	defer func() {
 		if err != nil {
 			endTx(ctx, conn)
@@ -352,7 +353,19 @@ func runAtomic(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time, c
 	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
 		return nil, fmt.Errorf("ledger: commit: %w", err)
 	}
+	notifier.Head(newest(out))
 	return out, nil
+}
+
+// newest returns the newest position the outcomes appended (0: none).
+func newest(out []outcome) int64 {
+	var pos int64
+	for _, o := range out {
+		if o.err == nil {
+			pos = max(pos, o.ev.Position)
+		}
+	}
+	return pos
 }
 
 // statementFailed reports whether err is PostgreSQL refusing a statement

@@ -236,6 +236,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		Metrics: cfg.Metrics, tracer: observe.Tracer(cfg.TracerProvider), schema: schema}
 	a.Authorities = auth.NewAuthorities(pool, cfg.Auth, cfg.AdminToken != "")
 	a.Ledger = ledger.NewStore(pool, a.Clock)
+	// One notifier for the process: what its writes, dispatch batches,
+	// claims and turns commit is announced after, in shared statements
+	// (issue 14).
+	notifier := a.Ledger.Notifier()
+	notifier.Log = log
 	a.Actions = action.NewStore(pool, a.Clock, a.Kinds)
 	dir.actions = a.Actions
 	a.Sessions = session.NewStore(pool, a.Clock)
@@ -244,12 +249,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Dispatcher = session.NewDispatcher(pool, a.Actions, a.Clock, log)
 	a.Dispatcher.Authorities = a.Authorities
 	a.Dispatcher.Executions = turns.QueueMatches
-	a.Dispatcher.Metrics, a.Dispatcher.Tracer = a.Metrics, a.tracer
+	a.Dispatcher.Metrics, a.Dispatcher.Tracer, a.Dispatcher.Notifier = a.Metrics, a.tracer, notifier
 	a.Timers = session.NewTimers(pool, a.Actions, a.Clock, log)
 	a.Timers.Metrics = a.Metrics
 	a.Executor = turns.NewExecutor(pool, a.Actions, a.Kinds, a.Clock, log, turns.Config{
 		Workers: cfg.Workers, Lease: cfg.Lease, Poll: cfg.Poll})
-	a.Executor.Metrics, a.Executor.Tracer = a.Metrics, a.tracer
+	a.Executor.Metrics, a.Executor.Tracer, a.Executor.Notifier = a.Metrics, a.tracer, notifier
 	a.Tools = tools.NewService(pool, a.Actions, a.Kinds, a.Clock, log)
 	a.Tools.Authorities = a.Authorities
 	a.Executor.EnvFunc = a.Tools.Env
@@ -276,6 +281,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 
 // Close releases the pool.
 func (a *App) Close() {
+	a.Ledger.Notifier().Flush() // what committed is announced before the pool goes
 	_ = a.schema.Close()
 	a.Tools.Close()
 	a.Pool.Close()

@@ -78,6 +78,7 @@ func TestLiveReadsSharedBySubscribers(t *testing.T) {
 	// reads publishes a notification and returns the reads until every
 	// subscriber has had what until says it waits for.
 	reads := func(channel, payload string, subs []stream, until func(stream)) int64 {
+		e.app.Ledger.Notifier().Flush() // what the steps committed is announced (a statement of its own) before counting
 		before := e.app.Pool.Stat().AcquireCount()
 		e.app.Feed.Publish(channel, payload)
 		for _, w := range subs {

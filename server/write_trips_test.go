@@ -36,12 +36,16 @@ func TestPutValueAnswersItsEventWithoutReadingIt(t *testing.T) {
 			}
 		}
 	}
-	// The first write prepares the statement on its connection.
+	// The first write prepares the statements on the connections it uses.
+	notifier := e.app.Ledger.Notifier()
 	e.ok(t, op, map[string]any{"k": "warm", "v": map[string]any{"n": 0}}, nil)
+	notifier.Flush()
 	before := proxy.RoundTrips()
 	var got answer
 	e.ok(t, op, map[string]any{"k": "e1", "v": map[string]any{"n": 1}}, &got)
-	require.EqualValues(t, 2, proxy.RoundTrips()-before, "BEGIN with the write, then COMMIT; no read of the event")
+	notifier.Flush()
+	require.EqualValues(t, 3, proxy.RoundTrips()-before,
+		"BEGIN with the write, then COMMIT, then the notification of the new head; no read of the event")
 
 	pv := got.Ledger.PutValue
 	require.Equal(t, "entry.inserted", pv.Event.EventType)

@@ -34,6 +34,10 @@ type batch struct {
 	timers bool
 	// changed are the sessions the batch created or delivered to (issue 12).
 	changed Notice
+	// notice is what the batch announces once committed, in the
+	// transaction xid (flush).
+	notice Notice
+	xid    string
 	// Deliveries and intake records wait for the batch's end (flush), where
 	// each kind is written by one set-based statement: the sessions they
 	// reach stay unlocked while the batch's events are matched (issue 14).
@@ -585,7 +589,8 @@ func (b *batch) intake(_ context.Context, a scope, t *action.CompiledTrigger, ev
 
 // flush writes what the batch kept for its end, in one round trip after
 // the deliveries: intake records in the order they were made,
-// diagnostics, the cursor at position and the notifications.
+// diagnostics and the cursor at position; it leaves the notifications in
+// b.notice and b.xid, posted once the batch commits.
 func (b *batch) flush(ctx context.Context, position int64) error {
 	if err := b.flushDeliveries(ctx); err != nil {
 		return err
@@ -619,10 +624,11 @@ func (b *batch) flush(ctx context.Context, position int64) error {
 		}
 		b.d.Executions(q, b.now, b.matches)
 	}
-	q.Queue(`UPDATE dispatch_state SET position = $1, updated_at = $2`, position, b.now)
-	n := b.changed
-	n.Turns, n.Timers, n.Executions = b.notify, b.timers, len(b.matches) > 0
-	n.Queue(q)
+	q.Queue(`UPDATE dispatch_state SET position = $1, updated_at = $2 RETURNING `+XIDColumn, position, b.now).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&b.xid)
+	})
+	b.notice = b.changed
+	b.notice.Turns, b.notice.Timers, b.notice.Executions = b.notify, b.timers, len(b.matches) > 0
 	if err := b.tx.SendBatch(ctx, q).Close(); err != nil {
 		return fmt.Errorf("dispatch: %w", err)
 	}

@@ -47,6 +47,9 @@ type Dispatcher struct {
 	// trace of its own (issue 12).
 	Metrics *observe.Metrics
 	Tracer  trace.Tracer
+	// Notifier announces what a batch changed once it committed (issue
+	// 14); NewDispatcher gives one of its own, the process shares one.
+	Notifier *ledger.Notifier
 
 	// alive is when Run last finished a round (UnixNano, real time).
 	alive atomic.Int64
@@ -58,7 +61,8 @@ type Dispatcher struct {
 
 // NewDispatcher returns a Dispatcher.
 func NewDispatcher(pool *pgxpool.Pool, actions *action.Store, c clock.Clock, log *slog.Logger) *Dispatcher {
-	return &Dispatcher{pool: pool, actions: actions, clock: c, log: log, Batch: DefaultBatch, epoch: -1}
+	return &Dispatcher{pool: pool, actions: actions, clock: c, log: log, Batch: DefaultBatch, epoch: -1,
+		Notifier: ledger.NewNotifier(pool)}
 }
 
 // Run dispatches until ctx ends, waking on wake (ledger notifications) and
@@ -114,6 +118,7 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 			d.Metrics.DispatchBatch(n, time.Since(began))
 		}
 	}()
+	var b *batch // the batch with events, once made
 	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		// The batch commits without waiting for its WAL to reach disk
 		// (synchronous_commit off for this transaction alone): a crash can
@@ -166,7 +171,7 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 		ctx, span = d.tracer().Start(ctx, "dispatch.batch", trace.WithNewRoot(), trace.WithTimestamp(began),
 			trace.WithAttributes(observe.Events.Int(len(events)), observe.FromPosition.Int64(events[0].Position),
 				observe.ToPosition.Int64(events[len(events)-1].Position)))
-		b := &batch{d: d, tx: tx, now: d.clock.Now(), diags: map[diagKey]*diagEntry{}}
+		b = &batch{d: d, tx: tx, now: d.clock.Now(), diags: map[diagKey]*diagEntry{}}
 		for _, ev := range events {
 			if err := b.event(ctx, ev); err != nil {
 				return fmt.Errorf("dispatch: event %d: %w", ev.Position, err)
@@ -178,6 +183,9 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 		n = len(events)
 		return nil
 	})
+	if err == nil && b != nil {
+		b.notice.Post(d.Notifier, b.xid) // committed: tell the others
+	}
 	return n, err
 }
 

@@ -24,7 +24,8 @@
 //     leases; QueueSettle then consumes or receives their inputs, raises and
 //     closes interrupts (P1, P2, H2), writes state, status, reason and
 //     continuation (T6, T7), decides the next turn, ends the lease, drops
-//     the timers of sessions that closed and notifies.
+//     the timers of sessions that closed, and leaves what to announce in
+//     an Announcement that the executor posts once committed (issue 14).
 //
 // They queue statements in a pgx.Batch rather than run them: the executor
 // sends the statements of many sessions, and of its own tables, in one

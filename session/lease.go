@@ -130,11 +130,11 @@ type StartTurn struct {
 }
 
 // QueueStartTurns queues, for sessions a claim in this transaction leased,
-// the record of their new turns: the turn count, the firings taken as
-// inputs, and the notification of the change (issue 12). The firings'
-// events must be appended in the same transaction (ledger.Append); their
-// inputs refer to them, checked at commit.
-func QueueStartTurns(b *pgx.Batch, now time.Time, starts []StartTurn) {
+// the record of their new turns: the turn count and the firings taken as
+// inputs; ann gets the change to announce (issue 12). The firings' events
+// must be appended in the same transaction (ledger.Append); their inputs
+// refer to them, checked at commit.
+func QueueStartTurns(b *pgx.Batch, now time.Time, starts []StartTurn, ann *Announcement) {
 	if len(starts) == 0 {
 		return
 	}
@@ -145,10 +145,9 @@ func QueueStartTurns(b *pgx.Batch, now time.Time, starts []StartTurn) {
 	var fevent []uuid.UUID
 	var fstarts []bool
 	var fat []time.Time
-	notice := Notice{}
 	for _, s := range starts {
 		sids, tokens, turns = append(sids, s.SID), append(tokens, s.Token), append(turns, int32(s.Turn))
-		notice.Session(s.SID)
+		ann.Session(s.SID)
 		for i, in := range s.Firings {
 			fsid, fseq, fsize = append(fsid, s.SID), append(fseq, in.Seq), append(fsize, int64(in.ByteSize))
 			fidentity, fkey, fentry = append(fidentity, in.Identity), append(fkey, in.OrderKey), append(fentry, s.Entries[i])
@@ -162,12 +161,10 @@ func QueueStartTurns(b *pgx.Batch, now time.Time, starts []StartTurn) {
 			       AS u (sid, seq, identity, event_id, starts, size, key, entry, at)`,
 			KindSchedule, InputPending, now, fsid, fseq, fidentity, fevent, fstarts, fsize, fkey, fentry, fat)
 	}
-	sel, args := notice.Returning(5)
 	b.Queue(`UPDATE sessions s SET turn_count = u.turn,
 			input_count = s.input_count + (SELECT count(*) FROM unnest($4::bigint[]) AS f (sid) WHERE f.sid = s.sid)
 		  FROM unnest($1::bigint[], $2::bigint[], $3::int[]) AS u (sid, token, turn)
-		 WHERE s.sid = u.sid AND s.lease_token = u.token
-		RETURNING `+sel, append([]any{sids, tokens, turns, fsid}, args...)...)
+		 WHERE s.sid = u.sid AND s.lease_token = u.token`, sids, tokens, turns, fsid)
 }
 
 // QueueStandDown queues, for sessions a claim in this transaction leased
@@ -187,8 +184,9 @@ func QueueStandDown(b *pgx.Batch, leases []Lease) {
 
 // QueueCompleteAtEnd queues, for sessions a claim in this transaction
 // leased whose end has come with nothing pending, their completion (E5):
-// COMPLETED with reason ended and no turn; their timers go.
-func QueueCompleteAtEnd(b *pgx.Batch, now time.Time, leases []Lease) {
+// COMPLETED with reason ended and no turn; their timers go; ann gets the
+// change to announce.
+func QueueCompleteAtEnd(b *pgx.Batch, now time.Time, leases []Lease, ann *Announcement) {
 	if len(leases) == 0 {
 		return
 	}
@@ -198,19 +196,13 @@ func QueueCompleteAtEnd(b *pgx.Batch, now time.Time, leases []Lease) {
 		  FROM unnest($1::bigint[], $2::bigint[]) AS u (sid, token)
 		 WHERE s.sid = u.sid AND s.lease_token = u.token`, sids, tokens, Completed, ReasonEnded, now)
 	queueDropTimers(b, sids)
-	n := Notice{SIDs: sids}
-	n.Queue(b)
+	for _, sid := range sids {
+		ann.Session(sid)
+	}
 }
 
 func queueDropTimers(b *pgx.Batch, sids []int64) {
 	if len(sids) > 0 {
 		b.Queue(`DELETE FROM session_timers WHERE sid = ANY($1)`, sids)
-	}
-}
-
-// Queue queues the notice's notifications in b (see Send).
-func (n Notice) Queue(b *pgx.Batch) {
-	if sql, args, ok := n.statement(); ok {
-		b.Queue(sql, args...)
 	}
 }

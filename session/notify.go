@@ -7,7 +7,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/actionsledger/actionsledger/ledger"
 )
 
 // Notification channels of session changes (issue 12: subscriptions). A
@@ -70,6 +73,60 @@ func (n Notice) Send(ctx context.Context, tx Execer) error {
 	return nil
 }
 
+// Post hands the notice's notifications to nt, for a transaction that has
+// committed (issue 14: the hot paths notify outside their transactions;
+// see ledger.Notifier); xid is that transaction's id, as
+// pg_current_xact_id() gave it (XIDColumn). A notice with nothing to say
+// posts nothing.
+func (n Notice) Post(nt *ledger.Notifier, xid string) {
+	if sids := n.payload(); sids != "" {
+		nt.Notify(SessionsChannel, xid+":"+sids)
+		if n.Interrupts {
+			nt.Notify(InboxChannel, xid+":"+sids)
+		}
+	}
+	if n.Turns {
+		nt.Notify(TurnsChannel, "")
+	}
+	if n.Timers {
+		nt.Notify(TimersChannel, "")
+	}
+	if n.Executions {
+		nt.Notify(ExecutionsChannel, "")
+	}
+}
+
+// XIDColumn is a select-list expression giving the transaction's id as
+// text, for Post: ride it on a statement the transaction runs anyway.
+const XIDColumn = `pg_current_xact_id()::text`
+
+// Announcement is what a transaction will announce once it commits
+// (issue 14): a notice, and the transaction's id as QueueXID reads it.
+type Announcement struct {
+	Notice
+	XID string
+}
+
+// QueueXID queues the read of the transaction's id into a.XID.
+func (a *Announcement) QueueXID(b *pgx.Batch) {
+	b.Queue(`SELECT ` + XIDColumn).QueryRow(func(r pgx.Row) error { return r.Scan(&a.XID) })
+}
+
+// Post hands the announcement to nt: call it once the transaction has
+// committed.
+func (a *Announcement) Post(nt *ledger.Notifier) { a.Notice.Post(nt, a.XID) }
+
+// Merge adds what o says to n.
+func (n *Notice) Merge(o Notice) {
+	for _, sid := range o.SIDs {
+		n.Session(sid)
+	}
+	n.Interrupts = n.Interrupts || o.Interrupts
+	n.Turns = n.Turns || o.Turns
+	n.Timers = n.Timers || o.Timers
+	n.Executions = n.Executions || o.Executions
+}
+
 // statement is the one statement that sends the notice; ok is false when
 // it has nothing to say.
 func (n Notice) statement() (sql string, args []any, ok bool) {
@@ -85,23 +142,6 @@ func (n Notice) statement() (sql string, args []any, ok bool) {
 		CASE WHEN $9 THEN pg_notify($10, '') END`,
 		[]any{sids, SessionsChannel, n.Interrupts, InboxChannel, n.Turns, TurnsChannel, n.Timers, TimersChannel,
 			n.Executions, ExecutionsChannel}, true
-}
-
-// Returning gives the notice's session and inbox notifications as SQL
-// select-list expressions (two columns) over parameters numbered from
-// first, with their arguments, to ride on a statement the transaction runs
-// anyway (a RETURNING list): no round trip of its own. Turns and Timers are
-// the caller's.
-func (n Notice) Returning(first int) (string, []any) {
-	p := func(i int) string { return "$" + strconv.Itoa(first+i) }
-	// Subselects: a function call in a RETURNING list of an UPDATE would
-	// see the row, not the statement, and PostgreSQL evaluates a volatile
-	// scalar subquery once per row; the statements here update one row.
-	payload := `pg_current_xact_id()::text || ':' || ` + p(0) + `::text`
-	return fmt.Sprintf(`(SELECT CASE WHEN %[1]s::text <> '' THEN pg_notify(%[2]s::text, %[4]s) END), `+
-			`(SELECT CASE WHEN %[1]s::text <> '' AND %[3]s::bool THEN pg_notify(%[5]s::text, %[4]s) END)`,
-			p(0), p(1), p(2), payload, p(3)),
-		[]any{n.payload(), SessionsChannel, n.Interrupts, InboxChannel}
 }
 
 func (n Notice) payload() string {

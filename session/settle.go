@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/actionsledger/actionsledger/jsonvalue"
 )
@@ -184,6 +185,10 @@ type SettleResult struct {
 	Runnable []int64
 	// Raised are the interrupts that were raised (new rows).
 	Raised []uuid.UUID
+	// Announcement is what the transaction announces once committed
+	// (issue 12): every settled session, interrupts that changed, and the
+	// executor's wake-up when a session needs another turn.
+	Announcement
 }
 
 // QueueSettle queues the writes that settle turns' sessions, under the lock
@@ -191,8 +196,9 @@ type SettleResult struct {
 // inputs consumed or received, the sessions' state, status, reason and
 // continuation, their next turn (another is due when the session is OPEN
 // and an input that starts a turn is still pending, or Due), the end of
-// the leases, timers of sessions that closed, and the notifications of
-// the changes (issue 12). Every write is fenced by the lease token.
+// the leases and timers of sessions that closed; res.Announcement gets the
+// changes to announce once the transaction commits (issue 12). Every
+// write is fenced by the lease token.
 func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult) {
 	if len(ss) == 0 {
 		return
@@ -216,7 +222,7 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 		resumes         = make([]*string, n)
 		touch, closes   = make([]bool, n), make([]bool, n)
 		due             = make([]bool, n)
-		notice          Notice
+		notice          = &res.Notice
 		// REQUEST inputs answered (I4): by sessions whose turn finished
 		// (ansSIDs), and the failed turns' own (failSIDs, failSeqs).
 		ansSIDs, failSIDs, failSeqs []int64
@@ -274,14 +280,13 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 		if listed == nil {
 			listed = []uuid.UUID{}
 		}
-		b.Queue(`UPDATE session_interrupts SET status = $3 WHERE sid = ANY($1) AND kind = $4 AND status = 'PENDING' AND NOT id = ANY($2)
-			RETURNING (SELECT pg_notify($5, pg_current_xact_id()::text || ':' || sid::text))`,
-			committedSIDs, listed, InterruptClosed, InterruptApproval, InboxChannel)
+		b.Queue(`UPDATE session_interrupts SET status = $3 WHERE sid = ANY($1) AND kind = $4 AND status = 'PENDING' AND NOT id = ANY($2)`,
+			committedSIDs, listed, InterruptClosed, InterruptApproval).Exec(res.interruptsClosed)
 	}
 	if len(failed) > 0 {
 		// A failed session waits on nothing any more.
-		b.Queue(`UPDATE session_interrupts SET status = $2 WHERE sid = ANY($1) AND status = 'PENDING'
-			RETURNING (SELECT pg_notify($3, pg_current_xact_id()::text || ':' || sid::text))`, failed, InterruptClosed, InboxChannel)
+		b.Queue(`UPDATE session_interrupts SET status = $2 WHERE sid = ANY($1) AND status = 'PENDING'`,
+			failed, InterruptClosed).Exec(res.interruptsClosed)
 	}
 	if len(isid) > 0 {
 		b.Queue(settleInputsSQL, isid, iseq, istatus, iturn)
@@ -289,10 +294,9 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 	queueAnswerRequests(b, now, ansSIDs, ansExecs, failSIDs, failSeqs, failExecs)
 	// A session closed meanwhile keeps its status (statuses[i] is only
 	// compared with OPEN for it), so the CASE keeps the row's own.
-	sel, args := notice.Returning(19)
 	b.Queue(`UPDATE sessions s SET
 			state = CASE WHEN u.set_state THEN u.state::jsonb ELSE s.state END,
-			status = CASE WHEN s.status IN ($16, $17, $18) THEN s.status ELSE u.status END,
+			status = CASE WHEN s.status IN ($15, $16, $17) THEN s.status ELSE u.status END,
 			reason = CASE WHEN u.set_reason THEN u.reason ELSE s.reason END,
 			resume = CASE WHEN u.set_resume THEN u.resume::json ELSE s.resume END,
 			updated_at = CASE WHEN u.touch THEN $13::timestamptz ELSE s.updated_at END,
@@ -304,20 +308,31 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 		              $9::text[], $10::boolean[], $11::boolean[], $12::boolean[])
 		       AS u (sid, token, set_state, state, status, set_reason, reason, set_resume, resume, touch, closes, due)
 		 WHERE s.sid = u.sid AND s.lease_token = u.token
-		RETURNING s.sid, s.next_turn_at IS NOT NULL, CASE WHEN s.next_turn_at IS NOT NULL THEN pg_notify($15, '') END, `+sel,
-		append([]any{sids, tokens, setState, states, statuses, setReason, reasons, setResume, resumes, touch, closes, due,
-			now, Open, TurnsChannel, Completed, Failed, Cancelled}, args...)...).Query(func(rows pgx.Rows) error {
+		RETURNING s.sid, s.next_turn_at IS NOT NULL`,
+		sids, tokens, setState, states, statuses, setReason, reasons, setResume, resumes, touch, closes, due,
+		now, Open, Completed, Failed, Cancelled).Query(func(rows pgx.Rows) error {
 		var sid int64
 		var runnable bool
-		_, err := pgx.ForEachRow(rows, []any{&sid, &runnable, nil, nil, nil}, func() error {
+		_, err := pgx.ForEachRow(rows, []any{&sid, &runnable}, func() error {
 			if runnable {
 				res.Runnable = append(res.Runnable, sid)
+				notice.Turns = true // wake the executors of other processes too
 			}
 			return nil
 		})
 		return err
 	})
 	queueDropTimers(b, closing)
+	res.QueueXID(b)
+}
+
+// interruptsClosed notes, once an update of interrupts is read, whether
+// it changed any (the inbox hears of them).
+func (res *SettleResult) interruptsClosed(tag pgconn.CommandTag) error {
+	if tag.RowsAffected() > 0 {
+		res.Interrupts = true
+	}
+	return nil
 }
 
 // settleInputsSQL sets the status and turn of inputs by (sid, seq), from

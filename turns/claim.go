@@ -187,6 +187,7 @@ func (e *Executor) claim(ctx context.Context, n int) (_ []*claim, leased int, er
 		if err := p.commit(ctx, b); err != nil {
 			return nil, 0, fmt.Errorf("claim: %w", err)
 		}
+		w.ann.Post(e.Notifier)
 		return out, len(claimed), nil
 	}
 	if err := p.send(ctx, b); err != nil {
@@ -200,6 +201,7 @@ func (e *Executor) claim(ctx context.Context, n int) (_ []*claim, leased int, er
 	if err := p.commitTx(ctx); err != nil {
 		return nil, 0, fmt.Errorf("claim: %w", err)
 	}
+	w.ann.Post(e.Notifier)
 	for _, ev := range appended {
 		events[ev.ID] = ev
 	}
@@ -328,6 +330,8 @@ type claimWrites struct {
 	ended     []session.Lease
 	reclaimed []*claim
 	fired     []ledger.NewEvent
+	// ann is what the claim announces once committed (issue 12).
+	ann session.Announcement
 }
 
 // start records c's new turn over items, the firings among them taking
@@ -369,15 +373,14 @@ func (w *claimWrites) start(c *claim, count int64, items []item) []session.Input
 // queue queues the claim's writes: the sessions' (package session) before
 // the turns', executions' and turn inputs' that refer to them.
 func (w *claimWrites) queue(b *pgx.Batch, cs []*claim) {
-	session.QueueStartTurns(b, w.now, w.starts)
+	session.QueueStartTurns(b, w.now, w.starts, &w.ann)
 	session.QueueStandDown(b, w.standDown)
-	session.QueueCompleteAtEnd(b, w.now, w.ended)
-	var notice session.Notice
+	session.QueueCompleteAtEnd(b, w.now, w.ended, &w.ann)
 	for _, c := range w.reclaimed {
 		b.Queue(`UPDATE executions SET attempts = $2, trace_id = coalesce($3, trace_id) WHERE id = $1`, c.execID, c.attempt, traceIDOf(c.span))
-		notice.Session(c.sess.SID)
+		w.ann.Session(c.sess.SID)
 	}
-	notice.Queue(b)
+	w.ann.QueueXID(b)
 	var (
 		execIDs, actionIDs []uuid.UUID
 		versions, numbers  []int32

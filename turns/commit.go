@@ -39,8 +39,12 @@ type sender interface {
 	send(ctx context.Context, b *pgx.Batch) error
 }
 
-// txSender sends batches through a pgx.Tx (the handler's transaction).
-type txSender struct{ tx pgx.Tx }
+// txSender sends batches through a pgx.Tx (the handler's transaction),
+// whose committer posts ann once it committed.
+type txSender struct {
+	tx  pgx.Tx
+	ann *session.Announcement
+}
 
 func (s txSender) send(ctx context.Context, b *pgx.Batch) error {
 	return s.tx.SendBatch(ctx, b).Close()
@@ -70,12 +74,17 @@ func (e *Executor) settleOne(ctx context.Context, f *finished) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	v, err := e.settle(ctx, txSender{tx}, []*finished{f}, false)
+	var ann session.Announcement
+	v, err := e.settle(ctx, txSender{tx, &ann}, []*finished{f}, false)
 	if err != nil || v[0] != committed {
 		f.w.Rollback(ctx)
 		return false, err
 	}
-	return true, f.w.Commit(ctx)
+	if err := f.w.Commit(ctx); err != nil {
+		return true, err
+	}
+	ann.Post(e.Notifier)
+	return true, nil
 }
 
 // settle commits finished turns in the transaction behind s (T6, T7, H1,
@@ -137,9 +146,14 @@ func (e *Executor) settle(ctx context.Context, s sender, fs []*finished, skipLoc
 	session.QueueSettle(b, now, settlements, &res)
 	var err error
 	if p, ok := s.(*pipeTx); ok {
-		err = p.commit(ctx, b)
+		if err = p.commit(ctx, b); err == nil {
+			res.Post(e.Notifier)
+		}
 	} else {
 		err = s.send(ctx, b)
+		if ts, ok := s.(txSender); ok {
+			*ts.ann = res.Announcement // posted by its committer
+		}
 	}
 	if err != nil {
 		for _, f := range settled {

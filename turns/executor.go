@@ -90,6 +90,9 @@ type Executor struct {
 	// trace of its own, whose id the execution keeps (executions.trace_id).
 	Metrics *observe.Metrics
 	Tracer  trace.Tracer
+	// Notifier announces what claims and turns committed, once committed
+	// (issue 14); NewExecutor gives one of its own, the process shares one.
+	Notifier *ledger.Notifier
 
 	// sleep waits between retries; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
@@ -111,7 +114,8 @@ type Executor struct {
 func NewExecutor(pool *pgxpool.Pool, actions *action.Store, kinds *Registry, c clock.Clock, log *slog.Logger, cfg Config) *Executor {
 	cfg.defaults()
 	e := &Executor{pool: pool, actions: actions, kinds: kinds, clock: c, log: log, cfg: cfg, sleep: sleepCtx,
-		live: newPublisher(pool, log), kick: make(chan struct{}, 1), kickExec: make(chan struct{}, 1)}
+		live: newPublisher(pool, log), kick: make(chan struct{}, 1), kickExec: make(chan struct{}, 1),
+		Notifier: ledger.NewNotifier(pool)}
 	e.beats = &heartbeats{e: e, held: map[int64]*beat{}, jobs: map[uuid.UUID]*jobBeat{}}
 	return e
 }
