@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -95,6 +96,10 @@ type sessionSnap struct {
 	s       *session.Session
 	pending int
 	turns   []turns.Turn
+	// settled are the committed transcripts of the turns that settled
+	// since the reader's previous read, by execution (issue 14: a short
+	// turn publishes no live entries; its subscribers get them from here).
+	settled map[uuid.UUID]turns.CommittedTranscript
 	now     time.Time
 	// lostEntries: transcript notes may have been missed before this read
 	// (the reader's feed dropped some, or the listener reconnected).
@@ -128,7 +133,15 @@ func mergeSession(last, v sessionItem) (sessionItem, bool) {
 		return last, false
 	}
 	a, b := last.snap, v.snap
-	m := &sessionSnap{s: b.s, pending: b.pending, now: b.now, lostEntries: a.lostEntries || b.lostEntries, turns: a.turns}
+	m := &sessionSnap{s: b.s, pending: b.pending, now: b.now, lostEntries: a.lostEntries || b.lostEntries, turns: a.turns,
+		settled: a.settled}
+	if len(b.settled) > 0 {
+		m.settled = maps.Clone(a.settled)
+		if m.settled == nil {
+			m.settled = map[uuid.UUID]turns.CommittedTranscript{}
+		}
+		maps.Copy(m.settled, b.settled)
+	}
 	if len(b.turns) > 0 {
 		m.turns = nil
 		for _, t := range a.turns {
@@ -157,9 +170,12 @@ type sessionHub struct {
 	stopped  bool
 	endErr   error // why it stopped, when it failed
 
-	// The reader's own (start, then run): where the next read's turns start.
-	read1  bool
-	newest int
+	// The reader's own (start, then run): where the next read's turns
+	// start, and the newest turn whose settled transcript was read (or
+	// that was settled at the first read).
+	read1   bool
+	newest  int
+	settled int
 }
 
 // sessionWatcher is one subscriber's membership of a hub.
@@ -383,6 +399,7 @@ func (h *sessionHub) read(ctx context.Context) (*sessionSnap, error) {
 	var s *session.Session
 	var pending int
 	var ts []turns.Turn
+	var settled map[uuid.UUID]turns.CommittedTranscript
 	err := h.r.SessionStore.ReadConsistent(ctx, func(q ledger.Querier) error {
 		var err error
 		if s, pending, err = session.Watch(ctx, q, h.sid); err != nil || s == nil || s.TurnCount == 0 {
@@ -392,7 +409,18 @@ func (h *sessionHub) read(ctx context.Context) (*sessionSnap, error) {
 		if h.read1 {
 			from = max(h.newest, 1)
 		}
-		ts, err = turns.TurnsFrom(ctx, q, h.sid, from)
+		if ts, err = turns.TurnsFrom(ctx, q, h.sid, from); err != nil {
+			return err
+		}
+		var execs []uuid.UUID
+		for _, t := range ts {
+			if h.read1 && t.Number > h.settled && t.Status != turns.TurnRunning {
+				execs = append(execs, t.ExecutionID)
+			}
+		}
+		if len(execs) > 0 {
+			settled, err = turns.CommittedTranscripts(ctx, q, execs)
+		}
 		return err
 	})
 	if err != nil {
@@ -405,7 +433,12 @@ func (h *sessionHub) read(ctx context.Context) (*sessionSnap, error) {
 	if n := len(ts); n > 0 {
 		h.newest = ts[n-1].Number
 	}
-	return &sessionSnap{s: s, pending: pending, turns: ts, now: h.r.Clock.Now()}, nil
+	for _, t := range ts {
+		if t.Status != turns.TurnRunning {
+			h.settled = max(h.settled, t.Number)
+		}
+	}
+	return &sessionSnap{s: s, pending: pending, turns: ts, settled: settled, now: h.r.Clock.Now()}, nil
 }
 
 // liveKey names one attempt of one execution.
@@ -482,6 +515,7 @@ func (w *sessionWatch) apply(snap *sessionSnap) ([]*model.SessionUpdate, error) 
 	switch {
 	case len(changed) > 0:
 		for i := range changed {
+			ups = append(ups, w.settledEntries(snap, &changed[i])...)
 			ups = append(ups, &model.SessionUpdate{Kind: model.SessionUpdateKindSession, Session: s, PendingInputs: pending, Turn: &changed[i]})
 		}
 	case print != w.print:
@@ -493,6 +527,33 @@ func (w *sessionWatch) apply(snap *sessionSnap) ([]*model.SessionUpdate, error) 
 		return nil, lagged("transcript entries of a running turn were missed (the committed transcript of the turn's execution has them all once it ends)")
 	}
 	return ups, nil
+}
+
+// settledEntries returns TRANSCRIPT updates for the entries of t, a turn
+// that settled, that the watcher has not had live: all of them for a turn
+// too short to stream (liveGate), the rest of them otherwise. The session
+// is the watcher's view before the read, as a live entry's would be.
+func (w *sessionWatch) settledEntries(snap *sessionSnap, t *turns.Turn) []*model.SessionUpdate {
+	c, ok := snap.settled[t.ExecutionID]
+	if !ok || t.Number < w.firstTurn {
+		return nil
+	}
+	if t.Number != w.liveTurn {
+		w.liveTurn, w.live = t.Number, map[liveKey]int{}
+	}
+	k := liveKey{t.ExecutionID, c.Attempt}
+	var ups []*model.SessionUpdate
+	for i := range c.Entries {
+		e := c.Entries[i]
+		if e.Seq <= w.live[k] {
+			continue
+		}
+		w.live[k] = e.Seq
+		turn, attempt := t.Number, c.Attempt
+		ups = append(ups, &model.SessionUpdate{Kind: model.SessionUpdateKindTranscript, Session: w.sess, PendingInputs: w.pending,
+			TranscriptEntry: &e, TurnNumber: &turn, Attempt: &attempt, Turn: t})
+	}
+	return ups
 }
 
 // sessionPrint is what a SESSION update shows of the session itself.

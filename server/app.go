@@ -46,8 +46,12 @@ type Config struct {
 	Workers     int           // concurrent turns (see turns.Config)
 	Lease       time.Duration // turn lease (see turns.Config)
 	Poll        time.Duration // fallback poll of dispatcher and executor (1s)
-	MaxConns    int           // database pool size (Workers + 16); pool_max_conns in the URL wins
-	Clock       clock.Clock   // defaults to the wall clock
+	// LiveDelay is how long a turn's attempt runs before its transcript
+	// entries stream to subscribers (turns.Config.LiveDelay: 200ms;
+	// negative: at once).
+	LiveDelay time.Duration
+	MaxConns  int         // database pool size (Workers + 16); pool_max_conns in the URL wins
+	Clock     clock.Clock // defaults to the wall clock
 	// DisableIntrospection turns GraphQL introspection off (on by default).
 	DisableIntrospection bool
 	// DisableGraphiQL stops serving the GraphiQL page at /graphiql (served by default).
@@ -253,7 +257,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Timers = session.NewTimers(pool, a.Actions, a.Clock, log)
 	a.Timers.Metrics = a.Metrics
 	a.Executor = turns.NewExecutor(pool, a.Actions, a.Kinds, a.Clock, log, turns.Config{
-		Workers: cfg.Workers, Lease: cfg.Lease, Poll: cfg.Poll})
+		Workers: cfg.Workers, Lease: cfg.Lease, Poll: cfg.Poll, LiveDelay: cfg.LiveDelay})
 	a.Executor.Metrics, a.Executor.Tracer, a.Executor.Notifier = a.Metrics, a.tracer, notifier
 	a.Tools = tools.NewService(pool, a.Actions, a.Kinds, a.Clock, log)
 	a.Tools.Authorities = a.Authorities

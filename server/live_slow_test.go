@@ -94,7 +94,9 @@ func slowSSE(t testing.TB, url, query string, vars map[string]any) *sseStream {
 func TestLiveSlowSubscribers(t *testing.T) {
 	t.Parallel()
 	g := newGate()
-	e := newLiveEnv(t, server.Config{Live: server.LiveConfig{Buffer: 2, Tail: ledger.TailConfig{Events: 4}}}, g.slowWrap)
+	// Turns stream their entries at once (LiveDelay < 0), so an echo turn
+	// stands for a long one whose entries a stalled subscriber misses.
+	e := newLiveEnv(t, server.Config{LiveDelay: -1, Live: server.LiveConfig{Buffer: 2, Tail: ledger.TailConfig{Events: 4}}}, g.slowWrap)
 	t.Cleanup(g.release) // before the server closes: a held write would hold it
 
 	t.Run("ledgerEvents catches up", func(t *testing.T) {

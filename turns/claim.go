@@ -51,6 +51,9 @@ type claim struct {
 	waited  time.Duration
 	outcome ExecStatus
 	raised  []raised
+	// live holds the turn's live transcript entries back while it is
+	// short (issue 14); set when its request is made.
+	live *liveGate
 }
 
 // raised is an interrupt a turn raised, for the log once it commits.

@@ -36,7 +36,16 @@ type Config struct {
 	MaxAttempts int           // attempts per execution before the turn fails (3)
 	Backoff     time.Duration // first retry delay, doubled per attempt (200ms)
 	Poll        time.Duration // fallback poll when no notification arrives (2s)
+	// LiveDelay is how long an attempt runs before its transcript entries
+	// are published live as they are added (DefaultLiveDelay; negative: at
+	// once); a turn done sooner publishes none (liveGate).
+	LiveDelay time.Duration
 }
+
+// DefaultLiveDelay is Config.LiveDelay's default: short enough that a
+// person watching a model-driven turn sees it working, long enough that
+// the short turns of a busy pipeline publish nothing (issue 14).
+const DefaultLiveDelay = 200 * time.Millisecond
 
 func (c *Config) defaults() {
 	if c.Owner == "" {
@@ -59,6 +68,9 @@ func (c *Config) defaults() {
 	}
 	if c.Poll <= 0 {
 		c.Poll = 2 * time.Second
+	}
+	if c.LiveDelay == 0 {
+		c.LiveDelay = DefaultLiveDelay
 	}
 }
 
@@ -368,6 +380,17 @@ func (e *Executor) runTurn(ctx context.Context, c *claim) error {
 	defer stopBeat()
 	f, done, err := e.execute(ctx, runCtx, c)
 	defer done()
+	committed := false
+	defer func() {
+		if c.live == nil {
+			return
+		}
+		if committed {
+			c.live.drop() // the committed transcript has what it held
+		} else {
+			c.live.release() // nothing of it commits: every entry written is seen
+		}
+	}()
 	if err != nil || f == nil {
 		return err
 	}
@@ -387,14 +410,18 @@ func (e *Executor) runTurn(ctx context.Context, c *claim) error {
 	// The handler is done: its slot goes to the next claim while the
 	// outcome commits.
 	releaseSlot(ctx)
-	// Live entries reach subscribers before the commit's notification.
-	e.live.flush(liveFlushWait)
+	// Live entries, if the turn published any, reach subscribers before
+	// the commit's notification.
+	if c.live.stop() {
+		e.live.flush(liveFlushWait)
+	}
 	if err := e.commit(ctx, f); err != nil {
 		if ctx.Err() == nil {
 			e.uncommitted(ctx, c, err)
 		}
 		return err
 	}
+	committed = true
 	return nil
 }
 
@@ -510,6 +537,7 @@ func (e *Executor) attempts(ctx, runCtx context.Context, c *claim, h Handler, re
 		}
 		req.Attempt = c.attempt
 		req.Transcript.reset(c.attempt)
+		c.live.begin() // an earlier attempt's entries, not committed, go out
 		w = ledger.NewWriter(e.pool, e.clock.Now)
 		var touched atomic.Bool
 		if e.EnvFunc != nil {
@@ -555,6 +583,7 @@ func (e *Executor) attempt(ctx context.Context, h Handler, req *Request) (out *O
 }
 
 func (e *Executor) request(ctx context.Context, c *claim, comp *action.Compiled) (*Request, error) {
+	c.live = newLiveGate(e.live, e.cfg.LiveDelay)
 	views, err := e.views(ctx, c.inputs, c.events)
 	if err != nil {
 		return nil, err
@@ -568,7 +597,7 @@ func (e *Executor) request(ctx context.Context, c *claim, comp *action.Compiled)
 		Input: c.sess.Input, State: c.sess.State, Inputs: views, Turn: c.turn, Resume: c.resume, Replayed: replayed,
 		Final: c.final, EndsAt: c.endsAt, ExecutionID: c.execID, Spec: Spec{Config: comp.Def.Config, Source: comp.Def.Source},
 		Transcript: &Transcript{now: e.clock.Now, attempt: c.attempt, publish: func(attempt int, en Entry) {
-			e.live.add(LivePayload(c.sess.SID, LiveEntry{Turn: c.turn, Attempt: attempt, ExecutionID: c.execID, Entry: en}))
+			c.live.add(LivePayload(c.sess.SID, LiveEntry{Turn: c.turn, Attempt: attempt, ExecutionID: c.execID, Entry: en}))
 		}},
 	}, nil
 }

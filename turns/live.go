@@ -212,3 +212,109 @@ func (p *publisher) flush(timeout time.Duration) {
 		}
 	}
 }
+
+// liveGate holds a turn's live transcript entries back until its attempt
+// has run for the executor's LiveDelay (issue 14). A turn that finishes
+// sooner publishes nothing: its transcript commits with it, and
+// subscribers read the entries from there (graph's sessionUpdates reader
+// reads the committed transcript of each turn that settles). So the
+// thousands of short turns a busy pipeline runs per second neither encode
+// nor send an entry, nor wait for one to be sent before they commit, while
+// a long turn (a model or an HTTP call) still streams. An attempt that
+// ends without its transcript being committed (a failed attempt) publishes
+// what it held, as does a turn whose commit failed: every entry written
+// is seen.
+type liveGate struct {
+	pub   interface{ add(payload string) } // the executor's publisher
+	delay time.Duration
+
+	mu      sync.Mutex
+	open    bool // entries go to the publisher as they come
+	stopped bool // the attempt ended: the timer no longer opens the gate
+	held    []string
+	timer   *time.Timer
+	sent    bool // an entry of the turn went to the publisher
+}
+
+func newLiveGate(pub interface{ add(string) }, delay time.Duration) *liveGate {
+	return &liveGate{pub: pub, delay: delay}
+}
+
+// begin starts an attempt: closed until delay has passed (open at once for
+// a delay of zero or less). What an earlier attempt held is published.
+func (g *liveGate) begin() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.publishHeld()
+	g.stopTimer()
+	g.open, g.stopped = g.delay <= 0, false
+	if !g.open {
+		g.timer = time.AfterFunc(g.delay, g.timeUp)
+	}
+}
+
+// add publishes payload when the gate is open, else holds it.
+func (g *liveGate) add(payload string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open {
+		g.pub.add(payload)
+		g.sent = true
+		return
+	}
+	g.held = append(g.held, payload)
+}
+
+// timeUp opens the gate once the delay has passed, unless the attempt has
+// ended meanwhile.
+func (g *liveGate) timeUp() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.stopped {
+		g.open = true
+		g.publishHeld()
+	}
+}
+
+// stop ends the attempt that is to commit: nothing more is published
+// unless release is called. It reports whether any entry of the turn was
+// published, which the commit then waits for (entries reach subscribers
+// before the commit does).
+func (g *liveGate) stop() (published bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stopTimer()
+	g.open, g.stopped = false, true
+	return g.sent
+}
+
+// drop forgets what the gate holds: the turn committed, and its committed
+// transcript has it.
+func (g *liveGate) drop() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.held = nil
+}
+
+// release publishes what the gate holds: an attempt whose transcript will
+// not be committed with it.
+func (g *liveGate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.publishHeld()
+}
+
+func (g *liveGate) publishHeld() {
+	for _, p := range g.held {
+		g.pub.add(p)
+		g.sent = true
+	}
+	g.held = nil
+}
+
+func (g *liveGate) stopTimer() {
+	if g.timer != nil {
+		g.timer.Stop()
+		g.timer = nil
+	}
+}

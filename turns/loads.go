@@ -1,10 +1,14 @@
 package turns
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/actionsledger/actionsledger/ledger"
 )
 
 // The Queue functions below are dataloaders' batch reads (issue 14): each
@@ -87,4 +91,51 @@ func QueueTurns(b *pgx.Batch, keys []TurnKey, into map[TurnKey]*Turn) {
 		}
 		return nil
 	})
+}
+
+// CommittedTranscript is the transcript an execution committed: its entries, and
+// the attempt that wrote them (the execution's last).
+type CommittedTranscript struct {
+	Attempt int
+	Entries []Entry
+}
+
+// MaxCommittedEntries bounds the entries CommittedTranscripts reads of one
+// execution.
+const MaxCommittedEntries = 1000
+
+// CommittedTranscripts reads through q the committed transcripts of the
+// executions ids (at most MaxCommittedEntries entries each, in order), with
+// their attempts: what a sessionUpdates subscriber is sent of a turn that
+// settled without streaming its entries (issue 14, liveGate). Executions
+// not found are absent.
+func CommittedTranscripts(ctx context.Context, q ledger.Querier, ids []uuid.UUID) (map[uuid.UUID]CommittedTranscript, error) {
+	rows, err := q.Query(ctx, `SELECT x.id, x.attempts, e.seq, e.kind, e.data, e.at FROM unnest($1::uuid[]) AS k (id)
+		JOIN LATERAL (SELECT id, attempts FROM executions WHERE id = k.id LIMIT 1) x ON true
+		LEFT JOIN LATERAL (SELECT seq, kind, data, at FROM transcript_entries
+			WHERE execution_id = k.id ORDER BY seq LIMIT $2) e ON true
+		ORDER BY x.id, e.seq`, ids, MaxCommittedEntries)
+	if err != nil {
+		return nil, fmt.Errorf("turns: transcripts: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[uuid.UUID]CommittedTranscript, len(ids))
+	for rows.Next() {
+		var id uuid.UUID
+		var attempts int
+		var seq *int
+		var kind *string
+		var data []byte
+		var at *time.Time
+		if err := rows.Scan(&id, &attempts, &seq, &kind, &data, &at); err != nil {
+			return nil, fmt.Errorf("turns: transcripts: %w", err)
+		}
+		c := out[id]
+		c.Attempt = attempts
+		if seq != nil {
+			c.Entries = append(c.Entries, Entry{Seq: *seq, Kind: *kind, Data: data, At: at.UTC()})
+		}
+		out[id] = c
+	}
+	return out, rows.Err()
 }
