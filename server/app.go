@@ -30,6 +30,7 @@ import (
 	"github.com/actionsledger/actionsledger/internal/clock"
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/internal/observe"
+	"github.com/actionsledger/actionsledger/internal/pgmaint"
 	"github.com/actionsledger/actionsledger/internal/pgplan"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/mcp"
@@ -50,8 +51,11 @@ type Config struct {
 	// entries stream to subscribers (turns.Config.LiveDelay: 200ms;
 	// negative: at once).
 	LiveDelay time.Duration
-	MaxConns  int         // database pool size (Workers + 16); pool_max_conns in the URL wins
-	Clock     clock.Clock // defaults to the wall clock
+	// VacuumEvery is how often the process looks for tables to vacuum
+	// and analyse (pgmaint.Keeper: 10s; negative: never).
+	VacuumEvery time.Duration
+	MaxConns    int         // database pool size (Workers + 16); pool_max_conns in the URL wins
+	Clock       clock.Clock // defaults to the wall clock
 	// DisableIntrospection turns GraphQL introspection off (on by default).
 	DisableIntrospection bool
 	// DisableGraphiQL stops serving the GraphiQL page at /graphiql (served by default).
@@ -402,6 +406,10 @@ func (a *App) Run(ctx context.Context) error {
 	run("dispatcher", func() error { return a.Dispatcher.Run(ctx, ledgerWake, a.cfg.Poll) })
 	run("timers", func() error { return a.Timers.Run(ctx, timersWake, a.cfg.Poll) })
 	run("executor", func() error { return a.Executor.Run(ctx, turnsWake) })
+	if a.cfg.VacuumEvery >= 0 {
+		k := &pgmaint.Keeper{Pool: a.Pool, Every: a.cfg.VacuumEvery, Log: a.log}
+		run("maintenance", func() error { return k.Run(ctx) })
+	}
 	if a.cfg.DebugAddr != "" {
 		ln, err := listenDebug(a.cfg.DebugAddr, a.cfg.DebugPublic)
 		if err != nil {

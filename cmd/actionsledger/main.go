@@ -86,6 +86,7 @@ type serveCmd struct {
 	Workers       int           `env:"WORKERS" default:"16" help:"Concurrent turns in this process."`
 	Lease         time.Duration `env:"TURN_LEASE" default:"30s" help:"How long a claimed turn stays leased without a heartbeat."`
 	LiveDelay     time.Duration `env:"LIVE_DELAY" name:"live-delay" default:"200ms" help:"How long a turn runs before its transcript entries stream to subscribers; shorter turns' entries arrive with their commit (negative: stream at once)."`
+	VacuumEvery   time.Duration `env:"VACUUM_EVERY" name:"vacuum-every" default:"10s" help:"How often to vacuum and analyse the tables whose dead or changed rows piled up (one process at a time; 0: never, leaving it to autovacuum)."`
 	Introspection bool          `env:"INTROSPECTION" default:"true" negatable:"" help:"Answer GraphQL introspection queries."`
 	GraphiQL      bool          `env:"GRAPHIQL" name:"graphiql" default:"true" negatable:"" help:"Serve the GraphiQL page at /graphiql."`
 	Console       bool          `env:"CONSOLE" name:"console" default:"true" negatable:"" help:"Serve the web console at /console/ (/ redirects there)."`
@@ -165,12 +166,13 @@ func (l liveLimits) check(maxConns int) error {
 type workerCmd struct {
 	database
 	startup
-	Workers    int           `env:"WORKERS" default:"16" help:"Concurrent turns in this process."`
-	Lease      time.Duration `env:"TURN_LEASE" default:"30s" help:"How long a claimed turn stays leased without a heartbeat."`
-	LiveDelay  time.Duration `env:"LIVE_DELAY" name:"live-delay" default:"200ms" help:"How long a turn runs before its transcript entries stream to subscribers; shorter turns' entries arrive with their commit (negative: stream at once)."`
-	Auth       string        `env:"AUTH" default:"off" enum:"on,off" help:"on: action versions run with their authors' authority (set it as for serve); off: dev mode."`
-	AdminToken string        `env:"ADMIN_TOKEN" help:"Set as for serve: versions stored with it keep ADMIN on * under AUTH=on."`
-	HTTPAllow  []string      `env:"HTTP_ALLOW" name:"http-allow" sep:"," help:"As for serve."`
+	Workers     int           `env:"WORKERS" default:"16" help:"Concurrent turns in this process."`
+	Lease       time.Duration `env:"TURN_LEASE" default:"30s" help:"How long a claimed turn stays leased without a heartbeat."`
+	LiveDelay   time.Duration `env:"LIVE_DELAY" name:"live-delay" default:"200ms" help:"How long a turn runs before its transcript entries stream to subscribers; shorter turns' entries arrive with their commit (negative: stream at once)."`
+	VacuumEvery time.Duration `env:"VACUUM_EVERY" name:"vacuum-every" default:"10s" help:"How often to vacuum and analyse the tables whose dead or changed rows piled up (one process at a time; 0: never, leaving it to autovacuum)."`
+	Auth        string        `env:"AUTH" default:"off" enum:"on,off" help:"on: action versions run with their authors' authority (set it as for serve); off: dev mode."`
+	AdminToken  string        `env:"ADMIN_TOKEN" help:"Set as for serve: versions stored with it keep ADMIN on * under AUTH=on."`
+	HTTPAllow   []string      `env:"HTTP_ALLOW" name:"http-allow" sep:"," help:"As for serve."`
 	metricsListener
 }
 
@@ -222,7 +224,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger) error {
 // config is the server's configuration from the flags and environment
 // (getenv for the model providers).
 func (c *serveCmd) config(getenv func(string) string) server.Config {
-	return server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease, LiveDelay: c.LiveDelay,
+	return server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease, LiveDelay: c.LiveDelay, VacuumEvery: vacuumEvery(c.VacuumEvery),
 		DisableIntrospection: !c.Introspection, DisableGraphiQL: !c.GraphiQL, DisableConsole: !c.Console, Auth: c.Auth == "on", AdminToken: c.AdminToken,
 		Providers: provider.FromEnv(getenv), HTTPAllow: c.HTTPAllow,
 		Limits: server.Limits{ReadHeaderTimeout: c.HTTP.ReadHeaderTimeout, ReadTimeout: c.HTTP.ReadTimeout,
@@ -234,7 +236,7 @@ func (c *serveCmd) config(getenv func(string) string) server.Config {
 }
 
 func (c *workerCmd) Run(ctx context.Context, log *slog.Logger) error {
-	return runApp(ctx, server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Workers: c.Workers, Lease: c.Lease, LiveDelay: c.LiveDelay,
+	return runApp(ctx, server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Workers: c.Workers, Lease: c.Lease, LiveDelay: c.LiveDelay, VacuumEvery: vacuumEvery(c.VacuumEvery),
 		Auth: c.Auth == "on", AdminToken: c.AdminToken, HTTPAllow: c.HTTPAllow, Providers: provider.FromEnv(os.Getenv),
 		MetricsAddr: c.MetricsAddr}, log)
 }
@@ -269,4 +271,12 @@ func (c *migrateCmd) Run(ctx context.Context, log *slog.Logger) error {
 	}
 	log.Info("schema up to date")
 	return nil
+}
+
+// vacuumEvery maps VACUUM_EVERY to server.Config.VacuumEvery: 0 is never.
+func vacuumEvery(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
