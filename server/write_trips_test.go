@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"testing"
 
@@ -40,18 +41,26 @@ func TestPutValueAnswersItsEventWithoutReadingIt(t *testing.T) {
 	notifier := e.app.Ledger.Notifier()
 	e.ok(t, op, map[string]any{"k": "warm", "v": map[string]any{"n": 0}}, nil)
 	notifier.Flush()
-	before := proxy.RoundTrips()
+	// The fewest of five: a connection idle for a second is pinged before
+	// use, one more round trip that a loaded machine can add to any run.
 	var got answer
-	e.ok(t, op, map[string]any{"k": "e1", "v": map[string]any{"n": 1}}, &got)
-	notifier.Flush()
-	require.EqualValues(t, 3, proxy.RoundTrips()-before,
+	best := int64(-1)
+	for i := range 5 {
+		before := proxy.RoundTrips()
+		e.ok(t, op, map[string]any{"k": fmt.Sprintf("e%d", i+1), "v": map[string]any{"n": 1}}, &got)
+		notifier.Flush()
+		if n := proxy.RoundTrips() - before; best < 0 || n < best {
+			best = n
+		}
+	}
+	require.EqualValues(t, 3, best,
 		"BEGIN with the write, then COMMIT, then the notification of the new head; no read of the event")
 
 	pv := got.Ledger.PutValue
 	require.Equal(t, "entry.inserted", pv.Event.EventType)
 	require.Equal(t, map[string]any{"n": json.Number("1")}, pv.Event.Data)
 	require.Equal(t, "entry", pv.Event.Record.Namespace)
-	require.Equal(t, "e1", pv.Event.Record.Key)
+	require.Equal(t, "e5", pv.Event.Record.Key)
 	require.Equal(t, 1, pv.Event.Record.Version)
 
 	// The same event read back from the ledger.

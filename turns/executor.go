@@ -597,7 +597,7 @@ func (e *Executor) request(ctx context.Context, c *claim, comp *action.Compiled)
 		Input: c.sess.Input, State: c.sess.State, Inputs: views, Turn: c.turn, Resume: c.resume, Replayed: replayed,
 		Final: c.final, EndsAt: c.endsAt, ExecutionID: c.execID, Spec: Spec{Config: comp.Def.Config, Source: comp.Def.Source},
 		Transcript: &Transcript{now: e.clock.Now, attempt: c.attempt, publish: func(attempt int, en Entry) {
-			c.live.add(LivePayload(c.sess.SID, LiveEntry{Turn: c.turn, Attempt: attempt, ExecutionID: c.execID, Entry: en}))
+			c.live.add(c.sess.SID, LiveEntry{Turn: c.turn, Attempt: attempt, ExecutionID: c.execID, Entry: en})
 		}},
 	}, nil
 }

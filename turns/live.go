@@ -231,7 +231,7 @@ type liveGate struct {
 	mu      sync.Mutex
 	open    bool // entries go to the publisher as they come
 	stopped bool // the attempt ended: the timer no longer opens the gate
-	held    []string
+	held    []liveItem
 	timer   *time.Timer
 	sent    bool // an entry of the turn went to the publisher
 }
@@ -253,16 +253,23 @@ func (g *liveGate) begin() {
 	}
 }
 
-// add publishes payload when the gate is open, else holds it.
-func (g *liveGate) add(payload string) {
+// liveItem is an entry of session sid's turn, encoded (LivePayload) only
+// if it is published.
+type liveItem struct {
+	sid int64
+	e   LiveEntry
+}
+
+// add publishes the entry when the gate is open, else holds it.
+func (g *liveGate) add(sid int64, e LiveEntry) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.open {
-		g.pub.add(payload)
+		g.pub.add(LivePayload(sid, e))
 		g.sent = true
 		return
 	}
-	g.held = append(g.held, payload)
+	g.held = append(g.held, liveItem{sid, e})
 }
 
 // timeUp opens the gate once the delay has passed, unless the attempt has
@@ -305,8 +312,8 @@ func (g *liveGate) release() {
 }
 
 func (g *liveGate) publishHeld() {
-	for _, p := range g.held {
-		g.pub.add(p)
+	for _, it := range g.held {
+		g.pub.add(LivePayload(it.sid, it.e))
 		g.sent = true
 	}
 	g.held = nil

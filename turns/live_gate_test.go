@@ -16,8 +16,14 @@ type recorder struct {
 func (r *recorder) add(p string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.got = append(r.got, p)
+	_, e, err := ParseLive(p)
+	if err != nil {
+		panic(err)
+	}
+	r.got = append(r.got, e.Kind)
 }
+
+func entry(kind string) LiveEntry { return LiveEntry{Turn: 1, Attempt: 1, Entry: Entry{Seq: 1, Kind: kind}} }
 
 func (r *recorder) list() []string {
 	r.mu.Lock()
@@ -34,8 +40,8 @@ func TestLiveGate(t *testing.T) {
 		r := &recorder{}
 		g := newLiveGate(r, time.Hour)
 		g.begin()
-		g.add("1")
-		g.add("2")
+		g.add(7, entry("1"))
+		g.add(7, entry("2"))
 		require.False(t, g.stop(), "nothing published: the commit waits for nothing")
 		g.timeUp() // a timer that fires after the attempt ended opens nothing
 		g.drop()
@@ -45,9 +51,9 @@ func TestLiveGate(t *testing.T) {
 		r := &recorder{}
 		g := newLiveGate(r, time.Hour)
 		g.begin()
-		g.add("1")
+		g.add(7, entry("1"))
 		g.timeUp()
-		g.add("2")
+		g.add(7, entry("2"))
 		require.Equal(t, []string{"1", "2"}, r.list())
 		require.True(t, g.stop(), "the commit waits for what was published")
 		g.drop()
@@ -56,10 +62,10 @@ func TestLiveGate(t *testing.T) {
 		r := &recorder{}
 		g := newLiveGate(r, time.Hour)
 		g.begin()
-		g.add("a1")
+		g.add(7, entry("a1"))
 		g.begin() // the next attempt
 		require.Equal(t, []string{"a1"}, r.list())
-		g.add("b1")
+		g.add(7, entry("b1"))
 		require.True(t, g.stop())
 		g.release() // its commit failed
 		require.Equal(t, []string{"a1", "b1"}, r.list())
@@ -68,7 +74,7 @@ func TestLiveGate(t *testing.T) {
 		r := &recorder{}
 		g := newLiveGate(r, -1)
 		g.begin()
-		g.add("1")
+		g.add(7, entry("1"))
 		require.Equal(t, []string{"1"}, r.list())
 	})
 }
