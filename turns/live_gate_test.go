@@ -23,7 +23,9 @@ func (r *recorder) add(p string) {
 	r.got = append(r.got, e.Kind)
 }
 
-func entry(kind string) LiveEntry { return LiveEntry{Turn: 1, Attempt: 1, Entry: Entry{Seq: 1, Kind: kind}} }
+func entry(kind string) LiveEntry {
+	return LiveEntry{Turn: 1, Attempt: 1, Entry: Entry{Seq: 1, Kind: kind}}
+}
 
 func (r *recorder) list() []string {
 	r.mu.Lock()
