@@ -116,17 +116,6 @@ func (a *Announcement) QueueXID(b *pgx.Batch) {
 // committed.
 func (a *Announcement) Post(nt *ledger.Notifier) { a.Notice.Post(nt, a.XID) }
 
-// Merge adds what o says to n.
-func (n *Notice) Merge(o Notice) {
-	for _, sid := range o.SIDs {
-		n.Session(sid)
-	}
-	n.Interrupts = n.Interrupts || o.Interrupts
-	n.Turns = n.Turns || o.Turns
-	n.Timers = n.Timers || o.Timers
-	n.Executions = n.Executions || o.Executions
-}
-
 // statement is the one statement that sends the notice; ok is false when
 // it has nothing to say.
 func (n Notice) statement() (sql string, args []any, ok bool) {
