@@ -106,6 +106,9 @@ func grants(def Definition, triggers []*CompiledTrigger, refs ToolRefsFunc) (aut
 		}
 	}
 	for _, t := range triggers {
+		if t.Schedule != nil {
+			continue // A4: a schedule trigger sees its own firings, needing no grant
+		}
 		for _, typ := range t.EventTypes {
 			ns := auth.EventNamespace(typ)
 			read(ns, fmt.Sprintf("triggers[%d].event", t.Index), fmt.Sprintf("read the events of ledger namespace %s (%s)", ns, typ))

@@ -148,6 +148,11 @@ type CompiledTrigger struct {
 	// Guard is the event-only part of a resume predicate that reads session,
 	// checked before the session is looked up (nil when not needed).
 	Guard *expr.Program
+	// Schedule is a schedule trigger's clock (A4), named after the
+	// trigger; nil for an event trigger. Its Predicate then matches the
+	// schedule.fired events of a trigger of this name; the dispatcher
+	// offers it only its own action's firings (FiredBy).
+	Schedule *schedule.Entry
 }
 
 // CompiledSession is the compiled session block.
@@ -406,6 +411,14 @@ func (c *compiler) compile() *Compiled {
 		if role != nil && role.Start == nil && role.Resume == nil {
 			role = nil
 		}
+		event := t.Event
+		if t.Schedule != nil {
+			ct.Schedule = c.triggerSchedule(t, f)
+			if t.Event != "" {
+				c.fail(f+".event", fault.InvalidAction, "a trigger has exactly one of event and schedule: a schedule trigger matches its own firings")
+			}
+			event = FiringPredicate(t.Name)
+		}
 		switch {
 		case def.Session == nil:
 			// A3: without a session block no trigger has a role and no
@@ -413,19 +426,19 @@ func (c *compiler) compile() *Compiled {
 			if role != nil {
 				c.fail(f+".session", fault.InvalidAction, "a trigger can have a session role only when the action has a session block; without one, each matching event runs one execution")
 			}
-			ct.Predicate = c.program(expr.EventPredicate, t.Event, f+".event")
+			ct.Predicate = c.program(expr.EventPredicate, event, f+".event")
 		case role == nil:
 			c.fail(f+".session", fault.InvalidAction, "with a session block every trigger needs a session role: start or resume")
-			ct.Predicate = c.program(expr.StartPredicate, t.Event, f+".event")
+			ct.Predicate = c.program(expr.StartPredicate, event, f+".event")
 		case role.Start != nil && role.Resume != nil:
 			hasStart = true // one error is enough
 			c.fail(f+".session", fault.InvalidAction, "a trigger has exactly one of start and resume")
 		case role.Start != nil:
 			hasStart = true
-			ct.Predicate = c.program(expr.StartPredicate, t.Event, f+".event")
+			ct.Predicate = c.program(expr.StartPredicate, event, f+".event")
 			ct.Start = c.mapping(role.Start.Input, schema, f+".session.start.input")
 		default:
-			ct.Predicate = c.program(expr.ResumePredicate, t.Event, f+".event")
+			ct.Predicate = c.program(expr.ResumePredicate, event, f+".event")
 			if ct.Predicate != nil {
 				c.checkPaths(ct.Predicate, schema, f+".event")
 				g, err := ct.Predicate.EventGuard()
@@ -434,7 +447,9 @@ func (c *compiler) compile() *Compiled {
 			}
 			ct.ResumeID = c.program(expr.ResumeID, role.Resume.ID, f+".session.resume.id")
 		}
-		if ct.Predicate != nil {
+		if ct.Predicate != nil && t.Schedule != nil {
+			ct.EventTypes = []string{schedule.FiredType}
+		} else if ct.Predicate != nil {
 			if types, ok := ct.Predicate.EventTypes(); ok {
 				ct.EventTypes = types
 				why := noEventHas(types)
@@ -501,8 +516,8 @@ func (c *compiler) concurrency(def Definition) *CompiledConcurrency {
 
 // noTriggerSees returns why no trigger ever sees an event of any of the
 // types a predicate pins, or "" when one may: the service writes no
-// schedule. type but schedule.fired, which goes to its own session alone
-// (C3), no action_session. type but action_session.responded and
+// schedule. type but schedule.fired, which goes to its own session (C3) or
+// schedule trigger (A4) alone, no action_session. type but action_session.responded and
 // action_session.requested, and no record write deletes (issue 10: a trigger that can never fire).
 func noTriggerSees(types []string) string {
 	for _, t := range types {
@@ -514,7 +529,7 @@ func noTriggerSees(types []string) string {
 			return ""
 		}
 	}
-	return fmt.Sprintf("no trigger sees %q: schedule.fired goes to its own session only, the service writes no other schedule. type and no action_session. type but %s and %s, and no write deletes a record",
+	return fmt.Sprintf("no trigger sees %q: schedule.fired goes only to its own session or schedule trigger (give the trigger a schedule instead), the service writes no other schedule. type and no action_session. type but %s and %s, and no write deletes a record",
 		types[0], ledger.RespondedType, ledger.RequestedType)
 }
 
@@ -638,6 +653,27 @@ func (c *compiler) clockEntry(e ScheduleEntry, field string) *schedule.Entry {
 		return nil
 	}
 	return entry
+}
+
+// FiringPredicate is the predicate a schedule trigger named name matches
+// its firings with (A4): schedule.fired events of a trigger of that name.
+// Which action's firings it sees is the dispatcher's to decide (FiredBy).
+func FiringPredicate(name string) string {
+	return fmt.Sprintf("event.type == %q && event.data.trigger == %q", schedule.FiredType, name)
+}
+
+// triggerSchedule compiles a schedule trigger's clock (A4) with the rules
+// of a session clock entry (C1, C2), the entry named after the trigger.
+func (c *compiler) triggerSchedule(t Trigger, field string) *schedule.Entry {
+	s, f := t.Schedule, field+".schedule"
+	if (s.Cron == nil) == (s.Every == nil) {
+		c.fail(f, fault.InvalidAction, "a schedule has exactly one of cron and every")
+		return nil
+	}
+	if s.Cron == nil && s.Timezone != nil {
+		c.fail(f+".timezone", fault.InvalidAction, "timezone applies only to a cron schedule")
+	}
+	return c.clockEntry(ScheduleEntry{Name: t.Name, Cron: s.Cron, Timezone: s.Timezone, Every: s.Every}, f)
 }
 
 // window parses turns.window (T4): a duration from 1ms to MaxWindow.

@@ -86,12 +86,27 @@ type ToolSessionDef struct {
 	Start *StartRole `json:"start"`
 }
 
-// Trigger matches ledger events with a CEL predicate (Event) and, in an
-// action with a session block, starts or resumes sessions.
+// Trigger matches ledger events with a CEL predicate (Event) or fires on a
+// clock of its own (Schedule, A4): exactly one of the two. In an action with
+// a session block it starts or resumes sessions; without one each event it
+// matches (each firing, for a schedule) runs one execution.
 type Trigger struct {
-	Name    string       `json:"name"`
-	Event   string       `json:"event"`
-	Session *TriggerRole `json:"session,omitempty"`
+	Name  string `json:"name"`
+	Event string `json:"event,omitempty"`
+	// Schedule makes the trigger fire on its own clock (A4): each firing
+	// appends a schedule.fired event that this trigger alone matches.
+	Schedule *TriggerSchedule `json:"schedule,omitempty"`
+	Session  *TriggerRole     `json:"session,omitempty"`
+}
+
+// TriggerSchedule is a schedule trigger's clock (A4): exactly one of Cron
+// (with Timezone, UTC when nil) and Every, read by the rules of a session
+// clock entry (C1, C2). An every trigger fires on a grid from the time the
+// trigger got this schedule (created, or changed by an update).
+type TriggerSchedule struct {
+	Cron     *string `json:"cron,omitempty"`
+	Timezone *string `json:"timezone,omitempty"`
+	Every    *string `json:"every,omitempty"`
 }
 
 // TriggerRole is a trigger's session role: exactly one of Start and Resume.

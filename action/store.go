@@ -125,7 +125,7 @@ func (s *Store) Create(ctx context.Context, id uuid.UUID, def Definition) (Versi
 			return err
 		}
 		out = Version{ActionID: id, Version: 1, Definition: def, FromPosition: from, CreatedAt: now, Author: author}
-		return nil
+		return syncClocks(ctx, tx, id, comp, now, true)
 	})
 	if errors.Is(err, errExists) {
 		existing, gerr := s.Version(ctx, id, 1)
@@ -283,10 +283,10 @@ func (s *Store) Update(ctx context.Context, id uuid.UUID, def Definition) (Versi
 		}
 		var current int
 		var old []byte
-		var oldAuthor string
-		err = tx.QueryRow(ctx, `SELECT a.current_version, v.definition, coalesce(v.author, '') FROM actions a
+		var oldAuthor, status string
+		err = tx.QueryRow(ctx, `SELECT a.current_version, v.definition, coalesce(v.author, ''), a.status FROM actions a
 			JOIN action_versions v ON v.action_id = a.id AND v.version = a.current_version
-			WHERE a.id = $1 FOR UPDATE OF a`, id).Scan(&current, &old, &oldAuthor)
+			WHERE a.id = $1 FOR UPDATE OF a`, id).Scan(&current, &old, &oldAuthor, &status)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fault.New(fault.NotFound, "id", "no action with this id")
 		}
@@ -306,7 +306,7 @@ func (s *Store) Update(ctx context.Context, id uuid.UUID, def Definition) (Versi
 			return err
 		}
 		out = Version{ActionID: id, Version: next, Definition: def, FromPosition: from, CreatedAt: now, Author: author}
-		return nil
+		return syncClocks(ctx, tx, id, comp, now, status == StatusActive)
 	})
 	if errors.Is(err, errUnchanged) {
 		return s.Version(ctx, id, out.Version)
@@ -347,15 +347,17 @@ func (s *Store) SetStatus(ctx context.Context, id uuid.UUID, status string) (*Ac
 				return err
 			}
 		}
+		now := s.clock.Now()
 		tag, err := tx.Exec(ctx, `UPDATE actions SET status = $2, status_position = $3, updated_at = $4
-			WHERE id = $1 AND status <> $2`, id, status, head, s.clock.Now())
+			WHERE id = $1 AND status <> $2`, id, status, head, now)
 		if err != nil {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
 			return errUnchanged // unknown id, or the status it already has
 		}
-		return nil
+		// A4: schedule triggers stop with the action and resume from now.
+		return pauseClocks(ctx, tx, id, now, status == StatusActive)
 	})
 	if fault.As(err) != nil {
 		return nil, err

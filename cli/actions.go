@@ -98,7 +98,21 @@ func (c *ActionsGetCmd) Run(ctx context.Context, env *Env) error {
 				} else if s != nil && s.Resume != nil {
 					role = "resume " + s.Resume.Id
 				}
-				t.row("  "+tr.Name, role, tr.Event)
+				t.row("  "+tr.Name, role, triggerWhen(tr))
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+		}
+		if len(a.Schedules) > 0 {
+			fmt.Fprintln(w, "schedules:")
+			t := newTable(w, "  TRIGGER", "NEXT", "LAST FIRED", "FIRED", "MISSED")
+			for _, s := range a.Schedules {
+				next := "paused"
+				if s.Active {
+					next = stampPtr(s.DueAt)
+				}
+				t.row("  "+s.Trigger, next, stampPtr(s.LastFiredAt), strconv.Itoa(s.Fired), strconv.Itoa(s.Missed))
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -119,4 +133,20 @@ func (c *ActionsGetCmd) Run(ctx context.Context, env *Env) error {
 		_, err = fmt.Fprintf(w, "definition:\n  %s\n", def)
 		return err
 	})
+}
+
+// triggerWhen says what a trigger matches: its predicate, or its schedule
+// (A4).
+func triggerWhen(tr client.DefinitionFieldsTriggersTrigger) string {
+	s := tr.Schedule
+	switch {
+	case s == nil:
+		return str(tr.Event)
+	case s.Every != nil:
+		return "schedule: every " + *s.Every
+	case s.Timezone != nil:
+		return "schedule: cron " + str(s.Cron) + " (" + *s.Timezone + ")"
+	default:
+		return "schedule: cron " + str(s.Cron) + " (UTC)"
+	}
 }

@@ -25,6 +25,8 @@ type ActionDetail struct {
 	Definition Definition `json:"definition"`
 	// Every version, oldest first.
 	Versions []ActionDetailVersionsActionVersion `json:"versions"`
+	// The clocks of the newest version's schedule triggers, in definition order.
+	Schedules []ActionDetailSchedulesTriggerClock `json:"schedules"`
 }
 
 // GetId returns ActionDetail.Id, and is useful for accessing the field via an interface.
@@ -47,6 +49,48 @@ func (v *ActionDetail) GetDefinition() Definition { return v.Definition }
 
 // GetVersions returns ActionDetail.Versions, and is useful for accessing the field via an interface.
 func (v *ActionDetail) GetVersions() []ActionDetailVersionsActionVersion { return v.Versions }
+
+// GetSchedules returns ActionDetail.Schedules, and is useful for accessing the field via an interface.
+func (v *ActionDetail) GetSchedules() []ActionDetailSchedulesTriggerClock { return v.Schedules }
+
+// ActionDetailSchedulesTriggerClock includes the requested fields of the GraphQL type TriggerClock.
+// The GraphQL type's documentation follows.
+//
+// The clock of a schedule trigger of an action's newest version, as it runs:
+// what it fired last and what comes next. Each firing appends a
+// schedule.fired event (data: action, trigger, scheduled_at, missed) that the
+// trigger alone matches.
+type ActionDetailSchedulesTriggerClock struct {
+	Trigger string `json:"trigger"`
+	// Whether it runs: false while the action is not ACTIVE (enabling resumes from then, firing nothing for the time between).
+	Active bool `json:"active"`
+	// Firings appended so far.
+	Fired int `json:"fired"`
+	// Firings passed over in all (each firing's missed, summed): after downtime one firing comes, counting the rest.
+	Missed int `json:"missed"`
+	// The scheduled time of the last firing; null before the first.
+	LastFiredAt *time.Time `json:"lastFiredAt"`
+	// The next firing's scheduled time; null while not active.
+	DueAt *time.Time `json:"dueAt"`
+}
+
+// GetTrigger returns ActionDetailSchedulesTriggerClock.Trigger, and is useful for accessing the field via an interface.
+func (v *ActionDetailSchedulesTriggerClock) GetTrigger() string { return v.Trigger }
+
+// GetActive returns ActionDetailSchedulesTriggerClock.Active, and is useful for accessing the field via an interface.
+func (v *ActionDetailSchedulesTriggerClock) GetActive() bool { return v.Active }
+
+// GetFired returns ActionDetailSchedulesTriggerClock.Fired, and is useful for accessing the field via an interface.
+func (v *ActionDetailSchedulesTriggerClock) GetFired() int { return v.Fired }
+
+// GetMissed returns ActionDetailSchedulesTriggerClock.Missed, and is useful for accessing the field via an interface.
+func (v *ActionDetailSchedulesTriggerClock) GetMissed() int { return v.Missed }
+
+// GetLastFiredAt returns ActionDetailSchedulesTriggerClock.LastFiredAt, and is useful for accessing the field via an interface.
+func (v *ActionDetailSchedulesTriggerClock) GetLastFiredAt() *time.Time { return v.LastFiredAt }
+
+// GetDueAt returns ActionDetailSchedulesTriggerClock.DueAt, and is useful for accessing the field via an interface.
+func (v *ActionDetailSchedulesTriggerClock) GetDueAt() *time.Time { return v.DueAt }
 
 // ActionDetailVersionsActionVersion includes the requested fields of the GraphQL type ActionVersion.
 type ActionDetailVersionsActionVersion struct {
@@ -663,21 +707,50 @@ func (v *DefinitionFieldsToolToolDefinitionSessionToolSessionDefinitionStartStar
 // DefinitionFieldsTriggersTrigger includes the requested fields of the GraphQL type Trigger.
 type DefinitionFieldsTriggersTrigger struct {
 	Name string `json:"name"`
-	// CEL predicate over `event` (and, for resume triggers, `session.id`/`session.input`).
-	Event   string                                                    `json:"event"`
-	Session *DefinitionFieldsTriggersTriggerSessionTriggerSessionRole `json:"session"`
+	// CEL predicate over `event` (and, for resume triggers, `session.id`/`session.input`); null for a schedule trigger.
+	Event *string `json:"event"`
+	// The trigger's own clock, for a schedule trigger; null for an event trigger. Action.schedules shows its firings.
+	Schedule *DefinitionFieldsTriggersTriggerSchedule                  `json:"schedule"`
+	Session  *DefinitionFieldsTriggersTriggerSessionTriggerSessionRole `json:"session"`
 }
 
 // GetName returns DefinitionFieldsTriggersTrigger.Name, and is useful for accessing the field via an interface.
 func (v *DefinitionFieldsTriggersTrigger) GetName() string { return v.Name }
 
 // GetEvent returns DefinitionFieldsTriggersTrigger.Event, and is useful for accessing the field via an interface.
-func (v *DefinitionFieldsTriggersTrigger) GetEvent() string { return v.Event }
+func (v *DefinitionFieldsTriggersTrigger) GetEvent() *string { return v.Event }
+
+// GetSchedule returns DefinitionFieldsTriggersTrigger.Schedule, and is useful for accessing the field via an interface.
+func (v *DefinitionFieldsTriggersTrigger) GetSchedule() *DefinitionFieldsTriggersTriggerSchedule {
+	return v.Schedule
+}
 
 // GetSession returns DefinitionFieldsTriggersTrigger.Session, and is useful for accessing the field via an interface.
 func (v *DefinitionFieldsTriggersTrigger) GetSession() *DefinitionFieldsTriggersTriggerSessionTriggerSessionRole {
 	return v.Session
 }
+
+// DefinitionFieldsTriggersTriggerSchedule includes the requested fields of the GraphQL type TriggerSchedule.
+// The GraphQL type's documentation follows.
+//
+// A schedule trigger's clock: a cron expression in a timezone, or an every period.
+type DefinitionFieldsTriggersTriggerSchedule struct {
+	// Five cron fields (minute hour day-of-month month day-of-week) or a descriptor such as @daily.
+	Cron *string `json:"cron"`
+	// IANA timezone the cron expression is read in; null: UTC.
+	Timezone *string `json:"timezone"`
+	// A period such as 1h or 90s (at least 1s), on a grid from when the trigger got this schedule.
+	Every *string `json:"every"`
+}
+
+// GetCron returns DefinitionFieldsTriggersTriggerSchedule.Cron, and is useful for accessing the field via an interface.
+func (v *DefinitionFieldsTriggersTriggerSchedule) GetCron() *string { return v.Cron }
+
+// GetTimezone returns DefinitionFieldsTriggersTriggerSchedule.Timezone, and is useful for accessing the field via an interface.
+func (v *DefinitionFieldsTriggersTriggerSchedule) GetTimezone() *string { return v.Timezone }
+
+// GetEvery returns DefinitionFieldsTriggersTriggerSchedule.Every, and is useful for accessing the field via an interface.
+func (v *DefinitionFieldsTriggersTriggerSchedule) GetEvery() *string { return v.Every }
 
 // DefinitionFieldsTriggersTriggerSessionTriggerSessionRole includes the requested fields of the GraphQL type TriggerSessionRole.
 type DefinitionFieldsTriggersTriggerSessionTriggerSessionRole struct {
@@ -3544,6 +3617,14 @@ query GetAction ($id: UUID!) {
 				author
 				fromPosition
 			}
+			schedules {
+				trigger
+				active
+				fired
+				missed
+				lastFiredAt
+				dueAt
+			}
 		}
 	}
 }
@@ -3555,6 +3636,11 @@ fragment DefinitionFields on ActionDefinition {
 	triggers {
 		name
 		event
+		schedule {
+			cron
+			timezone
+			every
+		}
 		session {
 			start {
 				input

@@ -4,9 +4,65 @@ import (
 	"context"
 	"time"
 
+	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/graph/model"
+	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/session"
 )
+
+// MaxNextFirings is the most firings nextFirings lists.
+const MaxNextFirings = 100
+
+// nextFirings answers a nextFirings field: count is 1-MaxNextFirings,
+// default 5. Errors: fault.BadInput (field count).
+func nextFirings(count *int, upcoming func(int) []time.Time) ([]time.Time, error) {
+	n := 5
+	if count != nil {
+		n = *count
+	}
+	if n < 1 || n > MaxNextFirings {
+		return nil, fault.New(fault.BadInput, "count", "count is 1-%d", MaxNextFirings)
+	}
+	if upcoming == nil {
+		return []time.Time{}, nil
+	}
+	return upcoming(n), nil
+}
+
+// triggerClocks is Action.schedules (A4): the clocks of the schedule
+// triggers of the action's newest version, in definition order.
+func (r *Resolver) triggerClocks(ctx context.Context, a *action.Action) ([]model.TriggerClock, error) {
+	c, err := r.ActionStore.Compiled(ctx, a.ID, a.CurrentVersion)
+	if err != nil {
+		return nil, err
+	}
+	out := []model.TriggerClock{}
+	var clocks map[string]action.TriggerClock
+	now := r.Clock.Now()
+	for i, t := range c.Triggers {
+		if t.Schedule == nil {
+			continue
+		}
+		if clocks == nil {
+			if clocks, err = r.ActionStore.Clocks(ctx, a.ID); err != nil {
+				return nil, err
+			}
+		}
+		tc, ok := clocks[t.Name]
+		if !ok {
+			continue // stored before schedule triggers had clocks: cannot be
+		}
+		def := c.Def.Triggers[i].Schedule
+		e := t.Schedule
+		out = append(out, model.TriggerClock{
+			Trigger: t.Name, Cron: def.Cron, Timezone: def.Timezone, Every: def.Every,
+			Anchor: tc.Anchor, Active: tc.Due != nil, Fired: int(tc.Fired), Missed: int(tc.Missed),
+			LastFiredAt: tc.LastFired, DueAt: tc.Due, LastEventID: tc.LastEvent,
+			Upcoming: func(n int) []time.Time { return tc.Next(e, now, n) },
+		})
+	}
+	return out, nil
+}
 
 // sessionClock is ActionSession.clock (issue 13: the console shows a
 // session's next firings): the entries of the session version's clock in
@@ -50,11 +106,19 @@ func (r *Resolver) sessionClock(ctx context.Context, s *session.Session) ([]mode
 		if t, ok := due[e.Name]; ok {
 			entry.Due = &t
 		}
-		if !s.Status.Final() {
-			if t := e.NextBefore(s.StartedAt, now, s.EndsAt); !t.IsZero() {
-				t = t.UTC()
-				entry.Next = &t
+		final, startedAt, endsAt := s.Status.Final(), s.StartedAt, s.EndsAt
+		entry.Upcoming = func(n int) []time.Time {
+			out := []time.Time{}
+			for t := now; !final && len(out) < n; {
+				if t = e.NextBefore(startedAt, t, endsAt); t.IsZero() {
+					break
+				}
+				out = append(out, t.UTC())
 			}
+			return out
+		}
+		if next := entry.Upcoming(1); len(next) == 1 {
+			entry.Next = &next[0]
 		}
 		out = append(out, entry)
 	}

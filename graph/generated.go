@@ -48,6 +48,7 @@ type ResolverRoot interface {
 	ApprovalRequest() ApprovalRequestResolver
 	AuthMutation() AuthMutationResolver
 	AuthQuery() AuthQueryResolver
+	ClockEntry() ClockEntryResolver
 	Event() EventResolver
 	Execution() ExecutionResolver
 	Hold() HoldResolver
@@ -63,6 +64,8 @@ type ResolverRoot interface {
 	Subscription() SubscriptionResolver
 	ToolCall() ToolCallResolver
 	ToolDefinition() ToolDefinitionResolver
+	Trigger() TriggerResolver
+	TriggerClock() TriggerClockResolver
 	TriggerDiagnostic() TriggerDiagnosticResolver
 	ToolInput() ToolInputResolver
 }
@@ -79,6 +82,7 @@ type ComplexityRoot struct {
 		ID                 func(childComplexity int) int
 		IntakeRecords      func(childComplexity int, first *int, after *string) int
 		McpEndpoint        func(childComplexity int) int
+		Schedules          func(childComplexity int) int
 		Session            func(childComplexity int, id string) int
 		Sessions           func(childComplexity int, first *int, after *string, status *model.SessionStatus) int
 		Status             func(childComplexity int) int
@@ -225,14 +229,15 @@ type ComplexityRoot struct {
 	}
 
 	ClockEntry struct {
-		Cron       func(childComplexity int) int
-		Due        func(childComplexity int) int
-		Every      func(childComplexity int) int
-		LastTaken  func(childComplexity int) int
-		Name       func(childComplexity int) int
-		Next       func(childComplexity int) int
-		StartsTurn func(childComplexity int) int
-		Timezone   func(childComplexity int) int
+		Cron        func(childComplexity int) int
+		Due         func(childComplexity int) int
+		Every       func(childComplexity int) int
+		LastTaken   func(childComplexity int) int
+		Name        func(childComplexity int) int
+		Next        func(childComplexity int) int
+		NextFirings func(childComplexity int, count *int) int
+		StartsTurn  func(childComplexity int) int
+		Timezone    func(childComplexity int) int
 	}
 
 	Concurrency struct {
@@ -514,9 +519,25 @@ type ComplexityRoot struct {
 	}
 
 	Trigger struct {
-		Event   func(childComplexity int) int
-		Name    func(childComplexity int) int
-		Session func(childComplexity int) int
+		Event    func(childComplexity int) int
+		Name     func(childComplexity int) int
+		Schedule func(childComplexity int) int
+		Session  func(childComplexity int) int
+	}
+
+	TriggerClock struct {
+		Active      func(childComplexity int) int
+		Anchor      func(childComplexity int) int
+		Cron        func(childComplexity int) int
+		DueAt       func(childComplexity int) int
+		Every       func(childComplexity int) int
+		Fired       func(childComplexity int) int
+		LastEvent   func(childComplexity int) int
+		LastFiredAt func(childComplexity int) int
+		Missed      func(childComplexity int) int
+		NextFirings func(childComplexity int, count *int) int
+		Timezone    func(childComplexity int) int
+		Trigger     func(childComplexity int) int
 	}
 
 	TriggerDiagnostic struct {
@@ -526,6 +547,12 @@ type ComplexityRoot struct {
 		LastMessage func(childComplexity int) int
 		Trigger     func(childComplexity int) int
 		Version     func(childComplexity int) int
+	}
+
+	TriggerSchedule struct {
+		Cron     func(childComplexity int) int
+		Every    func(childComplexity int) int
+		Timezone func(childComplexity int) int
 	}
 
 	TriggerSessionRole struct {
@@ -564,6 +591,7 @@ type ActionResolver interface {
 	TriggerDiagnostics(ctx context.Context, obj *action.Action) ([]session.Diagnostic, error)
 	Executions(ctx context.Context, obj *action.Action, first *int, after *string, status *model.ExecutionStatus) (*model.ExecutionConnection, error)
 	McpEndpoint(ctx context.Context, obj *action.Action) (*string, error)
+	Schedules(ctx context.Context, obj *action.Action) ([]model.TriggerClock, error)
 }
 type ActionDefinitionResolver interface {
 	Config(ctx context.Context, obj *action.Definition) (jsonvalue.Value, error)
@@ -638,6 +666,9 @@ type AuthMutationResolver interface {
 }
 type AuthQueryResolver interface {
 	Principals(ctx context.Context, obj *model.AuthQuery) ([]model.Principal, error)
+}
+type ClockEntryResolver interface {
+	NextFirings(ctx context.Context, obj *model.ClockEntry, count *int) ([]time.Time, error)
 }
 type EventResolver interface {
 	Position(ctx context.Context, obj *ledger.Event) (string, error)
@@ -729,6 +760,14 @@ type ToolCallResolver interface {
 type ToolDefinitionResolver interface {
 	Approval(ctx context.Context, obj *action.ToolDef) (model.ToolApproval, error)
 }
+type TriggerResolver interface {
+	Event(ctx context.Context, obj *action.Trigger) (*string, error)
+}
+type TriggerClockResolver interface {
+	LastEvent(ctx context.Context, obj *model.TriggerClock) (*ledger.Event, error)
+
+	NextFirings(ctx context.Context, obj *model.TriggerClock, count *int) ([]time.Time, error)
+}
 type TriggerDiagnosticResolver interface {
 	LastEvent(ctx context.Context, obj *session.Diagnostic) (*ledger.Event, error)
 }
@@ -807,6 +846,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Action.McpEndpoint(childComplexity), true
+	case "Action.schedules":
+		if e.ComplexityRoot.Action.Schedules == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Action.Schedules(childComplexity), true
 	case "Action.session":
 		if e.ComplexityRoot.Action.Session == nil {
 			break
@@ -1547,6 +1592,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ClockEntry.Next(childComplexity), true
+	case "ClockEntry.nextFirings":
+		if e.ComplexityRoot.ClockEntry.NextFirings == nil {
+			break
+		}
+
+		args, err := ec.field_ClockEntry_nextFirings_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ClockEntry.NextFirings(childComplexity, args["count"].(*int)), true
 	case "ClockEntry.startsTurn":
 		if e.ComplexityRoot.ClockEntry.StartsTurn == nil {
 			break
@@ -2670,12 +2726,96 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Trigger.Name(childComplexity), true
+	case "Trigger.schedule":
+		if e.ComplexityRoot.Trigger.Schedule == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Trigger.Schedule(childComplexity), true
 	case "Trigger.session":
 		if e.ComplexityRoot.Trigger.Session == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Trigger.Session(childComplexity), true
+
+	case "TriggerClock.active":
+		if e.ComplexityRoot.TriggerClock.Active == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TriggerClock.Active(childComplexity), true
+	case "TriggerClock.anchor":
+		if e.ComplexityRoot.TriggerClock.Anchor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TriggerClock.Anchor(childComplexity), true
+	case "TriggerClock.cron":
+		if e.ComplexityRoot.TriggerClock.Cron == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TriggerClock.Cron(childComplexity), true
+	case "TriggerClock.dueAt":
+		if e.ComplexityRoot.TriggerClock.DueAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TriggerClock.DueAt(childComplexity), true
+	case "TriggerClock.every":
+		if e.ComplexityRoot.TriggerClock.Every == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TriggerClock.Every(childComplexity), true
+	case "TriggerClock.fired":
+		if e.ComplexityRoot.TriggerClock.Fired == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TriggerClock.Fired(childComplexity), true
+	case "TriggerClock.lastEvent":
+		if e.ComplexityRoot.TriggerClock.LastEvent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TriggerClock.LastEvent(childComplexity), true
+	case "TriggerClock.lastFiredAt":
+		if e.ComplexityRoot.TriggerClock.LastFiredAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TriggerClock.LastFiredAt(childComplexity), true
+	case "TriggerClock.missed":
+		if e.ComplexityRoot.TriggerClock.Missed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TriggerClock.Missed(childComplexity), true
+	case "TriggerClock.nextFirings":
+		if e.ComplexityRoot.TriggerClock.NextFirings == nil {
+			break
+		}
+
+		args, err := ec.field_TriggerClock_nextFirings_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.TriggerClock.NextFirings(childComplexity, args["count"].(*int)), true
+	case "TriggerClock.timezone":
+		if e.ComplexityRoot.TriggerClock.Timezone == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TriggerClock.Timezone(childComplexity), true
+	case "TriggerClock.trigger":
+		if e.ComplexityRoot.TriggerClock.Trigger == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TriggerClock.Trigger(childComplexity), true
 
 	case "TriggerDiagnostic.count":
 		if e.ComplexityRoot.TriggerDiagnostic.Count == nil {
@@ -2713,6 +2853,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.TriggerDiagnostic.Version(childComplexity), true
+
+	case "TriggerSchedule.cron":
+		if e.ComplexityRoot.TriggerSchedule.Cron == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TriggerSchedule.Cron(childComplexity), true
+	case "TriggerSchedule.every":
+		if e.ComplexityRoot.TriggerSchedule.Every == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TriggerSchedule.Every(childComplexity), true
+	case "TriggerSchedule.timezone":
+		if e.ComplexityRoot.TriggerSchedule.Timezone == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TriggerSchedule.Timezone(childComplexity), true
 
 	case "TriggerSessionRole.resume":
 		if e.ComplexityRoot.TriggerSessionRole.Resume == nil {
@@ -2796,6 +2955,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ToolInput", ec.unmarshalInputToolInput),
 			graphql.NewInputUnmarshaler("ToolSessionInput", ec.unmarshalInputToolSessionInput),
 			graphql.NewInputUnmarshaler("TriggerInput", ec.unmarshalInputTriggerInput),
+			graphql.NewInputUnmarshaler("TriggerScheduleInput", ec.unmarshalInputTriggerScheduleInput),
 			graphql.NewInputUnmarshaler("TriggerSessionInput", ec.unmarshalInputTriggerSessionInput),
 			graphql.NewInputUnmarshaler("TurnsInput", ec.unmarshalInputTurnsInput),
 			graphql.NewInputUnmarshaler("ValueInput", ec.unmarshalInputValueInput),
@@ -3434,6 +3594,9 @@ type Action {
   call (docs/mcp.md).
   """
   mcpEndpoint: String
+  # Spec: A4
+  "The clocks of the newest version's schedule triggers, in definition order."
+  schedules: [TriggerClock!]!
 }
 
 type ActionVersion {
@@ -3537,9 +3700,53 @@ type ToolSessionDefinition {
 
 type Trigger {
   name: String!
-  "CEL predicate over ` + "`" + `event` + "`" + ` (and, for resume triggers, ` + "`" + `session.id` + "`" + `/` + "`" + `session.input` + "`" + `)."
-  event: String!
+  "CEL predicate over ` + "`" + `event` + "`" + ` (and, for resume triggers, ` + "`" + `session.id` + "`" + `/` + "`" + `session.input` + "`" + `); null for a schedule trigger."
+  event: String
+  # Spec: A4
+  "The trigger's own clock, for a schedule trigger; null for an event trigger. Action.schedules shows its firings."
+  schedule: TriggerSchedule
   session: TriggerSessionRole
+}
+
+# Spec: A4, C1, C2
+"A schedule trigger's clock: a cron expression in a timezone, or an every period."
+type TriggerSchedule {
+  "Five cron fields (minute hour day-of-month month day-of-week) or a descriptor such as @daily."
+  cron: String
+  "IANA timezone the cron expression is read in; null: UTC."
+  timezone: String
+  "A period such as 1h or 90s (at least 1s), on a grid from when the trigger got this schedule."
+  every: String
+}
+
+# Spec: A4
+"""
+The clock of a schedule trigger of an action's newest version, as it runs:
+what it fired last and what comes next. Each firing appends a
+schedule.fired event (data: action, trigger, scheduled_at, missed) that the
+trigger alone matches.
+"""
+type TriggerClock {
+  trigger: String!
+  cron: String
+  timezone: String
+  every: String
+  "When the trigger got this schedule (created, or changed by an update): an every schedule fires on a grid from here."
+  anchor: Time!
+  "Whether it runs: false while the action is not ACTIVE (enabling resumes from then, firing nothing for the time between)."
+  active: Boolean!
+  "Firings appended so far."
+  fired: Int!
+  "Firings passed over in all (each firing's missed, summed): after downtime one firing comes, counting the rest."
+  missed: Int!
+  "The scheduled time of the last firing; null before the first."
+  lastFiredAt: Time
+  "The last firing's schedule.fired event; null before the first."
+  lastEvent: Event
+  "The next firing's scheduled time; null while not active."
+  dueAt: Time
+  "The next ` + "`" + `count` + "`" + ` firings (1-100, default 5), UTC; empty while not active."
+  nextFirings(count: Int = 5): [Time!]!
 }
 
 type TriggerSessionRole {
@@ -3709,9 +3916,37 @@ input ToolSessionInput {
 }
 
 input TriggerInput {
+  "Unique among the action's triggers and session clock entries: 1-64 letters, digits, _ or -."
   name: String!
-  event: String!
+  "CEL predicate over ` + "`" + `event` + "`" + `; give exactly one of event and schedule."
+  event: String
+  # Spec: A4
+  """
+  Makes this a schedule trigger: it fires on its own clock, each firing
+  appending a schedule.fired event (data: action, trigger, scheduled_at,
+  missed) that this trigger alone matches. Without a session block each
+  firing runs one execution; with one, a start mapping reads the firing as
+  ` + "`" + `event` + "`" + `, or a resume id names the session. Same rules as a session clock
+  entry; after downtime one firing comes, with missed counting the rest.
+  """
+  schedule: TriggerScheduleInput
   session: TriggerSessionInput
+}
+
+# Spec: A4
+"A schedule trigger's clock: exactly one of cron and every."
+input TriggerScheduleInput {
+  """
+  Five cron fields (minute hour day-of-month month day-of-week; 7 is Sunday
+  too) or a descriptor (@yearly, @monthly, @weekly, @daily, @hourly), read on
+  the wall clock of timezone. Skipped and repeated wall times follow the
+  session clock's rules (docs/schedules.md).
+  """
+  cron: String
+  "IANA timezone for cron, e.g. Europe/Berlin; omitted: UTC."
+  timezone: String
+  "A period (Go duration syntax, at least 1s, e.g. 1m): fires every period from when the trigger got this schedule."
+  every: String
 }
 
 input TriggerSessionInput {
@@ -3861,6 +4096,8 @@ type ClockEntry {
   due: Time
   "The first firing after now, before the session's end; null when none comes (closed, or past its end)."
   next: Time
+  "The next ` + "`" + `count` + "`" + ` firings after now (1-100, default 5), before the session's end, UTC; empty when none comes."
+  nextFirings(count: Int = 5): [Time!]!
 }
 
 type ActionSessionConnection {
@@ -4176,6 +4413,8 @@ func (ec *executionContext) childFields_Action(ctx context.Context, field graphq
 		return ec.fieldContext_Action_executions(ctx, field)
 	case "mcpEndpoint":
 		return ec.fieldContext_Action_mcpEndpoint(ctx, field)
+	case "schedules":
+		return ec.fieldContext_Action_schedules(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Action", field.Name)
 }
@@ -4470,6 +4709,8 @@ func (ec *executionContext) childFields_ClockEntry(ctx context.Context, field gr
 		return ec.fieldContext_ClockEntry_due(ctx, field)
 	case "next":
 		return ec.fieldContext_ClockEntry_next(ctx, field)
+	case "nextFirings":
+		return ec.fieldContext_ClockEntry_nextFirings(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ClockEntry", field.Name)
 }
@@ -4998,10 +5239,42 @@ func (ec *executionContext) childFields_Trigger(ctx context.Context, field graph
 		return ec.fieldContext_Trigger_name(ctx, field)
 	case "event":
 		return ec.fieldContext_Trigger_event(ctx, field)
+	case "schedule":
+		return ec.fieldContext_Trigger_schedule(ctx, field)
 	case "session":
 		return ec.fieldContext_Trigger_session(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Trigger", field.Name)
+}
+
+func (ec *executionContext) childFields_TriggerClock(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "trigger":
+		return ec.fieldContext_TriggerClock_trigger(ctx, field)
+	case "cron":
+		return ec.fieldContext_TriggerClock_cron(ctx, field)
+	case "timezone":
+		return ec.fieldContext_TriggerClock_timezone(ctx, field)
+	case "every":
+		return ec.fieldContext_TriggerClock_every(ctx, field)
+	case "anchor":
+		return ec.fieldContext_TriggerClock_anchor(ctx, field)
+	case "active":
+		return ec.fieldContext_TriggerClock_active(ctx, field)
+	case "fired":
+		return ec.fieldContext_TriggerClock_fired(ctx, field)
+	case "missed":
+		return ec.fieldContext_TriggerClock_missed(ctx, field)
+	case "lastFiredAt":
+		return ec.fieldContext_TriggerClock_lastFiredAt(ctx, field)
+	case "lastEvent":
+		return ec.fieldContext_TriggerClock_lastEvent(ctx, field)
+	case "dueAt":
+		return ec.fieldContext_TriggerClock_dueAt(ctx, field)
+	case "nextFirings":
+		return ec.fieldContext_TriggerClock_nextFirings(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TriggerClock", field.Name)
 }
 
 func (ec *executionContext) childFields_TriggerDiagnostic(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5020,6 +5293,18 @@ func (ec *executionContext) childFields_TriggerDiagnostic(ctx context.Context, f
 		return ec.fieldContext_TriggerDiagnostic_lastAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TriggerDiagnostic", field.Name)
+}
+
+func (ec *executionContext) childFields_TriggerSchedule(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cron":
+		return ec.fieldContext_TriggerSchedule_cron(ctx, field)
+	case "timezone":
+		return ec.fieldContext_TriggerSchedule_timezone(ctx, field)
+	case "every":
+		return ec.fieldContext_TriggerSchedule_every(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TriggerSchedule", field.Name)
 }
 
 func (ec *executionContext) childFields_TriggerSessionRole(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5666,6 +5951,20 @@ func (ec *executionContext) field_AuthMutation_revokeToken_args(ctx context.Cont
 	return args, nil
 }
 
+func (ec *executionContext) field_ClockEntry_nextFirings_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "count",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["count"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Execution_children_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -6023,6 +6322,20 @@ func (ec *executionContext) field_Subscription_sessionUpdates_args(ctx context.C
 		return nil, err
 	}
 	args["id"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_TriggerClock_nextFirings_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "count",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["count"] = arg0
 	return args, nil
 }
 
@@ -6552,6 +6865,38 @@ func (ec *executionContext) _Action_mcpEndpoint(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_Action_mcpEndpoint(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Action", field, true, true, "String")
+}
+
+func (ec *executionContext) _Action_schedules(ctx context.Context, field graphql.CollectedField, obj *action.Action) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Action_schedules(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Action().Schedules(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.TriggerClock) graphql.Marshaler {
+			return ec.marshalNTriggerClock2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐTriggerClockᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Action_schedules(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Action",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TriggerClock(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _ActionConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.ActionConnection) (ret graphql.Marshaler) {
@@ -9447,6 +9792,50 @@ func (ec *executionContext) _ClockEntry_next(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_ClockEntry_next(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ClockEntry", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ClockEntry_nextFirings(ctx context.Context, field graphql.CollectedField, obj *model.ClockEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClockEntry_nextFirings(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ClockEntry().NextFirings(ctx, obj, fc.Args["count"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []time.Time) graphql.Marshaler {
+			return ec.marshalNTime2ᚕtimeᚐTimeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ClockEntry_nextFirings(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ClockEntry",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Time does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ClockEntry_nextFirings_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Concurrency_limit(ctx context.Context, field graphql.CollectedField, obj *action.ConcurrencyDef) (ret graphql.Marshaler) {
@@ -14094,18 +14483,50 @@ func (ec *executionContext) _Trigger_event(ctx context.Context, field graphql.Co
 			return ec.fieldContext_Trigger_event(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Event, nil
+			return ec.Resolvers.Trigger().Event(ctx, obj)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Trigger_event(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Trigger", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Trigger", field, true, true, "String")
+}
+
+func (ec *executionContext) _Trigger_schedule(ctx context.Context, field graphql.CollectedField, obj *action.Trigger) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Trigger_schedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Schedule, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *action.TriggerSchedule) graphql.Marshaler {
+			return ec.marshalOTriggerSchedule2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐTriggerSchedule(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Trigger_schedule(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Trigger",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TriggerSchedule(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Trigger_session(ctx context.Context, field graphql.CollectedField, obj *action.Trigger) (ret graphql.Marshaler) {
@@ -14136,6 +14557,312 @@ func (ec *executionContext) fieldContext_Trigger_session(_ context.Context, fiel
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_TriggerSessionRole(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TriggerClock_trigger(ctx context.Context, field graphql.CollectedField, obj *model.TriggerClock) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TriggerClock_trigger(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Trigger, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TriggerClock_trigger(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TriggerClock", field, false, false, "String")
+}
+
+func (ec *executionContext) _TriggerClock_cron(ctx context.Context, field graphql.CollectedField, obj *model.TriggerClock) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TriggerClock_cron(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cron, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TriggerClock_cron(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TriggerClock", field, false, false, "String")
+}
+
+func (ec *executionContext) _TriggerClock_timezone(ctx context.Context, field graphql.CollectedField, obj *model.TriggerClock) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TriggerClock_timezone(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Timezone, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TriggerClock_timezone(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TriggerClock", field, false, false, "String")
+}
+
+func (ec *executionContext) _TriggerClock_every(ctx context.Context, field graphql.CollectedField, obj *model.TriggerClock) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TriggerClock_every(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Every, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TriggerClock_every(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TriggerClock", field, false, false, "String")
+}
+
+func (ec *executionContext) _TriggerClock_anchor(ctx context.Context, field graphql.CollectedField, obj *model.TriggerClock) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TriggerClock_anchor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Anchor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TriggerClock_anchor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TriggerClock", field, false, false, "Time")
+}
+
+func (ec *executionContext) _TriggerClock_active(ctx context.Context, field graphql.CollectedField, obj *model.TriggerClock) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TriggerClock_active(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Active, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TriggerClock_active(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TriggerClock", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _TriggerClock_fired(ctx context.Context, field graphql.CollectedField, obj *model.TriggerClock) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TriggerClock_fired(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Fired, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TriggerClock_fired(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TriggerClock", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TriggerClock_missed(ctx context.Context, field graphql.CollectedField, obj *model.TriggerClock) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TriggerClock_missed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Missed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TriggerClock_missed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TriggerClock", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TriggerClock_lastFiredAt(ctx context.Context, field graphql.CollectedField, obj *model.TriggerClock) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TriggerClock_lastFiredAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastFiredAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TriggerClock_lastFiredAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TriggerClock", field, false, false, "Time")
+}
+
+func (ec *executionContext) _TriggerClock_lastEvent(ctx context.Context, field graphql.CollectedField, obj *model.TriggerClock) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TriggerClock_lastEvent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TriggerClock().LastEvent(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ledger.Event) graphql.Marshaler {
+			return ec.marshalOEvent2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEvent(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TriggerClock_lastEvent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TriggerClock",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Event(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TriggerClock_dueAt(ctx context.Context, field graphql.CollectedField, obj *model.TriggerClock) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TriggerClock_dueAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DueAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TriggerClock_dueAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TriggerClock", field, false, false, "Time")
+}
+
+func (ec *executionContext) _TriggerClock_nextFirings(ctx context.Context, field graphql.CollectedField, obj *model.TriggerClock) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TriggerClock_nextFirings(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.TriggerClock().NextFirings(ctx, obj, fc.Args["count"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []time.Time) graphql.Marshaler {
+			return ec.marshalNTime2ᚕtimeᚐTimeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TriggerClock_nextFirings(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TriggerClock",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Time does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_TriggerClock_nextFirings_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -14285,6 +15012,75 @@ func (ec *executionContext) _TriggerDiagnostic_lastAt(ctx context.Context, field
 }
 func (ec *executionContext) fieldContext_TriggerDiagnostic_lastAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TriggerDiagnostic", field, false, false, "Time")
+}
+
+func (ec *executionContext) _TriggerSchedule_cron(ctx context.Context, field graphql.CollectedField, obj *action.TriggerSchedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TriggerSchedule_cron(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cron, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TriggerSchedule_cron(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TriggerSchedule", field, false, false, "String")
+}
+
+func (ec *executionContext) _TriggerSchedule_timezone(ctx context.Context, field graphql.CollectedField, obj *action.TriggerSchedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TriggerSchedule_timezone(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Timezone, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TriggerSchedule_timezone(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TriggerSchedule", field, false, false, "String")
+}
+
+func (ec *executionContext) _TriggerSchedule_every(ctx context.Context, field graphql.CollectedField, obj *action.TriggerSchedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TriggerSchedule_every(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Every, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TriggerSchedule_every(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TriggerSchedule", field, false, false, "String")
 }
 
 func (ec *executionContext) _TriggerSessionRole_start(ctx context.Context, field graphql.CollectedField, obj *action.TriggerRole) (ret graphql.Marshaler) {
@@ -16475,7 +17271,7 @@ func (ec *executionContext) unmarshalInputTriggerInput(ctx context.Context, obj 
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "event", "session"}
+	fieldsInOrder := [...]string{"name", "event", "schedule", "session"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -16491,11 +17287,18 @@ func (ec *executionContext) unmarshalInputTriggerInput(ctx context.Context, obj 
 			it.Name = data
 		case "event":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("event"))
-			data, err := ec.unmarshalNString2string(ctx, v)
+			data, err := ec.unmarshalOString2string(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it.Event = data
+		case "schedule":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schedule"))
+			data, err := ec.unmarshalOTriggerScheduleInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐTriggerSchedule(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Schedule = data
 		case "session":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("session"))
 			data, err := ec.unmarshalOTriggerSessionInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐTriggerRole(ctx, v)
@@ -16517,6 +17320,62 @@ func (ec *executionContext) unmarshalInputTriggerInput(ctx context.Context, obj 
 func UnmarshalTriggerInput(ctx context.Context, raw any) (action.Trigger, error) {
 	var out action.Trigger
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "TriggerInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputTriggerScheduleInput(ctx context.Context, obj any) (action.TriggerSchedule, error) {
+	var it action.TriggerSchedule
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"cron", "timezone", "every"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "cron":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("cron"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Cron = data
+		case "timezone":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("timezone"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Timezone = data
+		case "every":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("every"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Every = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalTriggerScheduleInput unmarshals raw into the TriggerScheduleInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalTriggerScheduleInput(ctx context.Context, raw any) (action.TriggerSchedule, error) {
+	var out action.TriggerSchedule
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "TriggerScheduleInput", raw, &out)
 	return out, err
 }
 
@@ -16813,6 +17672,12 @@ func (ec *executionContext) _Action(ctx context.Context, sel ast.SelectionSet, o
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Action_mcpEndpoint(ctx, field, obj)
+				})
+		case "schedules":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Action_schedules(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -17758,43 +18623,49 @@ func (ec *executionContext) _ClockEntry(ctx context.Context, sel ast.SelectionSe
 		case "name":
 			out.Values[i] = ec._ClockEntry_name(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "cron":
 			out.Values[i] = ec._ClockEntry_cron(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "timezone":
 			out.Values[i] = ec._ClockEntry_timezone(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "every":
 			out.Values[i] = ec._ClockEntry_every(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "startsTurn":
 			out.Values[i] = ec._ClockEntry_startsTurn(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "lastTaken":
 			out.Values[i] = ec._ClockEntry_lastTaken(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "due":
 			out.Values[i] = ec._ClockEntry_due(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "next":
 			out.Values[i] = ec._ClockEntry_next(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "nextFirings":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ClockEntry_nextFirings(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -19770,18 +20641,114 @@ func (ec *executionContext) _Trigger(ctx context.Context, sel ast.SelectionSet, 
 		case "name":
 			out.Values[i] = ec._Trigger_name(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "event":
-			out.Values[i] = ec._Trigger_event(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Trigger_event(ctx, field, obj)
+				})
+		case "schedule":
+			out.Values[i] = ec._Trigger_schedule(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "session":
 			out.Values[i] = ec._Trigger_session(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var triggerClockImplementors = []string{"TriggerClock"}
+
+func (ec *executionContext) _TriggerClock(ctx context.Context, sel ast.SelectionSet, obj *model.TriggerClock) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, triggerClockImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TriggerClock")
+		case "trigger":
+			out.Values[i] = ec._TriggerClock_trigger(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "cron":
+			out.Values[i] = ec._TriggerClock_cron(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "timezone":
+			out.Values[i] = ec._TriggerClock_timezone(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "every":
+			out.Values[i] = ec._TriggerClock_every(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "anchor":
+			out.Values[i] = ec._TriggerClock_anchor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "active":
+			out.Values[i] = ec._TriggerClock_active(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "fired":
+			out.Values[i] = ec._TriggerClock_fired(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "missed":
+			out.Values[i] = ec._TriggerClock_missed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "lastFiredAt":
+			out.Values[i] = ec._TriggerClock_lastFiredAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "lastEvent":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._TriggerClock_lastEvent(ctx, field, obj)
+				})
+		case "dueAt":
+			out.Values[i] = ec._TriggerClock_dueAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "nextFirings":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._TriggerClock_nextFirings(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -19840,6 +20807,49 @@ func (ec *executionContext) _TriggerDiagnostic(ctx context.Context, sel ast.Sele
 			out.Values[i] = ec._TriggerDiagnostic_lastAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var triggerScheduleImplementors = []string{"TriggerSchedule"}
+
+func (ec *executionContext) _TriggerSchedule(ctx context.Context, sel ast.SelectionSet, obj *action.TriggerSchedule) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, triggerScheduleImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TriggerSchedule")
+		case "cron":
+			out.Values[i] = ec._TriggerSchedule_cron(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "timezone":
+			out.Values[i] = ec._TriggerSchedule_timezone(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "every":
+			out.Values[i] = ec._TriggerSchedule_every(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -21200,6 +22210,35 @@ func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel as
 	return res
 }
 
+func (ec *executionContext) unmarshalNTime2ᚕtimeᚐTimeᚄ(ctx context.Context, v any) ([]time.Time, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]time.Time, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNTime2timeᚐTime(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNTime2ᚕtimeᚐTimeᚄ(ctx context.Context, sel ast.SelectionSet, v []time.Time) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNTime2timeᚐTime(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) unmarshalNTime2ᚖtimeᚐTime(ctx context.Context, v any) (*time.Time, error) {
 	res, err := model.UnmarshalTime(v)
 	return &res, graphql.ErrorOnPath(ctx, err)
@@ -21285,6 +22324,26 @@ func (ec *executionContext) marshalNTrigger2ᚕgithubᚗcomᚋactionsledgerᚋac
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNTrigger2githubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐTrigger(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNTriggerClock2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐTriggerClock(ctx context.Context, sel ast.SelectionSet, v model.TriggerClock) graphql.Marshaler {
+	return ec._TriggerClock(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNTriggerClock2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐTriggerClockᚄ(ctx context.Context, sel ast.SelectionSet, v []model.TriggerClock) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNTriggerClock2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐTriggerClock(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -22107,6 +23166,21 @@ func (ec *executionContext) unmarshalOTriggerInput2ᚕgithubᚗcomᚋactionsledg
 		}
 	}
 	return res, nil
+}
+
+func (ec *executionContext) marshalOTriggerSchedule2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐTriggerSchedule(ctx context.Context, sel ast.SelectionSet, v *action.TriggerSchedule) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._TriggerSchedule(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOTriggerScheduleInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐTriggerSchedule(ctx context.Context, v any) (*action.TriggerSchedule, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputTriggerScheduleInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalOTriggerSessionInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐTriggerRole(ctx context.Context, v any) (*action.TriggerRole, error) {

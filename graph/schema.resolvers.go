@@ -145,6 +145,11 @@ func (r *actionResolver) McpEndpoint(ctx context.Context, obj *action.Action) (*
 	return &path, nil
 }
 
+// Schedules is the resolver for the schedules field.
+func (r *actionResolver) Schedules(ctx context.Context, obj *action.Action) ([]model.TriggerClock, error) {
+	return r.triggerClocks(ctx, obj)
+}
+
 // Config is the resolver for the config field.
 func (r *actionDefinitionResolver) Config(ctx context.Context, obj *action.Definition) (jsonvalue.Value, error) {
 	return r.ActionStore.RedactConfig(obj.Kind, obj.Config), nil
@@ -500,6 +505,11 @@ func (r *authQueryResolver) Principals(ctx context.Context, obj *model.AuthQuery
 		out[i] = principalModel(p)
 	}
 	return out, nil
+}
+
+// NextFirings is the resolver for the nextFirings field.
+func (r *clockEntryResolver) NextFirings(ctx context.Context, obj *model.ClockEntry, count *int) ([]time.Time, error) {
+	return nextFirings(count, obj.Upcoming)
 }
 
 // Position is the resolver for the position field.
@@ -956,6 +966,27 @@ func (r *toolDefinitionResolver) Approval(ctx context.Context, obj *action.ToolD
 	return model.ToolApprovalNone, nil
 }
 
+// Event is the resolver for the event field.
+func (r *triggerResolver) Event(ctx context.Context, obj *action.Trigger) (*string, error) {
+	if obj.Event == "" {
+		return nil, nil // a schedule trigger (A4)
+	}
+	return &obj.Event, nil
+}
+
+// LastEvent is the resolver for the lastEvent field.
+func (r *triggerClockResolver) LastEvent(ctx context.Context, obj *model.TriggerClock) (*ledger.Event, error) {
+	if obj.LastEventID == nil {
+		return nil, nil
+	}
+	return r.event(ctx, *obj.LastEventID)
+}
+
+// NextFirings is the resolver for the nextFirings field.
+func (r *triggerClockResolver) NextFirings(ctx context.Context, obj *model.TriggerClock, count *int) ([]time.Time, error) {
+	return nextFirings(count, obj.Upcoming)
+}
+
 // LastEvent is the resolver for the lastEvent field.
 func (r *triggerDiagnosticResolver) LastEvent(ctx context.Context, obj *session.Diagnostic) (*ledger.Event, error) {
 	return r.event(ctx, obj.LastEventID)
@@ -1007,6 +1038,9 @@ func (r *Resolver) AuthMutation() AuthMutationResolver { return &authMutationRes
 // AuthQuery returns AuthQueryResolver implementation.
 func (r *Resolver) AuthQuery() AuthQueryResolver { return &authQueryResolver{r} }
 
+// ClockEntry returns ClockEntryResolver implementation.
+func (r *Resolver) ClockEntry() ClockEntryResolver { return &clockEntryResolver{r} }
+
 // Event returns EventResolver implementation.
 func (r *Resolver) Event() EventResolver { return &eventResolver{r} }
 
@@ -1052,6 +1086,12 @@ func (r *Resolver) ToolCall() ToolCallResolver { return &toolCallResolver{r} }
 // ToolDefinition returns ToolDefinitionResolver implementation.
 func (r *Resolver) ToolDefinition() ToolDefinitionResolver { return &toolDefinitionResolver{r} }
 
+// Trigger returns TriggerResolver implementation.
+func (r *Resolver) Trigger() TriggerResolver { return &triggerResolver{r} }
+
+// TriggerClock returns TriggerClockResolver implementation.
+func (r *Resolver) TriggerClock() TriggerClockResolver { return &triggerClockResolver{r} }
+
 // TriggerDiagnostic returns TriggerDiagnosticResolver implementation.
 func (r *Resolver) TriggerDiagnostic() TriggerDiagnosticResolver {
 	return &triggerDiagnosticResolver{r}
@@ -1072,6 +1112,7 @@ type (
 	approvalRequestResolver    struct{ *Resolver }
 	authMutationResolver       struct{ *Resolver }
 	authQueryResolver          struct{ *Resolver }
+	clockEntryResolver         struct{ *Resolver }
 	eventResolver              struct{ *Resolver }
 	executionResolver          struct{ *Resolver }
 	holdResolver               struct{ *Resolver }
@@ -1087,6 +1128,8 @@ type (
 	subscriptionResolver       struct{ *Resolver }
 	toolCallResolver           struct{ *Resolver }
 	toolDefinitionResolver     struct{ *Resolver }
+	triggerResolver            struct{ *Resolver }
+	triggerClockResolver       struct{ *Resolver }
 	triggerDiagnosticResolver  struct{ *Resolver }
 	toolInputResolver          struct{ *Resolver }
 )

@@ -12,9 +12,10 @@ import (
 	"github.com/actionsledger/actionsledger/internal/text"
 )
 
-// FiredType is the event type of a firing (C3). The service alone writes
-// it (ledger.ValidateType reserves the schedule. prefix), and such an event
-// is addressed to its session only: the dispatcher matches no trigger on it.
+// FiredType is the event type of a firing: of a session clock entry (C3),
+// addressed to its session alone, or of a schedule trigger (A4), matched by
+// that trigger alone. The service alone writes it (ledger.ValidateType
+// reserves the schedule. prefix).
 const FiredType = "schedule.fired"
 
 // Limits on entries.

@@ -149,9 +149,11 @@ type App struct {
 	Turns      *turns.Store
 	Dispatcher *session.Dispatcher
 	Timers     *session.Timers
-	Executor   *turns.Executor
-	Tools      *tools.Service
-	Auth       *auth.Store
+	// Firings runs the clocks of schedule triggers (A4).
+	Firings  *action.Firings
+	Executor *turns.Executor
+	Tools    *tools.Service
+	Auth     *auth.Store
 	// Authorities resolves what running action versions may reach (issue 11).
 	Authorities *auth.Authorities
 	// Feed fans out the listener's notifications to subscriptions; Tail
@@ -260,6 +262,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Dispatcher.Metrics, a.Dispatcher.Tracer, a.Dispatcher.Notifier = a.Metrics, a.tracer, notifier
 	a.Timers = session.NewTimers(pool, a.Actions, a.Clock, log)
 	a.Timers.Metrics = a.Metrics
+	a.Firings = action.NewFirings(pool, a.Actions, a.Clock, log)
+	a.Firings.Metrics = a.Metrics
 	a.Executor = turns.NewExecutor(pool, a.Actions, a.Kinds, a.Clock, log, turns.Config{
 		Workers: cfg.Workers, Lease: cfg.Lease, Poll: cfg.Poll, LiveDelay: cfg.LiveDelay})
 	a.Executor.Metrics, a.Executor.Tracer, a.Executor.Notifier = a.Metrics, a.tracer, notifier
@@ -361,7 +365,7 @@ func (a *App) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ledgerWake, turnsWake, timersWake := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
-	execWake := make(chan struct{}, 1)
+	execWake, firingsWake := make(chan struct{}, 1), make(chan struct{}, 1)
 	a.Executor.ExecutionsWake = execWake
 	l := &pgxlisten.Listener{
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
@@ -383,10 +387,11 @@ func (a *App) Run(ctx context.Context) error {
 	l.Handle(turns.TranscriptChannel, feedHandler{feed: a.Feed, sync: listened})
 	l.Handle(session.TurnsChannel, wakeHandler(turnsWake))
 	l.Handle(session.TimersChannel, wakeHandler(timersWake))
+	l.Handle(action.FiringsChannel, wakeHandler(firingsWake))
 	l.Handle(session.ExecutionsChannel, wakeHandler(execWake))
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 8)
+	errc := make(chan error, 16)
 	run := func(name string, f func() error) {
 		wg.Add(1)
 		go func() {
@@ -405,6 +410,7 @@ func (a *App) Run(ctx context.Context) error {
 	})
 	run("dispatcher", func() error { return a.Dispatcher.Run(ctx, ledgerWake, a.cfg.Poll) })
 	run("timers", func() error { return a.Timers.Run(ctx, timersWake, a.cfg.Poll) })
+	run("schedule triggers", func() error { return a.Firings.Run(ctx, firingsWake, a.cfg.Poll) })
 	run("executor", func() error { return a.Executor.Run(ctx, turnsWake) })
 	if a.cfg.VacuumEvery >= 0 {
 		k := &pgmaint.Keeper{Pool: a.Pool, Every: a.cfg.VacuumEvery, Log: a.log}

@@ -17,7 +17,6 @@ import (
 	"github.com/actionsledger/actionsledger/internal/text"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
-	"github.com/actionsledger/actionsledger/schedule"
 )
 
 // MaxIDLen is the longest session id, in bytes.
@@ -107,11 +106,8 @@ type target struct {
 }
 
 func (b *batch) event(ctx context.Context, ev ledger.Event) error {
-	if ev.Type == schedule.FiredType {
-		// A session clock's firing is an input of its own session alone
-		// (C3): no trigger of any action sees it.
-		return nil
-	}
+	// A session clock's firing is an input of its own session alone (C3);
+	// a schedule trigger's goes to that trigger alone (A4): candidates.
 	cands := b.d.index.candidates(ev)
 	if len(cands) == 0 {
 		return nil

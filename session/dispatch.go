@@ -18,6 +18,7 @@ import (
 	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/internal/pgplan"
 	"github.com/actionsledger/actionsledger/ledger"
+	"github.com/actionsledger/actionsledger/schedule"
 )
 
 // DefaultBatch is how many events one dispatch transaction handles.
@@ -277,9 +278,22 @@ func (ix *triggerIndex) candidates(ev ledger.Event) []actionRefs {
 	var out []actionRefs
 	at := map[*action.Compiled]int{}
 	ns := auth.EventNamespace(ev.Type)
+	offer := func(r ref) bool { return r.trigger.Schedule == nil && ix.mayRead(r.action, ns) }
+	if ev.Type == schedule.FiredType {
+		// A firing goes to the schedule trigger that fired (A4), which
+		// needs no grant to see it, and to no other trigger; a session
+		// clock's firing (C3) goes to none.
+		id, name, ok := action.FiredBy(ev)
+		if !ok {
+			return nil
+		}
+		offer = func(r ref) bool {
+			return r.trigger.Schedule != nil && r.action.ActionID == id && r.trigger.Name == name
+		}
+	}
 	add := func(rs []ref) {
 		for _, r := range rs {
-			if !r.action.CoversPinned(ev.Position) || !ix.mayRead(r.action, ns) {
+			if !r.action.CoversPinned(ev.Position) || !offer(r) {
 				continue
 			}
 			i, ok := at[r.action]
@@ -292,7 +306,9 @@ func (ix *triggerIndex) candidates(ev ledger.Event) []actionRefs {
 		}
 	}
 	add(ix.byType[ev.Type])
-	add(ix.unpinned)
+	if ev.Type != schedule.FiredType {
+		add(ix.unpinned)
+	}
 	for i := range out {
 		sortTriggers(out[i].triggers)
 	}

@@ -44,26 +44,6 @@ type Checkpoint struct {
 	Reason *string         `json:"reason,omitempty"`
 }
 
-// An entry of a session's clock as it stands for that session.
-type ClockEntry struct {
-	Name string `json:"name"`
-	// Five cron fields or a descriptor; null for an every entry.
-	Cron *string `json:"cron,omitempty"`
-	// IANA timezone of cron; null: UTC.
-	Timezone *string `json:"timezone,omitempty"`
-	// The period of an every entry (Go duration syntax); null for a cron entry.
-	Every *string `json:"every,omitempty"`
-	// Whether its firings start a turn (turns.on names it, or turns.on is unset).
-	StartsTurn bool `json:"startsTurn"`
-	// Scheduled time of the last firing a turn took; null when none has.
-	LastTaken *time.Time `json:"lastTaken,omitempty"`
-	// Scheduled time of the latest firing that is due and that no turn has taken
-	// yet (the next turn takes it); null when none is.
-	Due *time.Time `json:"due,omitempty"`
-	// The first firing after now, before the session's end; null when none comes (closed, or past its end).
-	Next *time.Time `json:"next,omitempty"`
-}
-
 type EventConnection struct {
 	Nodes    []ledger.Event `json:"nodes"`
 	PageInfo *PageInfo      `json:"pageInfo"`

@@ -48,6 +48,9 @@ type Metrics struct {
 	interrupts       *prometheus.CounterVec
 	firings          prometheus.Counter
 	firingLag        prometheus.Histogram
+	triggerFirings   prometheus.Counter
+	triggerMissed    prometheus.Counter
+	triggerLag       prometheus.Histogram
 	gqlRequests      *prometheus.CounterVec
 	gqlDuration      *prometheus.HistogramVec
 
@@ -86,6 +89,12 @@ func NewMetrics() *Metrics {
 			Help: "Due session timers this process fired."})).(prometheus.Counter),
 		firingLag: f(prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "timer_firing_lag_seconds",
 			Help: "How late a session timer fired after it was due (service clock).", Buckets: waits})).(prometheus.Histogram),
+		triggerFirings: f(prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "schedule_trigger_firings_total",
+			Help: "Firings of schedule triggers this process appended (one schedule.fired event each)."})).(prometheus.Counter),
+		triggerMissed: f(prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "schedule_trigger_missed_total",
+			Help: "Firings of schedule triggers passed over (counted in a later firing's missed), such as while no process ran."})).(prometheus.Counter),
+		triggerLag: f(prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "schedule_trigger_lag_seconds",
+			Help: "How late a schedule trigger's firing was appended after its scheduled time (service clock).", Buckets: waits})).(prometheus.Histogram),
 		gqlRequests: f(prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "graphql_requests_total",
 			Help: "GraphQL requests, by operation name (bounded) and the code of the first error (ok for none)."}, []string{"operation", "code"})).(*prometheus.CounterVec),
 		gqlDuration: f(prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "graphql_request_duration_seconds",
@@ -157,6 +166,17 @@ func (m *Metrics) Firing(lag time.Duration) {
 	}
 	m.firings.Inc()
 	m.firingLag.Observe(max(lag, 0).Seconds())
+}
+
+// TriggerFiring records a schedule trigger's firing (A4), appended lag
+// after its scheduled time, that passed over missed earlier ones.
+func (m *Metrics) TriggerFiring(lag time.Duration, missed int) {
+	if m == nil {
+		return
+	}
+	m.triggerFirings.Inc()
+	m.triggerMissed.Add(float64(missed))
+	m.triggerLag.Observe(max(lag, 0).Seconds())
 }
 
 // GraphQLRequest records one GraphQL request: the operation's name as the

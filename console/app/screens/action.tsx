@@ -11,7 +11,7 @@ import { paths } from '../links';
 import { Json, Loading, Problem, Status, When } from '../ui';
 
 const definitionFields = `name kind config source
-  triggers { name event session { start { input } resume { id } } }
+  triggers { name event schedule { cron timezone every } session { start { input } resume { id } } }
   session { inputSchema id ends schedule { name cron timezone every } turns { on maxInputs maxBytes window } }
   tool { name description inputSchema approval session { start { input } } }
   permissions { read write tools sessions }`;
@@ -19,6 +19,7 @@ const definitionFields = `name kind config source
 const actionQuery = `query Action($a: UUID!) { actions { action(id: $a) {
   id status version createdAt updatedAt
   versions { version createdAt author fromPosition definition { ${definitionFields} } }
+  schedules { trigger cron timezone every active fired missed lastFiredAt dueAt nextFirings(count: 3) }
   triggerDiagnostics { version trigger count lastMessage lastAt lastEvent { id eventType position } }
   intakeRecords(first: 50) { pageInfo { hasNextPage } nodes { id version trigger sessionId reason message createdAt event { id eventType position } } }
 } } }`;
@@ -31,6 +32,20 @@ interface Version {
   definition: Record<string, unknown> & { name: string; kind: string };
 }
 
+/** A schedule trigger's clock (A4). */
+interface Schedule {
+  trigger: string;
+  cron: string | null;
+  timezone: string | null;
+  every: string | null;
+  active: boolean;
+  fired: number;
+  missed: number;
+  lastFiredAt: string | null;
+  dueAt: string | null;
+  nextFirings: string[];
+}
+
 interface Answer {
   actions: {
     action: null | {
@@ -40,6 +55,7 @@ interface Answer {
       createdAt: string;
       updatedAt: string;
       versions: Version[];
+      schedules: Schedule[];
       triggerDiagnostics: { version: number; trigger: string; count: number; lastMessage: string; lastAt: string; lastEvent: null | { id: string; eventType: string; position: string } }[];
       intakeRecords: {
         pageInfo: { hasNextPage: boolean };
@@ -123,6 +139,44 @@ export function ActionScreen() {
           <Compare versions={a.versions} left={left} right={right} l={l} r={r} texts={texts} changed={changed} pick={pick} />
         )}
       </section>
+
+      {a.schedules.length > 0 ? (
+        <section aria-labelledby="schedules">
+          <h2 id="schedules">Schedules</h2>
+          <div className="table-wrap">
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">Trigger</th>
+                  <th scope="col">Fires</th>
+                  <th scope="col">Next</th>
+                  <th scope="col">Last fired</th>
+                  <th scope="col">Fired</th>
+                  <th scope="col">Missed</th>
+                </tr>
+              </thead>
+              <tbody>
+                {a.schedules.map((x) => (
+                  <tr key={x.trigger}>
+                    <th scope="row">{x.trigger}</th>
+                    <td className="mono">{x.every ? `every ${x.every}` : `${x.cron} (${x.timezone ?? 'UTC'})`}</td>
+                    <td>
+                      {!x.active
+                        ? 'paused: the action is not active'
+                        : x.nextFirings.length === 0
+                          ? 'never again'
+                          : x.nextFirings.map((t) => <div key={t}>{stamp(t)}</div>)}
+                    </td>
+                    <td>{x.lastFiredAt ? <When iso={x.lastFiredAt} now={now} /> : 'not yet'}</td>
+                    <td>{x.fired}</td>
+                    <td>{x.missed}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        </section>
+      ) : null}
 
       <section aria-labelledby="diag">
         <h2 id="diag">Trigger diagnostics</h2>
