@@ -101,6 +101,16 @@ func NewStore(pool *pgxpool.Pool, c clock.Clock, kinds Kinds) *Store {
 // (naming the grant, e.g. permissions.read[0]; nothing else is checked
 // then), the validation errors of Compile (joined), fault.ActionExists.
 func (s *Store) Create(ctx context.Context, id uuid.UUID, def Definition) (Version, error) {
+	return s.CreateFrom(ctx, id, def, From{})
+}
+
+// CreateFrom is Create with a backfill (issue 15): with from.Position set,
+// version 1's triggers also judge the events from that position up to the
+// ledger head, in batches the dispatcher works through (Backfill); a
+// repeated call that returns the stored version starts nothing. Errors:
+// those of Create, and fault.BadInput (field from) for a position under 1
+// or after the head + 1.
+func (s *Store) CreateFrom(ctx context.Context, id uuid.UUID, def Definition, from From) (Version, error) {
 	author, def, comp, raw, err := s.prepare(ctx, def)
 	if err != nil {
 		return Version{}, err
@@ -108,7 +118,7 @@ func (s *Store) Create(ctx context.Context, id uuid.UUID, def Definition) (Versi
 	var out Version
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.clock.Now()
-		from, err := cut(ctx, tx)
+		head, err := cut(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -121,10 +131,13 @@ func (s *Store) Create(ctx context.Context, id uuid.UUID, def Definition) (Versi
 			return errExists
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO action_versions (action_id, version, definition, from_position, created_at, author)
-			VALUES ($1, 1, $2, $3, $4, $5)`, id, raw, from, now, nullable(author)); err != nil {
+			VALUES ($1, 1, $2, $3, $4, $5)`, id, raw, head, now, nullable(author)); err != nil {
 			return err
 		}
-		out = Version{ActionID: id, Version: 1, Definition: def, FromPosition: from, CreatedAt: now, Author: author}
+		out = Version{ActionID: id, Version: 1, Definition: def, FromPosition: head, CreatedAt: now, Author: author}
+		if err := startBackfill(ctx, tx, id, 1, from.Position, head, now); err != nil {
+			return err
+		}
 		return syncClocks(ctx, tx, id, comp, now, true)
 	})
 	if errors.Is(err, errExists) {
@@ -258,6 +271,15 @@ var errUnchanged = errors.New("action unchanged")
 // current version and writes nothing. Errors: fault.Forbidden, the
 // validation errors of Compile (joined), fault.NotFound.
 func (s *Store) Update(ctx context.Context, id uuid.UUID, def Definition) (Version, error) {
+	return s.UpdateFrom(ctx, id, def, From{})
+}
+
+// UpdateFrom is Update with a backfill (issue 15): with from.Position set,
+// the new version's triggers also judge the events from that position up
+// to the update (as CreateFrom); the versions before it keep what they
+// judged. An update that makes no new version starts nothing. Errors:
+// those of Update, and fault.BadInput (field from).
+func (s *Store) UpdateFrom(ctx context.Context, id uuid.UUID, def Definition, from From) (Version, error) {
 	if s.kinds != nil && len(def.Config) > 0 {
 		// A definition read back and sent again carries its secrets
 		// redacted: they stand for the current version's.
@@ -277,7 +299,7 @@ func (s *Store) Update(ctx context.Context, id uuid.UUID, def Definition) (Versi
 		// A clean cut between the two versions (see cut). The cursor row is
 		// locked before the action row, in the same order as Create and
 		// SetStatus take them.
-		from, err := cut(ctx, tx)
+		head, err := cut(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -299,13 +321,16 @@ func (s *Store) Update(ctx context.Context, id uuid.UUID, def Definition) (Versi
 		}
 		next := current + 1
 		if _, err := tx.Exec(ctx, `INSERT INTO action_versions (action_id, version, definition, from_position, created_at, author)
-			VALUES ($1, $2, $3, $4, $5, $6)`, id, next, raw, from, now, nullable(author)); err != nil {
+			VALUES ($1, $2, $3, $4, $5, $6)`, id, next, raw, head, now, nullable(author)); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE actions SET current_version = $2, updated_at = $3 WHERE id = $1`, id, next, now); err != nil {
 			return err
 		}
-		out = Version{ActionID: id, Version: next, Definition: def, FromPosition: from, CreatedAt: now, Author: author}
+		out = Version{ActionID: id, Version: next, Definition: def, FromPosition: head, CreatedAt: now, Author: author}
+		if err := startBackfill(ctx, tx, id, next, from.Position, head, now); err != nil {
+			return err
+		}
 		return syncClocks(ctx, tx, id, comp, now, status == StatusActive)
 	})
 	if errors.Is(err, errUnchanged) {
@@ -594,7 +619,11 @@ func (s *Store) Active(ctx context.Context, q ledger.Querier) ([]*Compiled, erro
 				       least(lead(v.from_position) OVER (PARTITION BY v.action_id ORDER BY v.version),
 				             CASE WHEN a.status <> 'ACTIVE' THEN a.status_position END) AS hi,
 				       CASE WHEN a.status <> 'ACTIVE' THEN a.status_position END AS pinned_hi
-				FROM actions a JOIN action_versions v ON v.action_id = a.id CROSS JOIN dispatch_state d) r) r
+				FROM actions a JOIN action_versions v ON v.action_id = a.id CROSS JOIN dispatch_state d
+				-- a version whose backfill still judges events joins live
+				-- dispatch when it is done (issue 15)
+				WHERE NOT EXISTS (SELECT 1 FROM action_backfills b
+					WHERE b.action_id = v.action_id AND b.version = v.version AND b.joined_position IS NULL)) r) r
 		WHERE CASE WHEN covers THEN true
 			WHEN pinned_live THEN EXISTS (SELECT 1 FROM sessions s WHERE s.action_id = r.action_id
 				AND s.version = r.version AND s.status IN ('OPEN', 'WAITING'))

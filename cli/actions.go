@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 
 	"github.com/actionsledger/actionsledger/client"
@@ -119,9 +120,24 @@ func (c *ActionsGetCmd) Run(ctx context.Context, env *Env) error {
 			}
 		}
 		fmt.Fprintln(w, "versions:")
-		t := newTable(w, "  VERSION", "CREATED", "AUTHOR", "FROM POSITION")
+		backfills := slices.ContainsFunc(a.Versions, func(v client.ActionDetailVersionsActionVersion) bool { return v.Backfill != nil })
+		cols := []string{"  VERSION", "CREATED", "AUTHOR", "FROM POSITION"}
+		if backfills {
+			cols = append(cols, "BACKFILL")
+		}
+		t := newTable(w, cols...)
 		for _, v := range a.Versions {
-			t.row("  "+strconv.Itoa(v.Version), stamp(v.CreatedAt), str(v.Author), v.FromPosition)
+			row := []string{"  " + strconv.Itoa(v.Version), stamp(v.CreatedAt), str(v.Author), v.FromPosition}
+			if b := v.Backfill; b != nil {
+				bf := fmt.Sprintf("%s from %s, at %s (%.0f%%)", b.Status, b.From, b.Reached, 100*b.Progress)
+				if b.Joined != nil {
+					bf = fmt.Sprintf("%s from %s, joined live at %s", b.Status, b.From, *b.Joined)
+				}
+				row = append(row, bf)
+			} else if backfills {
+				row = append(row, "")
+			}
+			t.row(row...)
 		}
 		if err := t.flush(); err != nil {
 			return err

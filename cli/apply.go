@@ -13,6 +13,7 @@ import (
 // (issue 12, CLI; A1, A2).
 type ApplyCmd struct {
 	File string `short:"f" required:"" placeholder:"FILE" help:"YAML or JSON document: the action's id and the fields of ActionInput (name, kind, config, triggers, session, tool, permissions); - reads standard input."`
+	From string `placeholder:"POSITION" help:"Backfill: the new version's triggers also judge the events from this ledger position on (1: the whole ledger), then follow live. Nothing when the definition is unchanged."`
 }
 
 // applied is apply's result, and its JSON output.
@@ -32,7 +33,11 @@ func (c *ApplyCmd) Run(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	res, err := apply(ctx, env.Client, doc)
+	var from *string
+	if c.From != "" {
+		from = &c.From
+	}
+	res, err := apply(ctx, env.Client, doc, from)
 	if err != nil {
 		return err
 	}
@@ -54,13 +59,13 @@ func (c *ApplyCmd) read(stdin io.Reader) (actionDocument, error) {
 	return readActionDocument(f, c.File)
 }
 
-func apply(ctx context.Context, c *client.Client, doc actionDocument) (applied, error) {
+func apply(ctx context.Context, c *client.Client, doc actionDocument, from *string) (applied, error) {
 	cur, err := client.ActionVersion(ctx, c, doc.ID)
 	if err != nil {
 		return applied{}, err
 	}
 	if cur.Actions.Action == nil {
-		made, err := client.CreateAction(ctx, c, doc.ID, doc.Input)
+		made, err := client.CreateAction(ctx, c, doc.ID, doc.Input, from)
 		switch {
 		case err == nil && made.Actions.CreateAction != nil:
 			v := made.Actions.CreateAction
@@ -77,7 +82,7 @@ func apply(ctx context.Context, c *client.Client, doc actionDocument) (applied, 
 		}
 	}
 	prev := cur.Actions.Action.Version
-	up, err := client.UpdateAction(ctx, c, doc.ID, doc.Input)
+	up, err := client.UpdateAction(ctx, c, doc.ID, doc.Input, from)
 	if err != nil || up.Actions.UpdateAction == nil {
 		return applied{}, orNoAnswer(err, "updateAction")
 	}

@@ -102,6 +102,8 @@ type ActionDetailVersionsActionVersion struct {
 	Author *string `json:"author"`
 	// The ledger head when the version was made, as a decimal string: its triggers match events after this position.
 	FromPosition string `json:"fromPosition"`
+	// The version's backfill, when it was made with `from`; null otherwise.
+	Backfill *ActionDetailVersionsActionVersionBackfill `json:"backfill"`
 }
 
 // GetVersion returns ActionDetailVersionsActionVersion.Version, and is useful for accessing the field via an interface.
@@ -115,6 +117,49 @@ func (v *ActionDetailVersionsActionVersion) GetAuthor() *string { return v.Autho
 
 // GetFromPosition returns ActionDetailVersionsActionVersion.FromPosition, and is useful for accessing the field via an interface.
 func (v *ActionDetailVersionsActionVersion) GetFromPosition() string { return v.FromPosition }
+
+// GetBackfill returns ActionDetailVersionsActionVersion.Backfill, and is useful for accessing the field via an interface.
+func (v *ActionDetailVersionsActionVersion) GetBackfill() *ActionDetailVersionsActionVersionBackfill {
+	return v.Backfill
+}
+
+// ActionDetailVersionsActionVersionBackfill includes the requested fields of the GraphQL type Backfill.
+// The GraphQL type's documentation follows.
+//
+// A version's triggers judging past events (createAction or updateAction with
+// `from`). The version judges every event from `from` on, in commit order,
+// with a cursor of its own (`reached`), until that cursor reaches live
+// dispatch; then it joins live dispatch (`joined`). Until then live dispatch
+// leaves the version out, so no event is judged twice and sessions, intake
+// records and executions come out as if the version had existed before
+// `from`. While the action is not ACTIVE it judges the events up to where
+// its status changed, then joins.
+type ActionDetailVersionsActionVersionBackfill struct {
+	Status BackfillStatus `json:"status"`
+	// The first position it judges (decimal string).
+	From string `json:"from"`
+	// The last position judged so far (decimal string); from - 1 before the first batch.
+	Reached string `json:"reached"`
+	// The dispatch cursor when the version joined live dispatch (decimal string); null until then.
+	Joined *string `json:"joined"`
+	// How far it is, 0 to 1: reached's way from from to head; 1 once joined.
+	Progress float64 `json:"progress"`
+}
+
+// GetStatus returns ActionDetailVersionsActionVersionBackfill.Status, and is useful for accessing the field via an interface.
+func (v *ActionDetailVersionsActionVersionBackfill) GetStatus() BackfillStatus { return v.Status }
+
+// GetFrom returns ActionDetailVersionsActionVersionBackfill.From, and is useful for accessing the field via an interface.
+func (v *ActionDetailVersionsActionVersionBackfill) GetFrom() string { return v.From }
+
+// GetReached returns ActionDetailVersionsActionVersionBackfill.Reached, and is useful for accessing the field via an interface.
+func (v *ActionDetailVersionsActionVersionBackfill) GetReached() string { return v.Reached }
+
+// GetJoined returns ActionDetailVersionsActionVersionBackfill.Joined, and is useful for accessing the field via an interface.
+func (v *ActionDetailVersionsActionVersionBackfill) GetJoined() *string { return v.Joined }
+
+// GetProgress returns ActionDetailVersionsActionVersionBackfill.Progress, and is useful for accessing the field via an interface.
+func (v *ActionDetailVersionsActionVersionBackfill) GetProgress() float64 { return v.Progress }
 
 // Whether an action takes part in new work. DISABLED is meant as a pause and
 // ARCHIVED as retirement; they behave the same, and either can be set back to
@@ -293,6 +338,25 @@ func (v *ApprovalResponseInput) GetReason() *string { return v.Reason }
 
 // GetInput returns ApprovalResponseInput.Input, and is useful for accessing the field via an interface.
 func (v *ApprovalResponseInput) GetInput() *json.RawMessage { return v.Input }
+
+type BackfillStatus string
+
+const (
+	// Judging past events in commit order, in batches, beside live traffic.
+	BackfillStatusRunning BackfillStatus = "RUNNING"
+	// It caught up with live dispatch, and the version joined it.
+	BackfillStatusDone BackfillStatus = "DONE"
+	// Stopped going back by cancelBackfill: it skips the rest of the events
+	// before the version was made (what it judged stays judged), then judges
+	// the events since and joins live dispatch (joined says when).
+	BackfillStatusCancelled BackfillStatus = "CANCELLED"
+)
+
+var AllBackfillStatus = []BackfillStatus{
+	BackfillStatusRunning,
+	BackfillStatusDone,
+	BackfillStatusCancelled,
+}
 
 // CloseSessionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
 type CloseSessionActionsActionsMutation struct {
@@ -3158,6 +3222,7 @@ func (v *__CloseSessionInput) GetReason() string { return v.Reason }
 type __CreateActionInput struct {
 	Id    string          `json:"id"`
 	Input json.RawMessage `json:"input"`
+	From  *string         `json:"from"`
 }
 
 // GetId returns __CreateActionInput.Id, and is useful for accessing the field via an interface.
@@ -3165,6 +3230,9 @@ func (v *__CreateActionInput) GetId() string { return v.Id }
 
 // GetInput returns __CreateActionInput.Input, and is useful for accessing the field via an interface.
 func (v *__CreateActionInput) GetInput() json.RawMessage { return v.Input }
+
+// GetFrom returns __CreateActionInput.From, and is useful for accessing the field via an interface.
+func (v *__CreateActionInput) GetFrom() *string { return v.From }
 
 // __CreateTokenInput is used internally by genqlient
 type __CreateTokenInput struct {
@@ -3374,6 +3442,7 @@ func (v *__SessionUpdatesInput) GetId() string { return v.Id }
 type __UpdateActionInput struct {
 	Id    string          `json:"id"`
 	Input json.RawMessage `json:"input"`
+	From  *string         `json:"from"`
 }
 
 // GetId returns __UpdateActionInput.Id, and is useful for accessing the field via an interface.
@@ -3381,6 +3450,9 @@ func (v *__UpdateActionInput) GetId() string { return v.Id }
 
 // GetInput returns __UpdateActionInput.Input, and is useful for accessing the field via an interface.
 func (v *__UpdateActionInput) GetInput() json.RawMessage { return v.Input }
+
+// GetFrom returns __UpdateActionInput.From, and is useful for accessing the field via an interface.
+func (v *__UpdateActionInput) GetFrom() *string { return v.From }
 
 // The query executed by ActionVersion.
 const ActionVersion_Operation = `
@@ -3509,9 +3581,9 @@ func CloseSession(
 
 // The mutation executed by CreateAction.
 const CreateAction_Operation = `
-mutation CreateAction ($id: UUID!, $input: ActionInput!) {
+mutation CreateAction ($id: UUID!, $input: ActionInput!, $from: String) {
 	actions {
-		createAction(id: $id, input: $input) {
+		createAction(id: $id, input: $input, from: $from) {
 			actionId
 			version
 			definition {
@@ -3529,6 +3601,7 @@ func CreateAction(
 	client_ graphql.Client,
 	id string,
 	input json.RawMessage,
+	from *string,
 ) (data_ *CreateActionResponse, err_ error) {
 	req_ := &graphql.Request{
 		OpName: "CreateAction",
@@ -3536,6 +3609,7 @@ func CreateAction(
 		Variables: &__CreateActionInput{
 			Id:    id,
 			Input: input,
+			From:  from,
 		},
 	}
 
@@ -3616,6 +3690,13 @@ query GetAction ($id: UUID!) {
 				createdAt
 				author
 				fromPosition
+				backfill {
+					status
+					from
+					reached
+					joined
+					progress
+				}
 			}
 			schedules {
 				trigger
@@ -4534,9 +4615,9 @@ func SessionUpdatesForwardData(interfaceChan interface{}, jsonRawMsg json.RawMes
 
 // The mutation executed by UpdateAction.
 const UpdateAction_Operation = `
-mutation UpdateAction ($id: UUID!, $input: ActionInput!) {
+mutation UpdateAction ($id: UUID!, $input: ActionInput!, $from: String) {
 	actions {
-		updateAction(id: $id, input: $input) {
+		updateAction(id: $id, input: $input, from: $from) {
 			actionId
 			version
 			definition {
@@ -4552,6 +4633,7 @@ func UpdateAction(
 	client_ graphql.Client,
 	id string,
 	input json.RawMessage,
+	from *string,
 ) (data_ *UpdateActionResponse, err_ error) {
 	req_ := &graphql.Request{
 		OpName: "UpdateAction",
@@ -4559,6 +4641,7 @@ func UpdateAction(
 		Variables: &__UpdateActionInput{
 			Id:    id,
 			Input: input,
+			From:  from,
 		},
 	}
 

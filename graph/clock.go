@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/actionsledger/actionsledger/action"
@@ -123,4 +124,17 @@ func (r *Resolver) sessionClock(ctx context.Context, s *session.Session) ([]mode
 		out = append(out, entry)
 	}
 	return out, nil
+}
+
+// parseFrom reads createAction's and updateAction's from: a ledger
+// position as a decimal string. Errors: fault.BadInput (field from).
+func parseFrom(from *string) (action.From, error) {
+	if from == nil {
+		return action.From{}, nil
+	}
+	p, err := strconv.ParseInt(*from, 10, 64)
+	if err != nil {
+		return action.From{}, fault.New(fault.BadInput, "from", "from is a ledger position: a decimal integer, as Event.position gives it")
+	}
+	return action.From{Position: &p}, nil
 }

@@ -14,7 +14,7 @@ import (
 func reportAll(ctx context.Context, err error, arg string) error {
 	errs := action.Errors(err)
 	for i, e := range errs {
-		if fe := fault.As(e); fe != nil && fe.Field != "id" {
+		if fe := fault.As(e); fe != nil && fe.Field != "id" && fe.Field != "from" {
 			e = fault.WithField(e, arg)
 		}
 		if i == 0 {

@@ -48,6 +48,7 @@ type ResolverRoot interface {
 	ApprovalRequest() ApprovalRequestResolver
 	AuthMutation() AuthMutationResolver
 	AuthQuery() AuthQueryResolver
+	Backfill() BackfillResolver
 	ClockEntry() ClockEntryResolver
 	Event() EventResolver
 	Execution() ExecutionResolver
@@ -176,6 +177,7 @@ type ComplexityRoot struct {
 	ActionVersion struct {
 		ActionID     func(childComplexity int) int
 		Author       func(childComplexity int) int
+		Backfill     func(childComplexity int) int
 		CreatedAt    func(childComplexity int) int
 		Definition   func(childComplexity int) int
 		FromPosition func(childComplexity int) int
@@ -185,12 +187,13 @@ type ComplexityRoot struct {
 
 	ActionsMutation struct {
 		CallTool         func(childComplexity int, actionID uuid.UUID, input jsonvalue.Value) int
+		CancelBackfill   func(childComplexity int, actionID uuid.UUID, version int) int
 		CloseSession     func(childComplexity int, actionID uuid.UUID, id string, reason string) int
-		CreateAction     func(childComplexity int, id uuid.UUID, input action.Definition) int
+		CreateAction     func(childComplexity int, id uuid.UUID, input action.Definition, from *string) int
 		RespondToSession func(childComplexity int, actionID uuid.UUID, id string, interruptID string, response session.Response) int
 		RetryExecution   func(childComplexity int, actionID uuid.UUID, id uuid.UUID) int
 		SetActionStatus  func(childComplexity int, id uuid.UUID, status model.ActionStatus) int
-		UpdateAction     func(childComplexity int, id uuid.UUID, input action.Definition) int
+		UpdateAction     func(childComplexity int, id uuid.UUID, input action.Definition, from *string) int
 	}
 
 	ActionsQuery struct {
@@ -220,6 +223,23 @@ type ComplexityRoot struct {
 
 	AuthQuery struct {
 		Principals func(childComplexity int) int
+	}
+
+	Backfill struct {
+		ActionID    func(childComplexity int) int
+		CancelledBy func(childComplexity int) int
+		CreatedAt   func(childComplexity int) int
+		Events      func(childComplexity int) int
+		FinishedAt  func(childComplexity int) int
+		From        func(childComplexity int) int
+		Head        func(childComplexity int) int
+		Joined      func(childComplexity int) int
+		Progress    func(childComplexity int) int
+		Reached     func(childComplexity int) int
+		Status      func(childComplexity int) int
+		To          func(childComplexity int) int
+		UpdatedAt   func(childComplexity int) int
+		Version     func(childComplexity int) int
 	}
 
 	Checkpoint struct {
@@ -628,14 +648,16 @@ type ActionSessionTurnResolver interface {
 	Execution(ctx context.Context, obj *turns.Turn) (*turns.Execution, error)
 }
 type ActionVersionResolver interface {
+	Backfill(ctx context.Context, obj *action.Version) (*action.Backfill, error)
 	FromPosition(ctx context.Context, obj *action.Version) (string, error)
 
 	Author(ctx context.Context, obj *action.Version) (*string, error)
 	Grants(ctx context.Context, obj *action.Version) (*auth.Grants, error)
 }
 type ActionsMutationResolver interface {
-	CreateAction(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, input action.Definition) (*action.Version, error)
-	UpdateAction(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, input action.Definition) (*action.Version, error)
+	CreateAction(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, input action.Definition, from *string) (*action.Version, error)
+	UpdateAction(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, input action.Definition, from *string) (*action.Version, error)
+	CancelBackfill(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, version int) (*action.Backfill, error)
 	SetActionStatus(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, status model.ActionStatus) (*action.Action, error)
 	CloseSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, reason string) (*session.Session, error)
 	CallTool(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, input jsonvalue.Value) (*tools.Result, error)
@@ -666,6 +688,15 @@ type AuthMutationResolver interface {
 }
 type AuthQueryResolver interface {
 	Principals(ctx context.Context, obj *model.AuthQuery) ([]model.Principal, error)
+}
+type BackfillResolver interface {
+	Status(ctx context.Context, obj *action.Backfill) (model.BackfillStatus, error)
+	From(ctx context.Context, obj *action.Backfill) (string, error)
+	To(ctx context.Context, obj *action.Backfill) (string, error)
+	Reached(ctx context.Context, obj *action.Backfill) (string, error)
+	Joined(ctx context.Context, obj *action.Backfill) (*string, error)
+	Head(ctx context.Context, obj *action.Backfill) (string, error)
+	Progress(ctx context.Context, obj *action.Backfill) (float64, error)
 }
 type ClockEntryResolver interface {
 	NextFirings(ctx context.Context, obj *model.ClockEntry, count *int) ([]time.Time, error)
@@ -1297,6 +1328,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionVersion.Author(childComplexity), true
+	case "ActionVersion.backfill":
+		if e.ComplexityRoot.ActionVersion.Backfill == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionVersion.Backfill(childComplexity), true
 	case "ActionVersion.createdAt":
 		if e.ComplexityRoot.ActionVersion.CreatedAt == nil {
 			break
@@ -1339,6 +1376,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionsMutation.CallTool(childComplexity, args["actionId"].(uuid.UUID), args["input"].(jsonvalue.Value)), true
+	case "ActionsMutation.cancelBackfill":
+		if e.ComplexityRoot.ActionsMutation.CancelBackfill == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_cancelBackfill_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.CancelBackfill(childComplexity, args["actionId"].(uuid.UUID), args["version"].(int)), true
 	case "ActionsMutation.closeSession":
 		if e.ComplexityRoot.ActionsMutation.CloseSession == nil {
 			break
@@ -1360,7 +1408,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.ActionsMutation.CreateAction(childComplexity, args["id"].(uuid.UUID), args["input"].(action.Definition)), true
+		return e.ComplexityRoot.ActionsMutation.CreateAction(childComplexity, args["id"].(uuid.UUID), args["input"].(action.Definition), args["from"].(*string)), true
 	case "ActionsMutation.respondToSession":
 		if e.ComplexityRoot.ActionsMutation.RespondToSession == nil {
 			break
@@ -1404,7 +1452,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.ActionsMutation.UpdateAction(childComplexity, args["id"].(uuid.UUID), args["input"].(action.Definition)), true
+		return e.ComplexityRoot.ActionsMutation.UpdateAction(childComplexity, args["id"].(uuid.UUID), args["input"].(action.Definition), args["from"].(*string)), true
 
 	case "ActionsQuery.action":
 		if e.ComplexityRoot.ActionsQuery.Action == nil {
@@ -1536,6 +1584,91 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuthQuery.Principals(childComplexity), true
+
+	case "Backfill.actionId":
+		if e.ComplexityRoot.Backfill.ActionID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Backfill.ActionID(childComplexity), true
+	case "Backfill.cancelledBy":
+		if e.ComplexityRoot.Backfill.CancelledBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Backfill.CancelledBy(childComplexity), true
+	case "Backfill.createdAt":
+		if e.ComplexityRoot.Backfill.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Backfill.CreatedAt(childComplexity), true
+	case "Backfill.events":
+		if e.ComplexityRoot.Backfill.Events == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Backfill.Events(childComplexity), true
+	case "Backfill.finishedAt":
+		if e.ComplexityRoot.Backfill.FinishedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Backfill.FinishedAt(childComplexity), true
+	case "Backfill.from":
+		if e.ComplexityRoot.Backfill.From == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Backfill.From(childComplexity), true
+	case "Backfill.head":
+		if e.ComplexityRoot.Backfill.Head == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Backfill.Head(childComplexity), true
+	case "Backfill.joined":
+		if e.ComplexityRoot.Backfill.Joined == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Backfill.Joined(childComplexity), true
+	case "Backfill.progress":
+		if e.ComplexityRoot.Backfill.Progress == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Backfill.Progress(childComplexity), true
+	case "Backfill.reached":
+		if e.ComplexityRoot.Backfill.Reached == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Backfill.Reached(childComplexity), true
+	case "Backfill.status":
+		if e.ComplexityRoot.Backfill.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Backfill.Status(childComplexity), true
+	case "Backfill.to":
+		if e.ComplexityRoot.Backfill.To == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Backfill.To(childComplexity), true
+	case "Backfill.updatedAt":
+		if e.ComplexityRoot.Backfill.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Backfill.UpdatedAt(childComplexity), true
+	case "Backfill.version":
+		if e.ComplexityRoot.Backfill.Version == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Backfill.Version(childComplexity), true
 
 	case "Checkpoint.reason":
 		if e.ComplexityRoot.Checkpoint.Reason == nil {
@@ -3347,7 +3480,22 @@ type ActionsMutation {
   with the same definition returns the existing version; a different
   definition under the same id fails with ACTION_EXISTS.
   """
-  createAction(id: UUID!, input: ActionInput!): ActionVersion
+  createAction(
+    id: UUID!
+    input: ActionInput!
+    # Issue 15: backfill.
+    """
+    A ledger position (a decimal string, as Event.position): the new
+    version's triggers judge every event from this one on, as a backfill
+    that runs in batches beside live traffic and then joins it
+    (ActionVersion.backfill; cancelBackfill stops it going back). Each event
+    is judged once, in commit order, starting the same sessions a live
+    event would. A position under 1 or after the head + 1 is
+    BAD_USER_INPUT on from. Ignored when the call returns the existing
+    version.
+    """
+    from: String
+  ): ActionVersion
   # Spec: A2
   """
   Stores a new definition as the action's next version, validated as
@@ -3358,7 +3506,21 @@ type ActionsMutation {
   A definition equal to the current one returns the current version and
   makes no new one. Unknown id: NOT_FOUND.
   """
-  updateAction(id: UUID!, input: ActionInput!): ActionVersion
+  updateAction(
+    id: UUID!
+    input: ActionInput!
+    "As createAction's from, for the new version's triggers only; the versions before it keep what they judged."
+    from: String
+  ): ActionVersion
+  # Issue 15: backfill.
+  """
+  Stops a version's backfill from going further back: what it judged stays,
+  the rest of the events before the version was made are skipped, and the
+  version judges the events since and joins live dispatch. A backfill done
+  or cancelled already is returned unchanged. No backfill: NOT_FOUND on
+  version.
+  """
+  cancelBackfill(actionId: UUID!, version: Int!): Backfill
   """
   Sets whether the action takes part in new work. DISABLED and ARCHIVED both
   stop its triggers from matching events committed after the change and
@@ -3603,6 +3765,9 @@ type ActionVersion {
   actionId: UUID!
   version: Int!
   definition: ActionDefinition!
+  # Issue 15.
+  "The version's backfill, when it was made with ` + "`" + `from` + "`" + `; null otherwise."
+  backfill: Backfill
   "The ledger head when the version was made, as a decimal string: its triggers match events after this position."
   fromPosition: String!
   createdAt: Time!
@@ -3706,6 +3871,57 @@ type Trigger {
   "The trigger's own clock, for a schedule trigger; null for an event trigger. Action.schedules shows its firings."
   schedule: TriggerSchedule
   session: TriggerSessionRole
+}
+
+# Issue 15.
+enum BackfillStatus {
+  "Judging past events in commit order, in batches, beside live traffic."
+  RUNNING
+  "It caught up with live dispatch, and the version joined it."
+  DONE
+  """
+  Stopped going back by cancelBackfill: it skips the rest of the events
+  before the version was made (what it judged stays judged), then judges
+  the events since and joins live dispatch (joined says when).
+  """
+  CANCELLED
+}
+
+"""
+A version's triggers judging past events (createAction or updateAction with
+` + "`" + `from` + "`" + `). The version judges every event from ` + "`" + `from` + "`" + ` on, in commit order,
+with a cursor of its own (` + "`" + `reached` + "`" + `), until that cursor reaches live
+dispatch; then it joins live dispatch (` + "`" + `joined` + "`" + `). Until then live dispatch
+leaves the version out, so no event is judged twice and sessions, intake
+records and executions come out as if the version had existed before
+` + "`" + `from` + "`" + `. While the action is not ACTIVE it judges the events up to where
+its status changed, then joins.
+"""
+type Backfill {
+  actionId: UUID!
+  version: Int!
+  status: BackfillStatus!
+  "The first position it judges (decimal string)."
+  from: String!
+  "The ledger head when the version was made (decimal string): the past it goes back over ends here."
+  to: String!
+  "The last position judged so far (decimal string); from - 1 before the first batch."
+  reached: String!
+  "The dispatch cursor when the version joined live dispatch (decimal string); null until then."
+  joined: String
+  "The ledger head now (decimal string), for comparison."
+  head: String!
+  "How far it is, 0 to 1: reached's way from from to head; 1 once joined."
+  progress: Float!
+  "Events read so far."
+  events: Int!
+  createdAt: Time!
+  "When it last moved on."
+  updatedAt: Time!
+  "When it joined live dispatch, or was cancelled."
+  finishedAt: Time
+  "Who cancelled it."
+  cancelledBy: String
 }
 
 # Spec: A4, C1, C2
@@ -4589,6 +4805,8 @@ func (ec *executionContext) childFields_ActionVersion(ctx context.Context, field
 		return ec.fieldContext_ActionVersion_version(ctx, field)
 	case "definition":
 		return ec.fieldContext_ActionVersion_definition(ctx, field)
+	case "backfill":
+		return ec.fieldContext_ActionVersion_backfill(ctx, field)
 	case "fromPosition":
 		return ec.fieldContext_ActionVersion_fromPosition(ctx, field)
 	case "createdAt":
@@ -4607,6 +4825,8 @@ func (ec *executionContext) childFields_ActionsMutation(ctx context.Context, fie
 		return ec.fieldContext_ActionsMutation_createAction(ctx, field)
 	case "updateAction":
 		return ec.fieldContext_ActionsMutation_updateAction(ctx, field)
+	case "cancelBackfill":
+		return ec.fieldContext_ActionsMutation_cancelBackfill(ctx, field)
 	case "setActionStatus":
 		return ec.fieldContext_ActionsMutation_setActionStatus(ctx, field)
 	case "closeSession":
@@ -4677,6 +4897,40 @@ func (ec *executionContext) childFields_AuthQuery(ctx context.Context, field gra
 		return ec.fieldContext_AuthQuery_principals(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AuthQuery", field.Name)
+}
+
+func (ec *executionContext) childFields_Backfill(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "actionId":
+		return ec.fieldContext_Backfill_actionId(ctx, field)
+	case "version":
+		return ec.fieldContext_Backfill_version(ctx, field)
+	case "status":
+		return ec.fieldContext_Backfill_status(ctx, field)
+	case "from":
+		return ec.fieldContext_Backfill_from(ctx, field)
+	case "to":
+		return ec.fieldContext_Backfill_to(ctx, field)
+	case "reached":
+		return ec.fieldContext_Backfill_reached(ctx, field)
+	case "joined":
+		return ec.fieldContext_Backfill_joined(ctx, field)
+	case "head":
+		return ec.fieldContext_Backfill_head(ctx, field)
+	case "progress":
+		return ec.fieldContext_Backfill_progress(ctx, field)
+	case "events":
+		return ec.fieldContext_Backfill_events(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Backfill_createdAt(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_Backfill_updatedAt(ctx, field)
+	case "finishedAt":
+		return ec.fieldContext_Backfill_finishedAt(ctx, field)
+	case "cancelledBy":
+		return ec.fieldContext_Backfill_cancelledBy(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Backfill", field.Name)
 }
 
 func (ec *executionContext) childFields_Checkpoint(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5685,6 +5939,28 @@ func (ec *executionContext) field_ActionsMutation_callTool_args(ctx context.Cont
 	return args, nil
 }
 
+func (ec *executionContext) field_ActionsMutation_cancelBackfill_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "version",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["version"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_ActionsMutation_closeSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5734,6 +6010,14 @@ func (ec *executionContext) field_ActionsMutation_createAction_args(ctx context.
 		return nil, err
 	}
 	args["input"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "from",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["from"] = arg2
 	return args, nil
 }
 
@@ -5838,6 +6122,14 @@ func (ec *executionContext) field_ActionsMutation_updateAction_args(ctx context.
 		return nil, err
 	}
 	args["input"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "from",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["from"] = arg2
 	return args, nil
 }
 
@@ -8600,6 +8892,38 @@ func (ec *executionContext) fieldContext_ActionVersion_definition(_ context.Cont
 	return fc, nil
 }
 
+func (ec *executionContext) _ActionVersion_backfill(ctx context.Context, field graphql.CollectedField, obj *action.Version) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionVersion_backfill(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionVersion().Backfill(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *action.Backfill) graphql.Marshaler {
+			return ec.marshalOBackfill2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐBackfill(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionVersion_backfill(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionVersion",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Backfill(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ActionVersion_fromPosition(ctx context.Context, field graphql.CollectedField, obj *action.Version) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8711,7 +9035,7 @@ func (ec *executionContext) _ActionsMutation_createAction(ctx context.Context, f
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.ActionsMutation().CreateAction(ctx, obj, fc.Args["id"].(uuid.UUID), fc.Args["input"].(action.Definition))
+			return ec.Resolvers.ActionsMutation().CreateAction(ctx, obj, fc.Args["id"].(uuid.UUID), fc.Args["input"].(action.Definition), fc.Args["from"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *action.Version) graphql.Marshaler {
@@ -8755,7 +9079,7 @@ func (ec *executionContext) _ActionsMutation_updateAction(ctx context.Context, f
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.ActionsMutation().UpdateAction(ctx, obj, fc.Args["id"].(uuid.UUID), fc.Args["input"].(action.Definition))
+			return ec.Resolvers.ActionsMutation().UpdateAction(ctx, obj, fc.Args["id"].(uuid.UUID), fc.Args["input"].(action.Definition), fc.Args["from"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *action.Version) graphql.Marshaler {
@@ -8783,6 +9107,50 @@ func (ec *executionContext) fieldContext_ActionsMutation_updateAction(ctx contex
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_ActionsMutation_updateAction_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionsMutation_cancelBackfill(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_cancelBackfill(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsMutation().CancelBackfill(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["version"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *action.Backfill) graphql.Marshaler {
+			return ec.marshalOBackfill2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐBackfill(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_cancelBackfill(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Backfill(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_cancelBackfill_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -9539,6 +9907,328 @@ func (ec *executionContext) fieldContext_AuthQuery_principals(_ context.Context,
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Backfill_actionId(ctx context.Context, field graphql.CollectedField, obj *action.Backfill) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Backfill_actionId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ActionID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Backfill_actionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Backfill", field, false, false, "UUID")
+}
+
+func (ec *executionContext) _Backfill_version(ctx context.Context, field graphql.CollectedField, obj *action.Backfill) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Backfill_version(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Version, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Backfill_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Backfill", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Backfill_status(ctx context.Context, field graphql.CollectedField, obj *action.Backfill) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Backfill_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Backfill().Status(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.BackfillStatus) graphql.Marshaler {
+			return ec.marshalNBackfillStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐBackfillStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Backfill_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Backfill", field, true, true, "BackfillStatus")
+}
+
+func (ec *executionContext) _Backfill_from(ctx context.Context, field graphql.CollectedField, obj *action.Backfill) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Backfill_from(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Backfill().From(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Backfill_from(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Backfill", field, true, true, "String")
+}
+
+func (ec *executionContext) _Backfill_to(ctx context.Context, field graphql.CollectedField, obj *action.Backfill) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Backfill_to(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Backfill().To(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Backfill_to(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Backfill", field, true, true, "String")
+}
+
+func (ec *executionContext) _Backfill_reached(ctx context.Context, field graphql.CollectedField, obj *action.Backfill) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Backfill_reached(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Backfill().Reached(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Backfill_reached(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Backfill", field, true, true, "String")
+}
+
+func (ec *executionContext) _Backfill_joined(ctx context.Context, field graphql.CollectedField, obj *action.Backfill) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Backfill_joined(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Backfill().Joined(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Backfill_joined(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Backfill", field, true, true, "String")
+}
+
+func (ec *executionContext) _Backfill_head(ctx context.Context, field graphql.CollectedField, obj *action.Backfill) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Backfill_head(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Backfill().Head(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Backfill_head(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Backfill", field, true, true, "String")
+}
+
+func (ec *executionContext) _Backfill_progress(ctx context.Context, field graphql.CollectedField, obj *action.Backfill) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Backfill_progress(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Backfill().Progress(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Backfill_progress(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Backfill", field, true, true, "Float")
+}
+
+func (ec *executionContext) _Backfill_events(ctx context.Context, field graphql.CollectedField, obj *action.Backfill) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Backfill_events(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Events, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Backfill_events(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Backfill", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Backfill_createdAt(ctx context.Context, field graphql.CollectedField, obj *action.Backfill) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Backfill_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Backfill_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Backfill", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Backfill_updatedAt(ctx context.Context, field graphql.CollectedField, obj *action.Backfill) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Backfill_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Backfill_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Backfill", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Backfill_finishedAt(ctx context.Context, field graphql.CollectedField, obj *action.Backfill) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Backfill_finishedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FinishedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Backfill_finishedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Backfill", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Backfill_cancelledBy(ctx context.Context, field graphql.CollectedField, obj *action.Backfill) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Backfill_cancelledBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CancelledBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Backfill_cancelledBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Backfill", field, false, false, "String")
 }
 
 func (ec *executionContext) _Checkpoint_state(ctx context.Context, field graphql.CollectedField, obj *model.Checkpoint) (ret graphql.Marshaler) {
@@ -18252,6 +18942,12 @@ func (ec *executionContext) _ActionVersion(ctx context.Context, sel ast.Selectio
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "backfill":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionVersion_backfill(ctx, field, obj)
+				})
 		case "fromPosition":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -18310,6 +19006,11 @@ func (ec *executionContext) _ActionsMutation(ctx context.Context, sel ast.Select
 			}
 		case "updateAction":
 			out.Values[i] = ec._ActionsMutation_updateAction(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "cancelBackfill":
+			out.Values[i] = ec._ActionsMutation_cancelBackfill(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -18549,6 +19250,111 @@ func (ec *executionContext) _AuthQuery(ctx context.Context, sel ast.SelectionSet
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._AuthQuery_principals(ctx, field, obj)
 				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var backfillImplementors = []string{"Backfill"}
+
+func (ec *executionContext) _Backfill(ctx context.Context, sel ast.SelectionSet, obj *action.Backfill) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, backfillImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Backfill")
+		case "actionId":
+			out.Values[i] = ec._Backfill_actionId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "version":
+			out.Values[i] = ec._Backfill_version(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "status":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Backfill_status(ctx, field, obj)
+				})
+		case "from":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Backfill_from(ctx, field, obj)
+				})
+		case "to":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Backfill_to(ctx, field, obj)
+				})
+		case "reached":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Backfill_reached(ctx, field, obj)
+				})
+		case "joined":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Backfill_joined(ctx, field, obj)
+				})
+		case "head":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Backfill_head(ctx, field, obj)
+				})
+		case "progress":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Backfill_progress(ctx, field, obj)
+				})
+		case "events":
+			out.Values[i] = ec._Backfill_events(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._Backfill_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "updatedAt":
+			out.Values[i] = ec._Backfill_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "finishedAt":
+			out.Values[i] = ec._Backfill_finishedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "cancelledBy":
+			out.Values[i] = ec._Backfill_cancelledBy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -21600,6 +22406,16 @@ func (ec *executionContext) marshalNAuthQuery2ᚖgithubᚗcomᚋactionsledgerᚋ
 	return ec._AuthQuery(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNBackfillStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐBackfillStatus(ctx context.Context, v any) (model.BackfillStatus, error) {
+	var res model.BackfillStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNBackfillStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐBackfillStatus(ctx context.Context, sel ast.SelectionSet, v model.BackfillStatus) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -21733,6 +22549,20 @@ func (ec *executionContext) unmarshalNExecutionStatus2githubᚗcomᚋactionsledg
 
 func (ec *executionContext) marshalNExecutionStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐExecutionStatus(ctx context.Context, sel ast.SelectionSet, v model.ExecutionStatus) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) unmarshalNFloat2float64(ctx context.Context, v any) (float64, error) {
+	res, err := graphql.UnmarshalFloatContext(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNFloat2float64(ctx context.Context, sel ast.SelectionSet, v float64) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalFloatContext(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Float!")
+	}
+	return graphql.WrapContextMarshaler(ctx, res)
 }
 
 func (ec *executionContext) marshalNGrants2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋauthᚐGrants(ctx context.Context, sel ast.SelectionSet, v *auth.Grants) graphql.Marshaler {
@@ -22663,6 +23493,13 @@ func (ec *executionContext) unmarshalOApprovalResponseInput2ᚖgithubᚗcomᚋac
 	}
 	res, err := ec.unmarshalInputApprovalResponseInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOBackfill2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐBackfill(ctx context.Context, sel ast.SelectionSet, v *action.Backfill) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Backfill(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {

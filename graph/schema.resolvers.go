@@ -307,6 +307,11 @@ func (r *actionSessionTurnResolver) Execution(ctx context.Context, obj *turns.Tu
 	return x, err
 }
 
+// Backfill is the resolver for the backfill field.
+func (r *actionVersionResolver) Backfill(ctx context.Context, obj *action.Version) (*action.Backfill, error) {
+	return r.ActionStore.Backfill(ctx, obj.ActionID, obj.Version)
+}
+
 // FromPosition is the resolver for the fromPosition field.
 func (r *actionVersionResolver) FromPosition(ctx context.Context, obj *action.Version) (string, error) {
 	return strconv.FormatInt(obj.FromPosition, 10), nil
@@ -330,8 +335,12 @@ func (r *actionVersionResolver) Grants(ctx context.Context, obj *action.Version)
 }
 
 // CreateAction is the resolver for the createAction field.
-func (r *actionsMutationResolver) CreateAction(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, input action.Definition) (*action.Version, error) {
-	v, err := r.ActionStore.Create(ctx, id, input)
+func (r *actionsMutationResolver) CreateAction(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, input action.Definition, from *string) (*action.Version, error) {
+	f, err := parseFrom(from)
+	if err != nil {
+		return nil, err
+	}
+	v, err := r.ActionStore.CreateFrom(ctx, id, input, f)
 	if err != nil {
 		return nil, reportAll(ctx, err, "input")
 	}
@@ -339,12 +348,22 @@ func (r *actionsMutationResolver) CreateAction(ctx context.Context, obj *model.A
 }
 
 // UpdateAction is the resolver for the updateAction field.
-func (r *actionsMutationResolver) UpdateAction(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, input action.Definition) (*action.Version, error) {
-	v, err := r.ActionStore.Update(ctx, id, input)
+func (r *actionsMutationResolver) UpdateAction(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, input action.Definition, from *string) (*action.Version, error) {
+	f, err := parseFrom(from)
+	if err != nil {
+		return nil, err
+	}
+	v, err := r.ActionStore.UpdateFrom(ctx, id, input, f)
 	if err != nil {
 		return nil, reportAll(ctx, err, "input")
 	}
 	return &v, nil
+}
+
+// CancelBackfill is the resolver for the cancelBackfill field.
+func (r *actionsMutationResolver) CancelBackfill(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, version int) (*action.Backfill, error) {
+	p, _ := auth.From(ctx)
+	return r.ActionStore.CancelBackfill(ctx, actionID, version, p.ID)
 }
 
 // SetActionStatus is the resolver for the setActionStatus field.
@@ -505,6 +524,47 @@ func (r *authQueryResolver) Principals(ctx context.Context, obj *model.AuthQuery
 		out[i] = principalModel(p)
 	}
 	return out, nil
+}
+
+// Status is the resolver for the status field.
+func (r *backfillResolver) Status(ctx context.Context, obj *action.Backfill) (model.BackfillStatus, error) {
+	return model.BackfillStatus(obj.Status), nil
+}
+
+// From is the resolver for the from field.
+func (r *backfillResolver) From(ctx context.Context, obj *action.Backfill) (string, error) {
+	return strconv.FormatInt(obj.FromPosition+1, 10), nil
+}
+
+// To is the resolver for the to field.
+func (r *backfillResolver) To(ctx context.Context, obj *action.Backfill) (string, error) {
+	return strconv.FormatInt(obj.ToPosition, 10), nil
+}
+
+// Reached is the resolver for the reached field.
+func (r *backfillResolver) Reached(ctx context.Context, obj *action.Backfill) (string, error) {
+	return strconv.FormatInt(obj.Cursor, 10), nil
+}
+
+// Joined is the resolver for the joined field.
+func (r *backfillResolver) Joined(ctx context.Context, obj *action.Backfill) (*string, error) {
+	if obj.Joined == nil {
+		return nil, nil
+	}
+	j := strconv.FormatInt(*obj.Joined, 10)
+	return &j, nil
+}
+
+// Head is the resolver for the head field.
+func (r *backfillResolver) Head(ctx context.Context, obj *action.Backfill) (string, error) {
+	h, err := r.LedgerStore.Head(ctx)
+	return strconv.FormatInt(h, 10), err
+}
+
+// Progress is the resolver for the progress field.
+func (r *backfillResolver) Progress(ctx context.Context, obj *action.Backfill) (float64, error) {
+	h, err := r.LedgerStore.Head(ctx)
+	return obj.Progress(h), err
 }
 
 // NextFirings is the resolver for the nextFirings field.
@@ -1038,6 +1098,9 @@ func (r *Resolver) AuthMutation() AuthMutationResolver { return &authMutationRes
 // AuthQuery returns AuthQueryResolver implementation.
 func (r *Resolver) AuthQuery() AuthQueryResolver { return &authQueryResolver{r} }
 
+// Backfill returns BackfillResolver implementation.
+func (r *Resolver) Backfill() BackfillResolver { return &backfillResolver{r} }
+
 // ClockEntry returns ClockEntryResolver implementation.
 func (r *Resolver) ClockEntry() ClockEntryResolver { return &clockEntryResolver{r} }
 
@@ -1112,6 +1175,7 @@ type (
 	approvalRequestResolver    struct{ *Resolver }
 	authMutationResolver       struct{ *Resolver }
 	authQueryResolver          struct{ *Resolver }
+	backfillResolver           struct{ *Resolver }
 	clockEntryResolver         struct{ *Resolver }
 	eventResolver              struct{ *Resolver }
 	executionResolver          struct{ *Resolver }

@@ -403,6 +403,11 @@ func ReadAfter(ctx context.Context, q Querier, after int64, limit int, typ strin
 	return out, rows.Err()
 }
 
+// Head returns the newest position in the ledger (0 when it is empty).
+func (s *Store) Head(ctx context.Context) (int64, error) {
+	return Head(ctx, s.pool)
+}
+
 // Recent returns up to last events (capped at MaxPage) with positions
 // below before (every position when before <= 0), newest first,
 // optionally of one type (issue 13: the console shows the newest events).

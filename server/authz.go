@@ -121,6 +121,7 @@ var fieldRules = map[string]rule{
 	"ActionsMutation.createAction":    actionArg(auth.Write, "id"),
 	"ActionsMutation.updateAction":    actionArg(auth.Write, "id"),
 	"ActionsMutation.setActionStatus": actionArg(auth.Write, "id"),
+	"ActionsMutation.cancelBackfill":  actionArg(auth.Write, "actionId"),
 	"ActionsMutation.closeSession":    actionArg(auth.Close, "actionId"),
 	"ActionsMutation.callTool":        actionArg(auth.Call, "actionId"),
 	// P5, H5: answering needs RESPOND on the action's record.

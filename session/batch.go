@@ -24,7 +24,16 @@ const MaxIDLen = 512
 
 // batch is one dispatch transaction's work.
 type batch struct {
-	d      *Dispatcher
+	d *Dispatcher
+	// index is the trigger index the batch matches against: the
+	// dispatcher's, or a backfill's (its version alone).
+	index *triggerIndex
+	// backfill is the backfill the batch works, nil for live dispatch: its
+	// cursor moves instead of the dispatch cursor.
+	backfill *action.Backfill
+	// join, with backfill, is the dispatch cursor the backfilled version
+	// joins live dispatch at, once the batch commits; nil: not yet.
+	join   *int64
 	tx     pgx.Tx
 	now    time.Time
 	diags  map[diagKey]*diagEntry
@@ -42,6 +51,8 @@ type batch struct {
 	// reach stay unlocked while the batch's events are matched (issue 14).
 	deliveries []delivery
 	intakes    []intakeRow
+	// events counts the events the batch read.
+	events int
 	// cand numbers the (event, action version) pairs in dispatch order, so
 	// intake records written at the end keep the order they were made in.
 	cand int
@@ -106,9 +117,10 @@ type target struct {
 }
 
 func (b *batch) event(ctx context.Context, ev ledger.Event) error {
+	b.events++
 	// A session clock's firing is an input of its own session alone (C3);
 	// a schedule trigger's goes to that trigger alone (A4): candidates.
-	cands := b.d.index.candidates(ev)
+	cands := b.index.candidates(ev)
 	if len(cands) == 0 {
 		return nil
 	}
@@ -620,9 +632,12 @@ func (b *batch) flush(ctx context.Context, position int64) error {
 		}
 		b.d.Executions(q, b.now, b.matches)
 	}
-	q.Queue(`UPDATE dispatch_state SET position = $1, updated_at = $2 RETURNING `+XIDColumn, position, b.now).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&b.xid)
-	})
+	scanXID := func(r pgx.Row) error { return r.Scan(&b.xid) }
+	if b.backfill != nil {
+		action.QueueBackfillProgress(q, b.backfill, position, int64(b.events), b.join, b.now, XIDColumn, scanXID)
+	} else {
+		q.Queue(`UPDATE dispatch_state SET position = $1, updated_at = $2 RETURNING `+XIDColumn, position, b.now).QueryRow(scanXID)
+	}
 	b.notice = b.changed
 	b.notice.Turns, b.notice.Timers, b.notice.Executions = b.notify, b.timers, len(b.matches) > 0
 	if err := b.tx.SendBatch(ctx, q).Close(); err != nil {

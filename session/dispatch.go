@@ -86,6 +86,15 @@ func (d *Dispatcher) Run(ctx context.Context, wake <-chan struct{}, poll time.Du
 				break
 			}
 		}
+		// Live events first; then one batch of a backfill, and round
+		// again at once while a backfill has work (issue 15).
+		n, err := d.BackfillOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			d.log.Error("backfill failed", "err", err)
+		}
+		if err == nil && n > 0 {
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -172,7 +181,7 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 		ctx, span = d.tracer().Start(ctx, "dispatch.batch", trace.WithNewRoot(), trace.WithTimestamp(began),
 			trace.WithAttributes(observe.Events.Int(len(events)), observe.FromPosition.Int64(events[0].Position),
 				observe.ToPosition.Int64(events[len(events)-1].Position)))
-		b = &batch{d: d, tx: tx, now: d.clock.Now(), diags: map[diagKey]*diagEntry{}}
+		b = &batch{d: d, index: d.index, tx: tx, now: d.clock.Now(), diags: map[diagKey]*diagEntry{}}
 		for _, ev := range events {
 			if err := b.event(ctx, ev); err != nil {
 				return fmt.Errorf("dispatch: event %d: %w", ev.Position, err)

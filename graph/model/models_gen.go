@@ -239,6 +239,68 @@ func (e ActionStatus) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+type BackfillStatus string
+
+const (
+	// Judging past events in commit order, in batches, beside live traffic.
+	BackfillStatusRunning BackfillStatus = "RUNNING"
+	// It caught up with live dispatch, and the version joined it.
+	BackfillStatusDone BackfillStatus = "DONE"
+	// Stopped going back by cancelBackfill: it skips the rest of the events
+	// before the version was made (what it judged stays judged), then judges
+	// the events since and joins live dispatch (joined says when).
+	BackfillStatusCancelled BackfillStatus = "CANCELLED"
+)
+
+var AllBackfillStatus = []BackfillStatus{
+	BackfillStatusRunning,
+	BackfillStatusDone,
+	BackfillStatusCancelled,
+}
+
+func (e BackfillStatus) IsValid() bool {
+	switch e {
+	case BackfillStatusRunning, BackfillStatusDone, BackfillStatusCancelled:
+		return true
+	}
+	return false
+}
+
+func (e BackfillStatus) String() string {
+	return string(e)
+}
+
+func (e *BackfillStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = BackfillStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid BackfillStatus", str)
+	}
+	return nil
+}
+
+func (e BackfillStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *BackfillStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e BackfillStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type ExecutionStatus string
 
 const (
