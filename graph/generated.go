@@ -60,8 +60,10 @@ type ResolverRoot interface {
 	LedgerMutation() LedgerMutationResolver
 	LedgerQuery() LedgerQueryResolver
 	Mutation() MutationResolver
+	OutcomeChange() OutcomeChangeResolver
 	Principal() PrincipalResolver
 	Query() QueryResolver
+	Replay() ReplayResolver
 	Subscription() SubscriptionResolver
 	ToolCall() ToolCallResolver
 	ToolDefinition() ToolDefinitionResolver
@@ -190,6 +192,7 @@ type ComplexityRoot struct {
 		CancelBackfill   func(childComplexity int, actionID uuid.UUID, version int) int
 		CloseSession     func(childComplexity int, actionID uuid.UUID, id string, reason string) int
 		CreateAction     func(childComplexity int, id uuid.UUID, input action.Definition, from *string) int
+		ReplayExecution  func(childComplexity int, actionID uuid.UUID, id uuid.UUID, provider *model.ReplayProvider) int
 		RespondToSession func(childComplexity int, actionID uuid.UUID, id string, interruptID string, response session.Response) int
 		RetryExecution   func(childComplexity int, actionID uuid.UUID, id uuid.UUID) int
 		SetActionStatus  func(childComplexity int, id uuid.UUID, status model.ActionStatus) int
@@ -292,6 +295,7 @@ type ComplexityRoot struct {
 		Input          func(childComplexity int) int
 		Invocation     func(childComplexity int) int
 		QueuedAt       func(childComplexity int) int
+		Replay         func(childComplexity int) int
 		RetriedAt      func(childComplexity int) int
 		RetriedBy      func(childComplexity int) int
 		Retries        func(childComplexity int) int
@@ -433,6 +437,13 @@ type ComplexityRoot struct {
 		Token     func(childComplexity int) int
 	}
 
+	OutcomeChange struct {
+		Op       func(childComplexity int) int
+		Original func(childComplexity int) int
+		Path     func(childComplexity int) int
+		Replay   func(childComplexity int) int
+	}
+
 	PageInfo struct {
 		EndCursor   func(childComplexity int) int
 		HasNextPage func(childComplexity int) int
@@ -461,6 +472,15 @@ type ComplexityRoot struct {
 		Auth    func(childComplexity int) int
 		Ledger  func(childComplexity int) int
 		Viewer  func(childComplexity int) int
+	}
+
+	Replay struct {
+		By       func(childComplexity int) int
+		Diff     func(childComplexity int) int
+		Of       func(childComplexity int) int
+		Original func(childComplexity int) int
+		Outcome  func(childComplexity int) int
+		Provider func(childComplexity int) int
 	}
 
 	ResumeRole struct {
@@ -663,6 +683,7 @@ type ActionsMutationResolver interface {
 	CallTool(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, input jsonvalue.Value) (*tools.Result, error)
 	RespondToSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, interruptID string, response session.Response) (*session.Input, error)
 	RetryExecution(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id uuid.UUID) (*turns.Execution, error)
+	ReplayExecution(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id uuid.UUID, provider *model.ReplayProvider) (*turns.Execution, error)
 }
 type ActionsQueryResolver interface {
 	Action(ctx context.Context, obj *model.ActionsQuery, id uuid.UUID) (*action.Action, error)
@@ -719,6 +740,7 @@ type ExecutionResolver interface {
 
 	Invocation(ctx context.Context, obj *turns.Execution) (*model.Invocation, error)
 	Children(ctx context.Context, obj *turns.Execution, first *int, after *string) (*model.ExecutionConnection, error)
+	Replay(ctx context.Context, obj *turns.Execution) (*turns.ReplayRecord, error)
 }
 type HoldResolver interface {
 	InterruptID(ctx context.Context, obj *session.Interrupt) (string, error)
@@ -769,6 +791,10 @@ type MutationResolver interface {
 	Ledger(ctx context.Context) (*model.LedgerMutation, error)
 	Auth(ctx context.Context) (*model.AuthMutation, error)
 }
+type OutcomeChangeResolver interface {
+	Original(ctx context.Context, obj *turns.Change) (jsonvalue.Value, error)
+	Replay(ctx context.Context, obj *turns.Change) (jsonvalue.Value, error)
+}
 type PrincipalResolver interface {
 	Tokens(ctx context.Context, obj *model.Principal, includeRevoked *bool) ([]auth.TokenInfo, error)
 }
@@ -777,6 +803,13 @@ type QueryResolver interface {
 	Ledger(ctx context.Context) (*model.LedgerQuery, error)
 	Auth(ctx context.Context) (*model.AuthQuery, error)
 	Viewer(ctx context.Context) (*model.Viewer, error)
+}
+type ReplayResolver interface {
+	Of(ctx context.Context, obj *turns.ReplayRecord) (*turns.Execution, error)
+	Provider(ctx context.Context, obj *turns.ReplayRecord) (model.ReplayProvider, error)
+
+	Outcome(ctx context.Context, obj *turns.ReplayRecord) (jsonvalue.Value, error)
+	Original(ctx context.Context, obj *turns.ReplayRecord) (jsonvalue.Value, error)
 }
 type SubscriptionResolver interface {
 	LedgerEvents(ctx context.Context, after *string, typeArg *string) (<-chan *ledger.Event, error)
@@ -1409,6 +1442,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionsMutation.CreateAction(childComplexity, args["id"].(uuid.UUID), args["input"].(action.Definition), args["from"].(*string)), true
+	case "ActionsMutation.replayExecution":
+		if e.ComplexityRoot.ActionsMutation.ReplayExecution == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_replayExecution_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.ReplayExecution(childComplexity, args["actionId"].(uuid.UUID), args["id"].(uuid.UUID), args["provider"].(*model.ReplayProvider)), true
 	case "ActionsMutation.respondToSession":
 		if e.ComplexityRoot.ActionsMutation.RespondToSession == nil {
 			break
@@ -1889,6 +1933,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Execution.QueuedAt(childComplexity), true
+	case "Execution.replay":
+		if e.ComplexityRoot.Execution.Replay == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Execution.Replay(childComplexity), true
 	case "Execution.retriedAt":
 		if e.ComplexityRoot.Execution.RetriedAt == nil {
 			break
@@ -2485,6 +2535,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.NewToken.Token(childComplexity), true
 
+	case "OutcomeChange.op":
+		if e.ComplexityRoot.OutcomeChange.Op == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutcomeChange.Op(childComplexity), true
+	case "OutcomeChange.original":
+		if e.ComplexityRoot.OutcomeChange.Original == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutcomeChange.Original(childComplexity), true
+	case "OutcomeChange.path":
+		if e.ComplexityRoot.OutcomeChange.Path == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutcomeChange.Path(childComplexity), true
+	case "OutcomeChange.replay":
+		if e.ComplexityRoot.OutcomeChange.Replay == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutcomeChange.Replay(childComplexity), true
+
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
 			break
@@ -2585,6 +2660,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Viewer(childComplexity), true
+
+	case "Replay.by":
+		if e.ComplexityRoot.Replay.By == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Replay.By(childComplexity), true
+	case "Replay.diff":
+		if e.ComplexityRoot.Replay.Diff == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Replay.Diff(childComplexity), true
+	case "Replay.of":
+		if e.ComplexityRoot.Replay.Of == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Replay.Of(childComplexity), true
+	case "Replay.original":
+		if e.ComplexityRoot.Replay.Original == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Replay.Original(childComplexity), true
+	case "Replay.outcome":
+		if e.ComplexityRoot.Replay.Outcome == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Replay.Outcome(childComplexity), true
+	case "Replay.provider":
+		if e.ComplexityRoot.Replay.Provider == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Replay.Provider(childComplexity), true
 
 	case "ResumeRole.id":
 		if e.ComplexityRoot.ResumeRole.ID == nil {
@@ -3566,6 +3678,22 @@ type ActionsMutation {
   the action.
   """
   retryExecution(actionId: UUID!, id: UUID!): Execution
+  # Spec: T9; issue 15.
+  """
+  Runs an execution's handler again on exactly what it received: a turn's
+  inputs (firings and answers included), the session state it began with,
+  its final flag, end and continuation, at the version its session is
+  pinned to; or an execution of an action without a session block on its
+  event. Nothing commits: ledger writes and tool calls run in a transaction
+  that is rolled back. Side effects outside the ledger are real (an http
+  handler's request; a model call unless provider is RECORDED). One
+  attempt, no handler credential. Returns the replay: an execution of its
+  own (Execution.replay) whose turn is the original's, with its status,
+  output, transcript and a diff against the original outcome. NOT_FOUND
+  (id) for another action's execution; BAD_USER_INPUT (id) for a tool call
+  or an execution that has not finished.
+  """
+  replayExecution(actionId: UUID!, id: UUID!, provider: ReplayProvider = LIVE): Execution
 }
 
 "An answer to an interrupt: exactly one of approval and hold."
@@ -4480,6 +4608,49 @@ type Execution {
   invocation: Invocation!
   "Executions this one started (tool calls), oldest first."
   children(first: Int, after: String): ExecutionConnection!
+  # Spec: T9
+  "Set when this execution is a replay (replayExecution): what it replays and how it compares."
+  replay: Replay
+}
+
+# Spec: T9
+"Where a replayed agent's model replies come from."
+enum ReplayProvider {
+  "The model is called, as the original called it."
+  LIVE
+  "Each model call gets the reply the original run recorded, in order; asking for more fails the replay."
+  RECORDED
+}
+
+# Spec: T9
+"What makes an execution a replay (replayExecution)."
+type Replay {
+  "The execution replayed."
+  of: Execution!
+  provider: ReplayProvider!
+  "The principal who asked for it."
+  by: String
+  """
+  The replay's outcome: {status, output, error}, and for a turn also
+  {state, session_status, reason}: what it would have committed.
+  """
+  outcome: JSON!
+  "The original's outcome, in the same shape, as it was when the replay ran."
+  original: JSON!
+  "The structural differences from original to outcome (JSON Patch paths); empty when the replay came out the same."
+  diff: [OutcomeChange!]!
+}
+
+"One difference between an original outcome and its replay."
+type OutcomeChange {
+  "add, remove or replace."
+  op: String!
+  "A JSON Pointer into the outcome, e.g. /output/verdict or /state/count."
+  path: String!
+  "The original's value there; null for add."
+  original: JSON
+  "The replay's value there; null for remove."
+  replay: JSON
 }
 
 type ExecutionConnection {
@@ -4837,6 +5008,8 @@ func (ec *executionContext) childFields_ActionsMutation(ctx context.Context, fie
 		return ec.fieldContext_ActionsMutation_respondToSession(ctx, field)
 	case "retryExecution":
 		return ec.fieldContext_ActionsMutation_retryExecution(ctx, field)
+	case "replayExecution":
+		return ec.fieldContext_ActionsMutation_replayExecution(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionsMutation", field.Name)
 }
@@ -5053,6 +5226,8 @@ func (ec *executionContext) childFields_Execution(ctx context.Context, field gra
 		return ec.fieldContext_Execution_invocation(ctx, field)
 	case "children":
 		return ec.fieldContext_Execution_children(ctx, field)
+	case "replay":
+		return ec.fieldContext_Execution_replay(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Execution", field.Name)
 }
@@ -5303,6 +5478,20 @@ func (ec *executionContext) childFields_NewToken(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type NewToken", field.Name)
 }
 
+func (ec *executionContext) childFields_OutcomeChange(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "op":
+		return ec.fieldContext_OutcomeChange_op(ctx, field)
+	case "path":
+		return ec.fieldContext_OutcomeChange_path(ctx, field)
+	case "original":
+		return ec.fieldContext_OutcomeChange_original(ctx, field)
+	case "replay":
+		return ec.fieldContext_OutcomeChange_replay(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type OutcomeChange", field.Name)
+}
+
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "hasNextPage":
@@ -5347,6 +5536,24 @@ func (ec *executionContext) childFields_Principal(ctx context.Context, field gra
 		return ec.fieldContext_Principal_tokens(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Principal", field.Name)
+}
+
+func (ec *executionContext) childFields_Replay(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "of":
+		return ec.fieldContext_Replay_of(ctx, field)
+	case "provider":
+		return ec.fieldContext_Replay_provider(ctx, field)
+	case "by":
+		return ec.fieldContext_Replay_by(ctx, field)
+	case "outcome":
+		return ec.fieldContext_Replay_outcome(ctx, field)
+	case "original":
+		return ec.fieldContext_Replay_original(ctx, field)
+	case "diff":
+		return ec.fieldContext_Replay_diff(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Replay", field.Name)
 }
 
 func (ec *executionContext) childFields_ResumeRole(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6018,6 +6225,36 @@ func (ec *executionContext) field_ActionsMutation_createAction_args(ctx context.
 		return nil, err
 	}
 	args["from"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_replayExecution_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "provider",
+		func(ctx context.Context, v any) (*model.ReplayProvider, error) {
+			return ec.unmarshalOReplayProvider2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐReplayProvider(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["provider"] = arg2
 	return args, nil
 }
 
@@ -9377,6 +9614,50 @@ func (ec *executionContext) fieldContext_ActionsMutation_retryExecution(ctx cont
 	return fc, nil
 }
 
+func (ec *executionContext) _ActionsMutation_replayExecution(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_replayExecution(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsMutation().ReplayExecution(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["id"].(uuid.UUID), fc.Args["provider"].(*model.ReplayProvider))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *turns.Execution) graphql.Marshaler {
+			return ec.marshalOExecution2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐExecution(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_replayExecution(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Execution(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_replayExecution_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ActionsQuery_action(ctx context.Context, field graphql.CollectedField, obj *model.ActionsQuery) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11362,6 +11643,38 @@ func (ec *executionContext) fieldContext_Execution_children(ctx context.Context,
 	if fc.Args, err = ec.field_Execution_children_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Execution_replay(ctx context.Context, field graphql.CollectedField, obj *turns.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Execution_replay(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Execution().Replay(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *turns.ReplayRecord) graphql.Marshaler {
+			return ec.marshalOReplay2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐReplayRecord(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Execution_replay(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Execution",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Replay(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -13595,6 +13908,98 @@ func (ec *executionContext) fieldContext_NewToken_createdAt(_ context.Context, f
 	return graphql.NewScalarFieldContext("NewToken", field, false, false, "Time")
 }
 
+func (ec *executionContext) _OutcomeChange_op(ctx context.Context, field graphql.CollectedField, obj *turns.Change) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutcomeChange_op(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Op, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutcomeChange_op(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutcomeChange", field, false, false, "String")
+}
+
+func (ec *executionContext) _OutcomeChange_path(ctx context.Context, field graphql.CollectedField, obj *turns.Change) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutcomeChange_path(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Path, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutcomeChange_path(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutcomeChange", field, false, false, "String")
+}
+
+func (ec *executionContext) _OutcomeChange_original(ctx context.Context, field graphql.CollectedField, obj *turns.Change) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutcomeChange_original(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.OutcomeChange().Original(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v jsonvalue.Value) graphql.Marshaler {
+			return ec.marshalOJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OutcomeChange_original(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutcomeChange", field, true, true, "JSON")
+}
+
+func (ec *executionContext) _OutcomeChange_replay(ctx context.Context, field graphql.CollectedField, obj *turns.Change) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutcomeChange_replay(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.OutcomeChange().Replay(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v jsonvalue.Value) graphql.Marshaler {
+			return ec.marshalOJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OutcomeChange_replay(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutcomeChange", field, true, true, "JSON")
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14077,6 +14482,162 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields___Schema(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Replay_of(ctx context.Context, field graphql.CollectedField, obj *turns.ReplayRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Replay_of(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Replay().Of(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *turns.Execution) graphql.Marshaler {
+			return ec.marshalNExecution2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐExecution(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Replay_of(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Replay",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Execution(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Replay_provider(ctx context.Context, field graphql.CollectedField, obj *turns.ReplayRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Replay_provider(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Replay().Provider(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ReplayProvider) graphql.Marshaler {
+			return ec.marshalNReplayProvider2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐReplayProvider(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Replay_provider(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Replay", field, true, true, "ReplayProvider")
+}
+
+func (ec *executionContext) _Replay_by(ctx context.Context, field graphql.CollectedField, obj *turns.ReplayRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Replay_by(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.By, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Replay_by(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Replay", field, false, false, "String")
+}
+
+func (ec *executionContext) _Replay_outcome(ctx context.Context, field graphql.CollectedField, obj *turns.ReplayRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Replay_outcome(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Replay().Outcome(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v jsonvalue.Value) graphql.Marshaler {
+			return ec.marshalNJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Replay_outcome(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Replay", field, true, true, "JSON")
+}
+
+func (ec *executionContext) _Replay_original(ctx context.Context, field graphql.CollectedField, obj *turns.ReplayRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Replay_original(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Replay().Original(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v jsonvalue.Value) graphql.Marshaler {
+			return ec.marshalNJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Replay_original(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Replay", field, true, true, "JSON")
+}
+
+func (ec *executionContext) _Replay_diff(ctx context.Context, field graphql.CollectedField, obj *turns.ReplayRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Replay_diff(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Diff, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []turns.Change) graphql.Marshaler {
+			return ec.marshalNOutcomeChange2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐChangeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Replay_diff(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Replay",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_OutcomeChange(ctx, field)
 		},
 	}
 	return fc, nil
@@ -19039,6 +19600,11 @@ func (ec *executionContext) _ActionsMutation(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "replayExecution":
+			out.Values[i] = ec._ActionsMutation_replayExecution(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -19755,6 +20321,12 @@ func (ec *executionContext) _Execution(ctx context.Context, sel ast.SelectionSet
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Execution_children(ctx, field, obj)
+				})
+		case "replay":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Execution_replay(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -20676,6 +21248,56 @@ func (ec *executionContext) _NewToken(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var outcomeChangeImplementors = []string{"OutcomeChange"}
+
+func (ec *executionContext) _OutcomeChange(ctx context.Context, sel ast.SelectionSet, obj *turns.Change) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, outcomeChangeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("OutcomeChange")
+		case "op":
+			out.Values[i] = ec._OutcomeChange_op(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "path":
+			out.Values[i] = ec._OutcomeChange_path(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "original":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._OutcomeChange_original(ctx, field, obj)
+				})
+		case "replay":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._OutcomeChange_replay(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var pageInfoImplementors = []string{"PageInfo"}
 
 func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet, obj *model.PageInfo) graphql.Marshaler {
@@ -20898,6 +21520,68 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___schema(ctx, field)
 			})
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var replayImplementors = []string{"Replay"}
+
+func (ec *executionContext) _Replay(ctx context.Context, sel ast.SelectionSet, obj *turns.ReplayRecord) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, replayImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Replay")
+		case "of":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Replay_of(ctx, field, obj)
+				})
+		case "provider":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Replay_provider(ctx, field, obj)
+				})
+		case "by":
+			out.Values[i] = ec._Replay_by(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "outcome":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Replay_outcome(ctx, field, obj)
+				})
+		case "original":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Replay_original(ctx, field, obj)
+				})
+		case "diff":
+			out.Values[i] = ec._Replay_diff(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -22843,6 +23527,26 @@ func (ec *executionContext) marshalNLedgerQuery2ᚖgithubᚗcomᚋactionsledger�
 	return ec._LedgerQuery(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNOutcomeChange2githubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐChange(ctx context.Context, sel ast.SelectionSet, v turns.Change) graphql.Marshaler {
+	return ec._OutcomeChange(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNOutcomeChange2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐChangeᚄ(ctx context.Context, sel ast.SelectionSet, v []turns.Change) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNOutcomeChange2githubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐChange(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "PageInfo!")
@@ -22926,6 +23630,16 @@ func (ec *executionContext) marshalNPrincipal2ᚖgithubᚗcomᚋactionsledgerᚋ
 		return graphql.Null
 	}
 	return ec._Principal(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNReplayProvider2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐReplayProvider(ctx context.Context, v any) (model.ReplayProvider, error) {
+	var res model.ReplayProvider
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNReplayProvider2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐReplayProvider(ctx context.Context, sel ast.SelectionSet, v model.ReplayProvider) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNScheduleEntry2githubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐScheduleEntry(ctx context.Context, sel ast.SelectionSet, v action.ScheduleEntry) graphql.Marshaler {
@@ -23746,6 +24460,29 @@ func (ec *executionContext) marshalORecord2githubᚗcomᚋactionsledgerᚋaction
 		return graphql.Null
 	}
 	return ec._Record(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOReplay2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐReplayRecord(ctx context.Context, sel ast.SelectionSet, v *turns.ReplayRecord) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Replay(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOReplayProvider2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐReplayProvider(ctx context.Context, v any) (*model.ReplayProvider, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.ReplayProvider)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOReplayProvider2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐReplayProvider(ctx context.Context, sel ast.SelectionSet, v *model.ReplayProvider) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOResumeInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐResumeRole(ctx context.Context, v any) (*action.ResumeRole, error) {

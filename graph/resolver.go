@@ -5,7 +5,10 @@ package graph
 //go:generate go run ../graph/gen
 
 import (
+	"context"
 	"log/slog"
+
+	"github.com/google/uuid"
 
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/auth"
@@ -26,6 +29,8 @@ type Resolver struct {
 	AuthStore    *auth.Store
 	Clock        clock.Clock
 	Log          *slog.Logger
+	// Replayer runs replayExecution (turns.Executor.Replay); nil: refused.
+	Replayer func(ctx context.Context, actionID, id uuid.UUID, provider, by string) (*turns.Execution, error)
 	// Feed and Tail serve subscriptions (issue 12); without them a
 	// subscription is refused with NOT_IMPLEMENTED.
 	Feed *ledger.Feed

@@ -397,6 +397,19 @@ func (r *actionsMutationResolver) RetryExecution(ctx context.Context, obj *model
 	return r.TurnStore.RetryExecution(ctx, actionID, id, p.ID, r.Clock.Now())
 }
 
+// ReplayExecution is the resolver for the replayExecution field.
+func (r *actionsMutationResolver) ReplayExecution(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id uuid.UUID, provider *model.ReplayProvider) (*turns.Execution, error) {
+	if r.Replayer == nil {
+		return nil, fault.New(fault.NotImplemented, "", "this server runs no executor: it cannot replay")
+	}
+	p, _ := auth.From(ctx)
+	prov := turns.ReplayLive
+	if provider != nil {
+		prov = string(*provider)
+	}
+	return r.Replayer(ctx, actionID, id, prov, p.ID)
+}
+
 // Action is the resolver for the action field.
 func (r *actionsQueryResolver) Action(ctx context.Context, obj *model.ActionsQuery, id uuid.UUID) (*action.Action, error) {
 	return r.ActionStore.Get(ctx, id)
@@ -638,6 +651,14 @@ func (r *executionResolver) TraceID(ctx context.Context, obj *turns.Execution) (
 
 // Event is the resolver for the event field.
 func (r *executionResolver) Event(ctx context.Context, obj *turns.Execution) (*ledger.Event, error) {
+	if obj.EventID == nil && obj.ReplayOf != nil && obj.SID == nil {
+		// A replay of an execution without a session: the original's event.
+		orig, err := r.TurnStore.Execution(ctx, *obj.ReplayOf)
+		if err != nil || orig == nil {
+			return nil, err
+		}
+		obj = orig
+	}
 	if obj.EventID == nil {
 		return nil, nil
 	}
@@ -680,6 +701,11 @@ func (r *executionResolver) Children(ctx context.Context, obj *turns.Execution, 
 		return nil, err
 	}
 	return &model.ExecutionConnection{Nodes: list, PageInfo: info}, nil
+}
+
+// Replay is the resolver for the replay field.
+func (r *executionResolver) Replay(ctx context.Context, obj *turns.Execution) (*turns.ReplayRecord, error) {
+	return obj.Record()
 }
 
 // InterruptID is the resolver for the interruptId field.
@@ -943,6 +969,16 @@ func (r *mutationResolver) Auth(ctx context.Context) (*model.AuthMutation, error
 	return &model.AuthMutation{}, nil
 }
 
+// Original is the resolver for the original field.
+func (r *outcomeChangeResolver) Original(ctx context.Context, obj *turns.Change) (jsonvalue.Value, error) {
+	return jsonvalue.Encode(obj.Original)
+}
+
+// Replay is the resolver for the replay field.
+func (r *outcomeChangeResolver) Replay(ctx context.Context, obj *turns.Change) (jsonvalue.Value, error) {
+	return jsonvalue.Encode(obj.Replay)
+}
+
 // Tokens is the resolver for the tokens field.
 func (r *principalResolver) Tokens(ctx context.Context, obj *model.Principal, includeRevoked *bool) ([]auth.TokenInfo, error) {
 	all, err := r.tokensOf(ctx, obj.ID)
@@ -984,6 +1020,30 @@ func (r *queryResolver) Viewer(ctx context.Context) (*model.Viewer, error) {
 	}
 	v := principalModel(p)
 	return &model.Viewer{ID: p.ID, Dev: p.Dev, Policies: v.Policies}, nil
+}
+
+// Of is the resolver for the of field.
+func (r *replayResolver) Of(ctx context.Context, obj *turns.ReplayRecord) (*turns.Execution, error) {
+	x, err := r.TurnStore.Execution(ctx, obj.Of)
+	if err == nil && x == nil {
+		err = fmt.Errorf("the execution replayed, %s, is missing", obj.Of)
+	}
+	return x, err
+}
+
+// Provider is the resolver for the provider field.
+func (r *replayResolver) Provider(ctx context.Context, obj *turns.ReplayRecord) (model.ReplayProvider, error) {
+	return model.ReplayProvider(obj.Provider), nil
+}
+
+// Outcome is the resolver for the outcome field.
+func (r *replayResolver) Outcome(ctx context.Context, obj *turns.ReplayRecord) (jsonvalue.Value, error) {
+	return jsonvalue.Encode(obj.Outcome)
+}
+
+// Original is the resolver for the original field.
+func (r *replayResolver) Original(ctx context.Context, obj *turns.ReplayRecord) (jsonvalue.Value, error) {
+	return jsonvalue.Encode(obj.Original)
 }
 
 // LedgerEvents is the resolver for the ledgerEvents field.
@@ -1134,11 +1194,17 @@ func (r *Resolver) LedgerQuery() LedgerQueryResolver { return &ledgerQueryResolv
 // Mutation returns MutationResolver implementation.
 func (r *Resolver) Mutation() MutationResolver { return &mutationResolver{r} }
 
+// OutcomeChange returns OutcomeChangeResolver implementation.
+func (r *Resolver) OutcomeChange() OutcomeChangeResolver { return &outcomeChangeResolver{r} }
+
 // Principal returns PrincipalResolver implementation.
 func (r *Resolver) Principal() PrincipalResolver { return &principalResolver{r} }
 
 // Query returns QueryResolver implementation.
 func (r *Resolver) Query() QueryResolver { return &queryResolver{r} }
+
+// Replay returns ReplayResolver implementation.
+func (r *Resolver) Replay() ReplayResolver { return &replayResolver{r} }
 
 // Subscription returns SubscriptionResolver implementation.
 func (r *Resolver) Subscription() SubscriptionResolver { return &subscriptionResolver{r} }
@@ -1187,8 +1253,10 @@ type (
 	ledgerMutationResolver     struct{ *Resolver }
 	ledgerQueryResolver        struct{ *Resolver }
 	mutationResolver           struct{ *Resolver }
+	outcomeChangeResolver      struct{ *Resolver }
 	principalResolver          struct{ *Resolver }
 	queryResolver              struct{ *Resolver }
+	replayResolver             struct{ *Resolver }
 	subscriptionResolver       struct{ *Resolver }
 	toolCallResolver           struct{ *Resolver }
 	toolDefinitionResolver     struct{ *Resolver }

@@ -129,6 +129,8 @@ var fieldRules = map[string]rule{
 	// Issue 15: an operator's retry of a failed execution answers it, as
 	// RETRY answers a held turn.
 	"ActionsMutation.retryExecution": actionArg(auth.Respond, "actionId"),
+	// T9: a replay runs the action's code (and, when LIVE, its model calls).
+	"ActionsMutation.replayExecution": actionArg(auth.Write, "actionId"),
 
 	"AuthQuery.principals":     fixed(auth.Admin, auth.All),
 	"AuthMutation.createToken": fixed(auth.Admin, auth.All),

@@ -81,7 +81,13 @@ func (e *Executor) views(ctx context.Context, inputs []session.Input, known map[
 // held turn it retries, preceded by the ones that turn ran again when it
 // was itself a retry, oldest first.
 func (e *Executor) replayed(ctx context.Context, c *claim) ([]InputView, error) {
-	if c.retryOf == 0 {
+	return e.replayedInputs(ctx, c.sess.SID, c.retryOf)
+}
+
+// replayedInputs is replayed for the turn of session sid that retries
+// turn retryOf (0: none).
+func (e *Executor) replayedInputs(ctx context.Context, sid int64, retryOf int) ([]InputView, error) {
+	if retryOf == 0 {
 		return nil, nil
 	}
 	// retry_of always names an earlier turn, so the chain ends.
@@ -95,7 +101,7 @@ func (e *Executor) replayed(ctx context.Context, c *claim) ([]InputView, error) 
 			SELECT i.*, c.depth FROM chain c
 			  JOIN turn_inputs ti ON ti.sid = $1 AND ti.turn = c.number
 			  JOIN session_inputs i ON i.sid = ti.sid AND i.seq = ti.seq) x
-		ORDER BY depth DESC, order_key, seq`, c.sess.SID, c.retryOf)
+		ORDER BY depth DESC, order_key, seq`, sid, retryOf)
 	if err != nil {
 		return nil, fmt.Errorf("turns: replayed: %w", err)
 	}

@@ -70,6 +70,12 @@ type Execution struct {
 	Retries        int
 	RetriedBy      *string
 	RetriedAt      *time.Time
+
+	// ReplayOf is the execution this one replays (T9); Replay its record
+	// ({outcome, original, diff, by, provider}, see ReplayRecord); nil for
+	// any other execution.
+	ReplayOf *uuid.UUID
+	Replay   jsonvalue.Value
 }
 
 // Store reads turns, executions and transcripts.
@@ -118,13 +124,14 @@ func (s *Store) Turn(ctx context.Context, sid int64, number int) (*Turn, error) 
 }
 
 const executionColumns = `id, action_id, version, sid, turn, parent_id, status, attempts, input, output, error, started_at, finished_at,
-	approvals, hold_id, trace_id, event_id, event_position, triggers, concurrency_key, queued_at, retries, retried_by, retried_at`
+	approvals, hold_id, trace_id, event_id, event_position, triggers, concurrency_key, queued_at, retries, retried_by, retried_at,
+	replay_of, replay`
 
 func scanExecution(r pgx.CollectableRow) (Execution, error) {
 	var x Execution
 	err := r.Scan(&x.ID, &x.ActionID, &x.Version, &x.SID, &x.Turn, &x.ParentID, &x.Status, &x.Attempts, &x.Input, &x.Output, &x.Error, &x.StartedAt, &x.FinishedAt,
 		&x.Approvals, &x.HoldID, &x.TraceID, &x.EventID, &x.EventPosition, &x.Triggers, &x.ConcurrencyKey, &x.QueuedAt,
-		&x.Retries, &x.RetriedBy, &x.RetriedAt)
+		&x.Retries, &x.RetriedBy, &x.RetriedAt, &x.ReplayOf, &x.Replay)
 	x.StartedAt = x.StartedAt.UTC()
 	for _, t := range []**time.Time{&x.FinishedAt, &x.QueuedAt, &x.RetriedAt} {
 		if *t != nil {

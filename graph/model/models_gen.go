@@ -790,6 +790,64 @@ func (e PolicyAction) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// Where a replayed agent's model replies come from.
+type ReplayProvider string
+
+const (
+	// The model is called, as the original called it.
+	ReplayProviderLive ReplayProvider = "LIVE"
+	// Each model call gets the reply the original run recorded, in order; asking for more fails the replay.
+	ReplayProviderRecorded ReplayProvider = "RECORDED"
+)
+
+var AllReplayProvider = []ReplayProvider{
+	ReplayProviderLive,
+	ReplayProviderRecorded,
+}
+
+func (e ReplayProvider) IsValid() bool {
+	switch e {
+	case ReplayProviderLive, ReplayProviderRecorded:
+		return true
+	}
+	return false
+}
+
+func (e ReplayProvider) String() string {
+	return string(e)
+}
+
+func (e *ReplayProvider) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ReplayProvider(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ReplayProvider", str)
+	}
+	return nil
+}
+
+func (e ReplayProvider) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ReplayProvider) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ReplayProvider) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type SessionStatus string
 
 const (

@@ -82,6 +82,9 @@ type loop struct {
 	usage  provider.Usage
 	text   string // the model's latest text
 	nudged bool
+	// replayed is the next recorded reply a replay gives (T9); see
+	// turns.RecordedReplies.
+	replayed int
 }
 
 // newLoop resolves the tools (T7: a reference that cannot be resolved
@@ -238,9 +241,13 @@ func (l *loop) complete(ctx context.Context) (reply *provider.Reply, err error) 
 		}
 		observe.End(span, err)
 	}()
-	reply, err = l.h.provider.Complete(ctx, &provider.Request{
-		Model: cfg.Model, System: cfg.System, Messages: l.msgs, Tools: l.specs, MaxTokens: cfg.MaxTokens,
-	})
+	if recorded, ok := turns.RecordedReplies(ctx); ok {
+		reply, err = l.recordedReply(recorded)
+	} else {
+		reply, err = l.h.provider.Complete(ctx, &provider.Request{
+			Model: cfg.Model, System: cfg.System, Messages: l.msgs, Tools: l.specs, MaxTokens: cfg.MaxTokens,
+		})
+	}
 	if err != nil {
 		err = fmt.Errorf("model call %d: %w", l.steps, err)
 		l.rec.Add("note", map[string]any{"error": err.Error()})
@@ -255,6 +262,21 @@ func (l *loop) complete(ctx context.Context) (reply *provider.Reply, err error) 
 	l.usage.InputTokens += reply.Usage.InputTokens
 	l.usage.OutputTokens += reply.Usage.OutputTokens
 	return reply, nil
+}
+
+// recordedReply is the next model reply of the original run, in a replay
+// with recorded replies (T9): each model_message entry it recorded, in
+// order. A replay that asks for more than the original had fails.
+func (l *loop) recordedReply(recorded []jsonvalue.Value) (*provider.Reply, error) {
+	if l.replayed >= len(recorded) {
+		return nil, provider.Permanent(fmt.Errorf("the original run recorded %d model replies and the replay asks for more", len(recorded)))
+	}
+	var r provider.Reply
+	if err := json.Unmarshal(recorded[l.replayed], &r); err != nil {
+		return nil, provider.Permanent(fmt.Errorf("recorded model reply %d: %w", l.replayed+1, err))
+	}
+	l.replayed++
+	return &r, nil
 }
 
 // handle takes a reply: an outcome ends the turn, gated calls pause it,
