@@ -160,6 +160,18 @@ func (s *Store) CreateFrom(ctx context.Context, id uuid.UUID, def Definition, fr
 
 var errExists = errors.New("action exists")
 
+// Proposed validates and compiles def as Create would (A3), with the
+// principal on ctx as its author, without storing it: a dry run's
+// definition (issue 15). Errors: those of Create's checks.
+func (s *Store) Proposed(ctx context.Context, def Definition) (*Compiled, error) {
+	author, def, comp, _, err := s.prepare(ctx, def)
+	if err != nil {
+		return nil, err
+	}
+	comp.Def, comp.Author = def, author
+	return comp, nil
+}
+
 // prepare checks that the principal on ctx may store def (issue 11),
 // validates and compiles def (A3) and encodes it for storage. It returns
 // the author to record: the principal's id ("" without one).

@@ -126,15 +126,25 @@ func (r *Resolver) sessionClock(ctx context.Context, s *session.Session) ([]mode
 	return out, nil
 }
 
+// parsePosition reads a ledger position argument (a decimal string).
+// Errors: fault.BadInput (field name).
+func parsePosition(s *string, name string) (int64, error) {
+	p, err := strconv.ParseInt(*s, 10, 64)
+	if err != nil {
+		return 0, fault.New(fault.BadInput, name, "%s is a ledger position: a decimal integer, as Event.position gives it", name)
+	}
+	return p, nil
+}
+
 // parseFrom reads createAction's and updateAction's from: a ledger
 // position as a decimal string. Errors: fault.BadInput (field from).
 func parseFrom(from *string) (action.From, error) {
 	if from == nil {
 		return action.From{}, nil
 	}
-	p, err := strconv.ParseInt(*from, 10, 64)
+	p, err := parsePosition(from, "from")
 	if err != nil {
-		return action.From{}, fault.New(fault.BadInput, "from", "from is a ledger position: a decimal integer, as Event.position gives it")
+		return action.From{}, err
 	}
 	return action.From{Position: &p}, nil
 }

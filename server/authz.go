@@ -118,6 +118,8 @@ var fieldRules = map[string]rule{
 
 	"ActionsQuery.action":             actionArg(auth.Read, "id"),
 	"ActionsQuery.actions":            fixed(auth.Read, auth.ActionsDoc),
+	// Issue 15: a dry run judges a definition as if it were stored.
+	"ActionsQuery.dryRun": actionArg(auth.Write, "actionId"),
 	"ActionsMutation.createAction":    actionArg(auth.Write, "id"),
 	"ActionsMutation.updateAction":    actionArg(auth.Write, "id"),
 	"ActionsMutation.setActionStatus": actionArg(auth.Write, "id"),

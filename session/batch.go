@@ -33,7 +33,10 @@ type batch struct {
 	backfill *action.Backfill
 	// join, with backfill, is the dispatch cursor the backfilled version
 	// joins live dispatch at, once the batch commits; nil: not yet.
-	join   *int64
+	join *int64
+	// dry, for a dry run, counts per trigger and leaves every cursor and
+	// execution queue alone (DryRun).
+	dry    *DryRunStats
 	tx     pgx.Tx
 	now    time.Time
 	diags  map[diagKey]*diagEntry
@@ -171,6 +174,7 @@ func (b *batch) action(ctx context.Context, ev ledger.Event, evVars *expr.Event,
 			}
 			if isNew {
 				created[id] = true
+				b.dry.count(t.Name, func(c *DryRunTrigger) { c.Started++ })
 			} else if ok && !created[id] {
 				add(id, t, true)
 			}
@@ -263,6 +267,9 @@ func (b *batch) predicate(ctx context.Context, a scope, t *action.CompiledTrigge
 	v, err := p.Eval(ctx, vars)
 	if err == nil {
 		if ok, isBool := v.(bool); isBool {
+			if ok && p == t.Predicate {
+				b.dry.count(t.Name, func(c *DryRunTrigger) { c.Matched++ })
+			}
 			return ok
 		}
 		err = fmt.Errorf("predicate gave %T, not bool", v)
@@ -590,6 +597,7 @@ func (b *batch) intake(_ context.Context, a scope, t *action.CompiledTrigger, ev
 		v := *id // the caller's variable may change before the flush
 		sid = &v
 	}
+	b.dry.count(t.Name, func(c *DryRunTrigger) { c.IntakeRecords++ })
 	b.intakes = append(b.intakes, intakeRow{cand: b.cand, actionID: a.ActionID.String(), version: a.Version, eventID: ev.ID.String(),
 		trigger: t.Name, sessionID: sid, reason: reason, message: text.Store(msg, 2000)})
 	return nil
@@ -626,6 +634,15 @@ func (b *batch) flush(ctx context.Context, position int64) error {
 				last_event_id = EXCLUDED.last_event_id, last_message = EXCLUDED.last_message, last_at = EXCLUDED.last_at`,
 			k.action, k.version, k.trigger, e.count, e.event.ID, e.msg, b.now)
 	}
+	if b.dry != nil {
+		for _, m := range b.matches {
+			b.dry.Executions++
+			for _, n := range m.Triggers {
+				b.dry.count(n, func(c *DryRunTrigger) { c.Executions++ })
+			}
+		}
+		b.matches = nil
+	}
 	if len(b.matches) > 0 {
 		if b.d.Executions == nil {
 			return fmt.Errorf("dispatch: %d events matched actions without a session block, and this dispatcher cannot queue executions", len(b.matches))
@@ -633,7 +650,9 @@ func (b *batch) flush(ctx context.Context, position int64) error {
 		b.d.Executions(q, b.now, b.matches)
 	}
 	scanXID := func(r pgx.Row) error { return r.Scan(&b.xid) }
-	if b.backfill != nil {
+	if b.dry != nil {
+		q.Queue(`SELECT 1`) // no cursor moves in a dry run
+	} else if b.backfill != nil {
 		action.QueueBackfillProgress(q, b.backfill, position, int64(b.events), b.join, b.now, XIDColumn, scanXID)
 	} else {
 		q.Queue(`UPDATE dispatch_state SET position = $1, updated_at = $2 RETURNING `+XIDColumn, position, b.now).QueryRow(scanXID)

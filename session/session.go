@@ -272,11 +272,21 @@ func TurnInputs(ctx context.Context, q ledger.Querier, sid int64, turn int) ([]I
 
 // IntakeRecords pages an action's intake records, newest first, before id beforeID (0: start).
 func (st *Store) IntakeRecords(ctx context.Context, actionID uuid.UUID, beforeID int64, first int) ([]IntakeRecord, error) {
+	return intakeRecords(ctx, st.pool, actionID, beforeID, first, false)
+}
+
+// intakeRecords reads action actionID's intake records through q, newest
+// first below beforeID (0: from the newest), or oldest first with oldest.
+func intakeRecords(ctx context.Context, q ledger.Querier, actionID uuid.UUID, beforeID int64, first int, oldest bool) ([]IntakeRecord, error) {
 	if beforeID <= 0 {
 		beforeID = 1<<63 - 1
 	}
-	rows, err := st.pool.Query(ctx, `SELECT id, action_id, version, event_id, trigger, session_id, reason, message, created_at
-		FROM intake_records WHERE action_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, actionID, beforeID, first)
+	order := "DESC"
+	if oldest {
+		order = "ASC"
+	}
+	rows, err := q.Query(ctx, `SELECT id, action_id, version, event_id, trigger, session_id, reason, message, created_at
+		FROM intake_records WHERE action_id = $1 AND id < $2 ORDER BY id `+order+` LIMIT $3`, actionID, beforeID, first)
 	if err != nil {
 		return nil, fmt.Errorf("session: intake records: %w", err)
 	}
@@ -290,7 +300,11 @@ func (st *Store) IntakeRecords(ctx context.Context, actionID uuid.UUID, beforeID
 
 // Diagnostics returns an action's trigger diagnostics.
 func (st *Store) Diagnostics(ctx context.Context, actionID uuid.UUID) ([]Diagnostic, error) {
-	rows, err := st.pool.Query(ctx, `SELECT version, trigger, count, last_event_id, last_message, last_at
+	return diagnostics(ctx, st.pool, actionID)
+}
+
+func diagnostics(ctx context.Context, q ledger.Querier, actionID uuid.UUID) ([]Diagnostic, error) {
+	rows, err := q.Query(ctx, `SELECT version, trigger, count, last_event_id, last_message, last_at
 		FROM trigger_diagnostics WHERE action_id = $1 ORDER BY version, trigger`, actionID)
 	if err != nil {
 		return nil, fmt.Errorf("session: diagnostics: %w", err)

@@ -70,6 +70,11 @@ type InboxUpdate struct {
 	Pending int `json:"pending"`
 }
 
+type IntakeCount struct {
+	Reason string `json:"reason"`
+	Count  int    `json:"count"`
+}
+
 type IntakeRecordConnection struct {
 	Nodes    []session.IntakeRecord `json:"nodes"`
 	PageInfo *PageInfo              `json:"pageInfo"`
