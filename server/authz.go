@@ -116,10 +116,10 @@ var fieldRules = map[string]rule{
 	"LedgerMutation.appendEvents": fixed(auth.Write, auth.LedgerPrefix),
 	"LedgerMutation.putValues":    recordNamespaces(auth.Write),
 
-	"ActionsQuery.action":             actionArg(auth.Read, "id"),
-	"ActionsQuery.actions":            fixed(auth.Read, auth.ActionsDoc),
+	"ActionsQuery.action":  actionArg(auth.Read, "id"),
+	"ActionsQuery.actions": fixed(auth.Read, auth.ActionsDoc),
 	// Issue 15: a dry run judges a definition as if it were stored.
-	"ActionsQuery.dryRun": actionArg(auth.Write, "actionId"),
+	"ActionsQuery.dryRun":             actionArg(auth.Write, "actionId"),
 	"ActionsMutation.createAction":    actionArg(auth.Write, "id"),
 	"ActionsMutation.updateAction":    actionArg(auth.Write, "id"),
 	"ActionsMutation.setActionStatus": actionArg(auth.Write, "id"),

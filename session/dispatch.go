@@ -55,6 +55,10 @@ type Dispatcher struct {
 	// alive is when Run last finished a round (UnixNano, real time).
 	alive atomic.Int64
 
+	// backfilling: a backfill was judging events when the index was
+	// last built (issue 15); Run looks for backfill work only then.
+	backfilling atomic.Bool
+
 	epoch     int64 // actions epoch the index was built at; -1: never
 	authEpoch int64 // policy epoch the index's authorities were read at
 	index     *triggerIndex
@@ -88,12 +92,14 @@ func (d *Dispatcher) Run(ctx context.Context, wake <-chan struct{}, poll time.Du
 		}
 		// Live events first; then one batch of a backfill, and round
 		// again at once while a backfill has work (issue 15).
-		n, err := d.BackfillOnce(ctx)
-		if err != nil && ctx.Err() == nil {
-			d.log.Error("backfill failed", "err", err)
-		}
-		if err == nil && n > 0 {
-			continue
+		if d.backfilling.Load() {
+			n, err := d.BackfillOnce(ctx)
+			if err != nil && ctx.Err() == nil {
+				d.log.Error("backfill failed", "err", err)
+			}
+			if err == nil && n > 0 {
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -167,6 +173,13 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 			if err := ix.authorize(ctx, tx, d.Authorities); err != nil {
 				return err
 			}
+			// Whether Run need look for backfill work: a backfill starts
+			// and joins live dispatch with a move of the epoch.
+			var backfilling bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM action_backfills WHERE joined_position IS NULL)`).Scan(&backfilling); err != nil {
+				return err
+			}
+			d.backfilling.Store(backfilling)
 			d.index, d.epoch, d.authEpoch = ix, epoch, authEpoch
 		}
 		events, err := ledger.ReadAfter(ctx, tx, cursor, d.Batch, "")
