@@ -14,6 +14,8 @@ import (
 type ActionsCmd struct {
 	List ActionsListCmd `cmd:"" help:"List actions by id."`
 	Get  ActionsGetCmd  `cmd:"" help:"Show an action: status, definition and versions."`
+	// Issue 15.
+	DryRun ActionsDryRunCmd `cmd:"" name:"dry-run" help:"Show what a definition would have done over past events (sessions, intake records, per trigger), storing nothing (needs WRITE on the action)."`
 }
 
 // ActionsListCmd is `actions list`.
@@ -165,4 +167,55 @@ func triggerWhen(tr client.DefinitionFieldsTriggersTrigger) string {
 	default:
 		return "schedule: cron " + str(s.Cron) + " (UTC)"
 	}
+}
+
+// ActionsDryRunCmd is `actions dry-run -f FILE --from N` (issue 15).
+type ActionsDryRunCmd struct {
+	File  string `short:"f" required:"" placeholder:"FILE" help:"The definition, as apply reads it (YAML or JSON with the action's id); - reads standard input."`
+	From  string `required:"" placeholder:"POSITION" help:"The first ledger position to judge (1: the whole ledger)."`
+	To    string `placeholder:"POSITION" help:"The last position to judge; default: the head."`
+	Limit int    `help:"Most events to read (default 100000)."`
+}
+
+// Run dry-runs the definition; JSON output is the dry run as the query
+// returns it.
+func (c *ActionsDryRunCmd) Run(ctx context.Context, env *Env) error {
+	doc, err := (&ApplyCmd{File: c.File}).read(env.Stdin)
+	if err != nil {
+		return err
+	}
+	var to *string
+	if c.To != "" {
+		to = &c.To
+	}
+	var limit *int
+	if c.Limit != 0 {
+		limit = &c.Limit
+	}
+	r, err := client.DryRun(ctx, env.Client, doc.ID, doc.Input, c.From, to, limit)
+	if err != nil {
+		return err
+	}
+	d := r.Actions.DryRun
+	return env.emit(d, func(w io.Writer) error {
+		fmt.Fprintf(w, "positions %s-%s: %d events read in %d ms", d.From, d.To, d.Events, d.TookMs)
+		if !d.Complete {
+			fmt.Fprintf(w, " (the limit stopped it at %s)", d.Reached)
+		}
+		fmt.Fprintf(w, "\nsessions started: %d; executions: %d\n", d.SessionCount, d.Executions)
+		t := newTable(w, "TRIGGER", "MATCHED", "STARTED", "DELIVERED", "INTAKE", "EXECUTIONS")
+		for _, x := range d.Triggers {
+			t.row(x.Trigger, strconv.Itoa(x.Matched), strconv.Itoa(x.Started), strconv.Itoa(x.Delivered), strconv.Itoa(x.IntakeRecords), strconv.Itoa(x.Executions))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		for _, ic := range d.IntakeCounts {
+			fmt.Fprintf(w, "intake records (%s): %d\n", ic.Reason, ic.Count)
+		}
+		for _, dg := range d.Diagnostics {
+			fmt.Fprintf(w, "predicate of %s failed on %d events: %s\n", dg.Trigger, dg.Count, dg.LastMessage)
+		}
+		return nil
+	})
 }

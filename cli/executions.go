@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -14,8 +16,9 @@ import (
 // ExecutionsCmd groups the commands on the executions of actions without a
 // session block (issue 15): one per event their triggers matched.
 type ExecutionsCmd struct {
-	List  ExecutionsListCmd  `cmd:"" help:"List an action's executions (an action without a session block), newest event first."`
-	Retry ExecutionsRetryCmd `cmd:"" help:"Run a FAILED execution again, with its event, at its version (needs RESPOND on the action)."`
+	List   ExecutionsListCmd   `cmd:"" help:"List an action's executions (an action without a session block), newest event first."`
+	Retry  ExecutionsRetryCmd  `cmd:"" help:"Run a FAILED execution again, with its event, at its version (needs RESPOND on the action)."`
+	Replay ExecutionsReplayCmd `cmd:"" help:"Run a turn's or an execution's handler again on what it received, committing nothing, and show how the outcome differs (needs WRITE on the action)."`
 }
 
 // executionStatuses are the values --status takes.
@@ -124,4 +127,56 @@ func (c *ExecutionsRetryCmd) Run(ctx context.Context, env *Env) error {
 		_, err := fmt.Fprintf(w, "execution %s: %s (retry %d, by %s)\n", x.Id, x.Status, x.Retries, str(x.RetriedBy))
 		return err
 	})
+}
+
+// ExecutionsReplayCmd is `executions replay ACTION ID` (T9).
+type ExecutionsReplayCmd struct {
+	Action   string `arg:"" help:"The action's id."`
+	ID       string `arg:"" help:"The execution's id: a turn's (sessions show it) or one of an action without a session block."`
+	Recorded bool   `help:"Answer an agent's model calls with the replies the original recorded, instead of calling the model."`
+}
+
+// Run replays the execution; JSON output is the replay as the mutation
+// returns it.
+func (c *ExecutionsReplayCmd) Run(ctx context.Context, env *Env) error {
+	p := client.ReplayProviderLive
+	if c.Recorded {
+		p = client.ReplayProviderRecorded
+	}
+	r, err := client.ReplayExecution(ctx, env.Client, c.Action, c.ID, &p)
+	if err != nil {
+		return err
+	}
+	x := r.Actions.ReplayExecution
+	if x == nil {
+		return notFound("execution %s of action %s", c.ID, c.Action)
+	}
+	return env.emit(x, func(w io.Writer) error {
+		fmt.Fprintf(w, "replay %s of %s: %s", x.Id, x.Replay.Of.Id, x.Status)
+		if x.Error != nil {
+			fmt.Fprintf(w, " (%s)", *x.Error)
+		}
+		fmt.Fprintln(w)
+		if len(x.Replay.Diff) == 0 {
+			_, err := fmt.Fprintln(w, "the same outcome as the original")
+			return err
+		}
+		t := newTable(w, "CHANGE", "PATH", "ORIGINAL", "REPLAY")
+		for _, d := range x.Replay.Diff {
+			t.row(d.Op, d.Path, compactJSON(d.Original), compactJSON(d.Replay))
+		}
+		return t.flush()
+	})
+}
+
+// compactJSON is a JSON value on one line, "-" for none.
+func compactJSON(v *json.RawMessage) string {
+	if v == nil || len(*v) == 0 || string(*v) == "null" {
+		return "-"
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, *v) != nil {
+		return string(*v)
+	}
+	return b.String()
 }

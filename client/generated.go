@@ -854,6 +854,195 @@ func (v *DefinitionFieldsTriggersTriggerSessionTriggerSessionRoleStartStartRole)
 	return v.Input
 }
 
+// DryRunActionsActionsQuery includes the requested fields of the GraphQL type ActionsQuery.
+type DryRunActionsActionsQuery struct {
+	// What a proposed definition would have done over past events, without
+	// storing it: judged as a new action whose triggers saw the events from
+	// `from` to `to` (positions, decimal strings; to defaults to the head)
+	// live, at most `limit` of them (1-500000, default 100000; about 8,000 events a second on a 2-core box, within the request timeout). It runs the
+	// dispatcher's own rules in a transaction that is rolled back: the sessions
+	// it would start and the inputs they would get, the intake records it
+	// would leave and why, the executions an action without a session block
+	// would run, counts per trigger. Turns do not run (a session is open until
+	// its end); schedule triggers fire nothing. The definition is checked as
+	// createAction checks it (the same errors, under input). Needs WRITE on
+	// actionId: the action the definition is meant for (it need not exist).
+	DryRun DryRunActionsActionsQueryDryRun `json:"dryRun"`
+}
+
+// GetDryRun returns DryRunActionsActionsQuery.DryRun, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQuery) GetDryRun() DryRunActionsActionsQueryDryRun { return v.DryRun }
+
+// DryRunActionsActionsQueryDryRun includes the requested fields of the GraphQL type DryRun.
+// The GraphQL type's documentation follows.
+//
+// A dry run's result (ActionsQuery.dryRun).
+type DryRunActionsActionsQueryDryRun struct {
+	// The first position judged (decimal string).
+	From string `json:"from"`
+	// The last position of the range (decimal string).
+	To string `json:"to"`
+	// The last position read (decimal string): to, unless limit cut the range short.
+	Reached string `json:"reached"`
+	// Events read.
+	Events int `json:"events"`
+	// Whether the whole range was read.
+	Complete bool `json:"complete"`
+	// Sessions it would start.
+	SessionCount int `json:"sessionCount"`
+	// Executions an action without a session block would run (one per matching event).
+	Executions int `json:"executions"`
+	// How long it took, in milliseconds.
+	TookMs int `json:"tookMs"`
+	// Per trigger, in definition order.
+	Triggers []DryRunActionsActionsQueryDryRunTriggersDryRunTrigger `json:"triggers"`
+	// The first 100 of them, in start order.
+	Sessions []DryRunActionsActionsQueryDryRunSessionsDryRunSession `json:"sessions"`
+	// Intake records it would leave, counted by reason.
+	IntakeCounts []DryRunActionsActionsQueryDryRunIntakeCountsIntakeCount `json:"intakeCounts"`
+	// Predicates that failed to evaluate on some event.
+	Diagnostics []DryRunActionsActionsQueryDryRunDiagnosticsDryRunDiagnostic `json:"diagnostics"`
+}
+
+// GetFrom returns DryRunActionsActionsQueryDryRun.From, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRun) GetFrom() string { return v.From }
+
+// GetTo returns DryRunActionsActionsQueryDryRun.To, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRun) GetTo() string { return v.To }
+
+// GetReached returns DryRunActionsActionsQueryDryRun.Reached, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRun) GetReached() string { return v.Reached }
+
+// GetEvents returns DryRunActionsActionsQueryDryRun.Events, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRun) GetEvents() int { return v.Events }
+
+// GetComplete returns DryRunActionsActionsQueryDryRun.Complete, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRun) GetComplete() bool { return v.Complete }
+
+// GetSessionCount returns DryRunActionsActionsQueryDryRun.SessionCount, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRun) GetSessionCount() int { return v.SessionCount }
+
+// GetExecutions returns DryRunActionsActionsQueryDryRun.Executions, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRun) GetExecutions() int { return v.Executions }
+
+// GetTookMs returns DryRunActionsActionsQueryDryRun.TookMs, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRun) GetTookMs() int { return v.TookMs }
+
+// GetTriggers returns DryRunActionsActionsQueryDryRun.Triggers, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRun) GetTriggers() []DryRunActionsActionsQueryDryRunTriggersDryRunTrigger {
+	return v.Triggers
+}
+
+// GetSessions returns DryRunActionsActionsQueryDryRun.Sessions, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRun) GetSessions() []DryRunActionsActionsQueryDryRunSessionsDryRunSession {
+	return v.Sessions
+}
+
+// GetIntakeCounts returns DryRunActionsActionsQueryDryRun.IntakeCounts, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRun) GetIntakeCounts() []DryRunActionsActionsQueryDryRunIntakeCountsIntakeCount {
+	return v.IntakeCounts
+}
+
+// GetDiagnostics returns DryRunActionsActionsQueryDryRun.Diagnostics, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRun) GetDiagnostics() []DryRunActionsActionsQueryDryRunDiagnosticsDryRunDiagnostic {
+	return v.Diagnostics
+}
+
+// DryRunActionsActionsQueryDryRunDiagnosticsDryRunDiagnostic includes the requested fields of the GraphQL type DryRunDiagnostic.
+type DryRunActionsActionsQueryDryRunDiagnosticsDryRunDiagnostic struct {
+	Trigger     string `json:"trigger"`
+	Count       int    `json:"count"`
+	LastMessage string `json:"lastMessage"`
+}
+
+// GetTrigger returns DryRunActionsActionsQueryDryRunDiagnosticsDryRunDiagnostic.Trigger, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRunDiagnosticsDryRunDiagnostic) GetTrigger() string {
+	return v.Trigger
+}
+
+// GetCount returns DryRunActionsActionsQueryDryRunDiagnosticsDryRunDiagnostic.Count, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRunDiagnosticsDryRunDiagnostic) GetCount() int { return v.Count }
+
+// GetLastMessage returns DryRunActionsActionsQueryDryRunDiagnosticsDryRunDiagnostic.LastMessage, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRunDiagnosticsDryRunDiagnostic) GetLastMessage() string {
+	return v.LastMessage
+}
+
+// DryRunActionsActionsQueryDryRunIntakeCountsIntakeCount includes the requested fields of the GraphQL type IntakeCount.
+type DryRunActionsActionsQueryDryRunIntakeCountsIntakeCount struct {
+	Reason string `json:"reason"`
+	Count  int    `json:"count"`
+}
+
+// GetReason returns DryRunActionsActionsQueryDryRunIntakeCountsIntakeCount.Reason, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRunIntakeCountsIntakeCount) GetReason() string { return v.Reason }
+
+// GetCount returns DryRunActionsActionsQueryDryRunIntakeCountsIntakeCount.Count, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRunIntakeCountsIntakeCount) GetCount() int { return v.Count }
+
+// DryRunActionsActionsQueryDryRunSessionsDryRunSession includes the requested fields of the GraphQL type DryRunSession.
+type DryRunActionsActionsQueryDryRunSessionsDryRunSession struct {
+	Id        string    `json:"id"`
+	StartedAt time.Time `json:"startedAt"`
+	// Inputs it would have at the end of the range.
+	Inputs int `json:"inputs"`
+}
+
+// GetId returns DryRunActionsActionsQueryDryRunSessionsDryRunSession.Id, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRunSessionsDryRunSession) GetId() string { return v.Id }
+
+// GetStartedAt returns DryRunActionsActionsQueryDryRunSessionsDryRunSession.StartedAt, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRunSessionsDryRunSession) GetStartedAt() time.Time {
+	return v.StartedAt
+}
+
+// GetInputs returns DryRunActionsActionsQueryDryRunSessionsDryRunSession.Inputs, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRunSessionsDryRunSession) GetInputs() int { return v.Inputs }
+
+// DryRunActionsActionsQueryDryRunTriggersDryRunTrigger includes the requested fields of the GraphQL type DryRunTrigger.
+type DryRunActionsActionsQueryDryRunTriggersDryRunTrigger struct {
+	Trigger string `json:"trigger"`
+	// Events its predicate matched.
+	Matched int `json:"matched"`
+	// Sessions it started.
+	Started int `json:"started"`
+	// Inputs it delivered to sessions (an event a session already had counts once, for each trigger that matched it).
+	Delivered     int `json:"delivered"`
+	IntakeRecords int `json:"intakeRecords"`
+	// Executions it took part in (an action without a session block).
+	Executions int `json:"executions"`
+}
+
+// GetTrigger returns DryRunActionsActionsQueryDryRunTriggersDryRunTrigger.Trigger, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRunTriggersDryRunTrigger) GetTrigger() string { return v.Trigger }
+
+// GetMatched returns DryRunActionsActionsQueryDryRunTriggersDryRunTrigger.Matched, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRunTriggersDryRunTrigger) GetMatched() int { return v.Matched }
+
+// GetStarted returns DryRunActionsActionsQueryDryRunTriggersDryRunTrigger.Started, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRunTriggersDryRunTrigger) GetStarted() int { return v.Started }
+
+// GetDelivered returns DryRunActionsActionsQueryDryRunTriggersDryRunTrigger.Delivered, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRunTriggersDryRunTrigger) GetDelivered() int { return v.Delivered }
+
+// GetIntakeRecords returns DryRunActionsActionsQueryDryRunTriggersDryRunTrigger.IntakeRecords, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRunTriggersDryRunTrigger) GetIntakeRecords() int {
+	return v.IntakeRecords
+}
+
+// GetExecutions returns DryRunActionsActionsQueryDryRunTriggersDryRunTrigger.Executions, and is useful for accessing the field via an interface.
+func (v *DryRunActionsActionsQueryDryRunTriggersDryRunTrigger) GetExecutions() int {
+	return v.Executions
+}
+
+// DryRunResponse is returned by DryRun on success.
+type DryRunResponse struct {
+	Actions DryRunActionsActionsQuery `json:"actions"`
+}
+
+// GetActions returns DryRunResponse.Actions, and is useful for accessing the field via an interface.
+func (v *DryRunResponse) GetActions() DryRunActionsActionsQuery { return v.Actions }
+
 type ExecutionStatus string
 
 const (
@@ -2037,6 +2226,166 @@ type PutValueResponse struct {
 
 // GetLedger returns PutValueResponse.Ledger, and is useful for accessing the field via an interface.
 func (v *PutValueResponse) GetLedger() PutValueLedgerLedgerMutation { return v.Ledger }
+
+// ReplayExecutionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
+type ReplayExecutionActionsActionsMutation struct {
+	// Runs an execution's handler again on exactly what it received: a turn's
+	// inputs (firings and answers included), the session state it began with,
+	// its final flag, end and continuation, at the version its session is
+	// pinned to; or an execution of an action without a session block on its
+	// event. Nothing commits: ledger writes and tool calls run in a transaction
+	// that is rolled back. Side effects outside the ledger are real (an http
+	// handler's request; a model call unless provider is RECORDED). One
+	// attempt, no handler credential. Returns the replay: an execution of its
+	// own (Execution.replay) whose turn is the original's, with its status,
+	// output, transcript and a diff against the original outcome. NOT_FOUND
+	// (id) for another action's execution; BAD_USER_INPUT (id) for a tool call
+	// or an execution that has not finished.
+	ReplayExecution *ReplayExecutionActionsActionsMutationReplayExecution `json:"replayExecution"`
+}
+
+// GetReplayExecution returns ReplayExecutionActionsActionsMutation.ReplayExecution, and is useful for accessing the field via an interface.
+func (v *ReplayExecutionActionsActionsMutation) GetReplayExecution() *ReplayExecutionActionsActionsMutationReplayExecution {
+	return v.ReplayExecution
+}
+
+// ReplayExecutionActionsActionsMutationReplayExecution includes the requested fields of the GraphQL type Execution.
+type ReplayExecutionActionsActionsMutationReplayExecution struct {
+	Id         string                                                         `json:"id"`
+	Status     ExecutionStatus                                                `json:"status"`
+	Error      *string                                                        `json:"error"`
+	Invocation ReplayExecutionActionsActionsMutationReplayExecutionInvocation `json:"invocation"`
+	// Set when this execution is a replay (replayExecution): what it replays and how it compares.
+	Replay *ReplayExecutionActionsActionsMutationReplayExecutionReplay `json:"replay"`
+}
+
+// GetId returns ReplayExecutionActionsActionsMutationReplayExecution.Id, and is useful for accessing the field via an interface.
+func (v *ReplayExecutionActionsActionsMutationReplayExecution) GetId() string { return v.Id }
+
+// GetStatus returns ReplayExecutionActionsActionsMutationReplayExecution.Status, and is useful for accessing the field via an interface.
+func (v *ReplayExecutionActionsActionsMutationReplayExecution) GetStatus() ExecutionStatus {
+	return v.Status
+}
+
+// GetError returns ReplayExecutionActionsActionsMutationReplayExecution.Error, and is useful for accessing the field via an interface.
+func (v *ReplayExecutionActionsActionsMutationReplayExecution) GetError() *string { return v.Error }
+
+// GetInvocation returns ReplayExecutionActionsActionsMutationReplayExecution.Invocation, and is useful for accessing the field via an interface.
+func (v *ReplayExecutionActionsActionsMutationReplayExecution) GetInvocation() ReplayExecutionActionsActionsMutationReplayExecutionInvocation {
+	return v.Invocation
+}
+
+// GetReplay returns ReplayExecutionActionsActionsMutationReplayExecution.Replay, and is useful for accessing the field via an interface.
+func (v *ReplayExecutionActionsActionsMutationReplayExecution) GetReplay() *ReplayExecutionActionsActionsMutationReplayExecutionReplay {
+	return v.Replay
+}
+
+// ReplayExecutionActionsActionsMutationReplayExecutionInvocation includes the requested fields of the GraphQL type Invocation.
+type ReplayExecutionActionsActionsMutationReplayExecutionInvocation struct {
+	Output *json.RawMessage `json:"output"`
+}
+
+// GetOutput returns ReplayExecutionActionsActionsMutationReplayExecutionInvocation.Output, and is useful for accessing the field via an interface.
+func (v *ReplayExecutionActionsActionsMutationReplayExecutionInvocation) GetOutput() *json.RawMessage {
+	return v.Output
+}
+
+// ReplayExecutionActionsActionsMutationReplayExecutionReplay includes the requested fields of the GraphQL type Replay.
+// The GraphQL type's documentation follows.
+//
+// What makes an execution a replay (replayExecution).
+type ReplayExecutionActionsActionsMutationReplayExecutionReplay struct {
+	// The execution replayed.
+	Of       ReplayExecutionActionsActionsMutationReplayExecutionReplayOfExecution `json:"of"`
+	Provider ReplayProvider                                                        `json:"provider"`
+	// The structural differences from original to outcome (JSON Patch paths); empty when the replay came out the same.
+	Diff []ReplayExecutionActionsActionsMutationReplayExecutionReplayDiffOutcomeChange `json:"diff"`
+}
+
+// GetOf returns ReplayExecutionActionsActionsMutationReplayExecutionReplay.Of, and is useful for accessing the field via an interface.
+func (v *ReplayExecutionActionsActionsMutationReplayExecutionReplay) GetOf() ReplayExecutionActionsActionsMutationReplayExecutionReplayOfExecution {
+	return v.Of
+}
+
+// GetProvider returns ReplayExecutionActionsActionsMutationReplayExecutionReplay.Provider, and is useful for accessing the field via an interface.
+func (v *ReplayExecutionActionsActionsMutationReplayExecutionReplay) GetProvider() ReplayProvider {
+	return v.Provider
+}
+
+// GetDiff returns ReplayExecutionActionsActionsMutationReplayExecutionReplay.Diff, and is useful for accessing the field via an interface.
+func (v *ReplayExecutionActionsActionsMutationReplayExecutionReplay) GetDiff() []ReplayExecutionActionsActionsMutationReplayExecutionReplayDiffOutcomeChange {
+	return v.Diff
+}
+
+// ReplayExecutionActionsActionsMutationReplayExecutionReplayDiffOutcomeChange includes the requested fields of the GraphQL type OutcomeChange.
+// The GraphQL type's documentation follows.
+//
+// One difference between an original outcome and its replay.
+type ReplayExecutionActionsActionsMutationReplayExecutionReplayDiffOutcomeChange struct {
+	// add, remove or replace.
+	Op string `json:"op"`
+	// A JSON Pointer into the outcome, e.g. /output/verdict or /state/count.
+	Path string `json:"path"`
+	// The original's value there; null for add.
+	Original *json.RawMessage `json:"original"`
+	// The replay's value there; null for remove.
+	Replay *json.RawMessage `json:"replay"`
+}
+
+// GetOp returns ReplayExecutionActionsActionsMutationReplayExecutionReplayDiffOutcomeChange.Op, and is useful for accessing the field via an interface.
+func (v *ReplayExecutionActionsActionsMutationReplayExecutionReplayDiffOutcomeChange) GetOp() string {
+	return v.Op
+}
+
+// GetPath returns ReplayExecutionActionsActionsMutationReplayExecutionReplayDiffOutcomeChange.Path, and is useful for accessing the field via an interface.
+func (v *ReplayExecutionActionsActionsMutationReplayExecutionReplayDiffOutcomeChange) GetPath() string {
+	return v.Path
+}
+
+// GetOriginal returns ReplayExecutionActionsActionsMutationReplayExecutionReplayDiffOutcomeChange.Original, and is useful for accessing the field via an interface.
+func (v *ReplayExecutionActionsActionsMutationReplayExecutionReplayDiffOutcomeChange) GetOriginal() *json.RawMessage {
+	return v.Original
+}
+
+// GetReplay returns ReplayExecutionActionsActionsMutationReplayExecutionReplayDiffOutcomeChange.Replay, and is useful for accessing the field via an interface.
+func (v *ReplayExecutionActionsActionsMutationReplayExecutionReplayDiffOutcomeChange) GetReplay() *json.RawMessage {
+	return v.Replay
+}
+
+// ReplayExecutionActionsActionsMutationReplayExecutionReplayOfExecution includes the requested fields of the GraphQL type Execution.
+type ReplayExecutionActionsActionsMutationReplayExecutionReplayOfExecution struct {
+	Id string `json:"id"`
+}
+
+// GetId returns ReplayExecutionActionsActionsMutationReplayExecutionReplayOfExecution.Id, and is useful for accessing the field via an interface.
+func (v *ReplayExecutionActionsActionsMutationReplayExecutionReplayOfExecution) GetId() string {
+	return v.Id
+}
+
+// ReplayExecutionResponse is returned by ReplayExecution on success.
+type ReplayExecutionResponse struct {
+	Actions ReplayExecutionActionsActionsMutation `json:"actions"`
+}
+
+// GetActions returns ReplayExecutionResponse.Actions, and is useful for accessing the field via an interface.
+func (v *ReplayExecutionResponse) GetActions() ReplayExecutionActionsActionsMutation {
+	return v.Actions
+}
+
+// Where a replayed agent's model replies come from.
+type ReplayProvider string
+
+const (
+	// The model is called, as the original called it.
+	ReplayProviderLive ReplayProvider = "LIVE"
+	// Each model call gets the reply the original run recorded, in order; asking for more fails the replay.
+	ReplayProviderRecorded ReplayProvider = "RECORDED"
+)
+
+var AllReplayProvider = []ReplayProvider{
+	ReplayProviderLive,
+	ReplayProviderRecorded,
+}
 
 // RespondToSessionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
 type RespondToSessionActionsActionsMutation struct {
@@ -3246,6 +3595,30 @@ func (v *__CreateTokenInput) GetPrincipal() string { return v.Principal }
 // GetPolicies returns __CreateTokenInput.Policies, and is useful for accessing the field via an interface.
 func (v *__CreateTokenInput) GetPolicies() []PolicyInput { return v.Policies }
 
+// __DryRunInput is used internally by genqlient
+type __DryRunInput struct {
+	ActionId string          `json:"actionId"`
+	Input    json.RawMessage `json:"input"`
+	From     string          `json:"from"`
+	To       *string         `json:"to"`
+	Limit    *int            `json:"limit"`
+}
+
+// GetActionId returns __DryRunInput.ActionId, and is useful for accessing the field via an interface.
+func (v *__DryRunInput) GetActionId() string { return v.ActionId }
+
+// GetInput returns __DryRunInput.Input, and is useful for accessing the field via an interface.
+func (v *__DryRunInput) GetInput() json.RawMessage { return v.Input }
+
+// GetFrom returns __DryRunInput.From, and is useful for accessing the field via an interface.
+func (v *__DryRunInput) GetFrom() string { return v.From }
+
+// GetTo returns __DryRunInput.To, and is useful for accessing the field via an interface.
+func (v *__DryRunInput) GetTo() *string { return v.To }
+
+// GetLimit returns __DryRunInput.Limit, and is useful for accessing the field via an interface.
+func (v *__DryRunInput) GetLimit() *int { return v.Limit }
+
 // __GetActionInput is used internally by genqlient
 type __GetActionInput struct {
 	Id string `json:"id"`
@@ -3385,6 +3758,22 @@ func (v *__PutValueInput) GetValue() json.RawMessage { return v.Value }
 
 // GetIdempotencyKey returns __PutValueInput.IdempotencyKey, and is useful for accessing the field via an interface.
 func (v *__PutValueInput) GetIdempotencyKey() *string { return v.IdempotencyKey }
+
+// __ReplayExecutionInput is used internally by genqlient
+type __ReplayExecutionInput struct {
+	ActionId string          `json:"actionId"`
+	Id       string          `json:"id"`
+	Provider *ReplayProvider `json:"provider"`
+}
+
+// GetActionId returns __ReplayExecutionInput.ActionId, and is useful for accessing the field via an interface.
+func (v *__ReplayExecutionInput) GetActionId() string { return v.ActionId }
+
+// GetId returns __ReplayExecutionInput.Id, and is useful for accessing the field via an interface.
+func (v *__ReplayExecutionInput) GetId() string { return v.Id }
+
+// GetProvider returns __ReplayExecutionInput.Provider, and is useful for accessing the field via an interface.
+func (v *__ReplayExecutionInput) GetProvider() *ReplayProvider { return v.Provider }
 
 // __RespondToSessionInput is used internally by genqlient
 type __RespondToSessionInput struct {
@@ -3661,6 +4050,80 @@ func CreateToken(
 	}
 
 	data_ = &CreateTokenResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The query executed by DryRun.
+const DryRun_Operation = `
+query DryRun ($actionId: UUID!, $input: ActionInput!, $from: String!, $to: String, $limit: Int) {
+	actions {
+		dryRun(actionId: $actionId, input: $input, from: $from, to: $to, limit: $limit) {
+			from
+			to
+			reached
+			events
+			complete
+			sessionCount
+			executions
+			tookMs
+			triggers {
+				trigger
+				matched
+				started
+				delivered
+				intakeRecords
+				executions
+			}
+			sessions {
+				id
+				startedAt
+				inputs
+			}
+			intakeCounts {
+				reason
+				count
+			}
+			diagnostics {
+				trigger
+				count
+				lastMessage
+			}
+		}
+	}
+}
+`
+
+// Issue 15: what a definition would have done over past events.
+func DryRun(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	actionId string,
+	input json.RawMessage,
+	from string,
+	to *string,
+	limit *int,
+) (data_ *DryRunResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "DryRun",
+		Query:  DryRun_Operation,
+		Variables: &__DryRunInput{
+			ActionId: actionId,
+			Input:    input,
+			From:     from,
+			To:       to,
+			Limit:    limit,
+		},
+	}
+
+	data_ = &DryRunResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(
@@ -4386,6 +4849,64 @@ func PutValue(
 	}
 
 	data_ = &PutValueResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by ReplayExecution.
+const ReplayExecution_Operation = `
+mutation ReplayExecution ($actionId: UUID!, $id: UUID!, $provider: ReplayProvider) {
+	actions {
+		replayExecution(actionId: $actionId, id: $id, provider: $provider) {
+			id
+			status
+			error
+			invocation {
+				output
+			}
+			replay {
+				of {
+					id
+				}
+				provider
+				diff {
+					op
+					path
+					original
+					replay
+				}
+			}
+		}
+	}
+}
+`
+
+// T9: run an execution's handler again, nothing committed.
+func ReplayExecution(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	actionId string,
+	id string,
+	provider *ReplayProvider,
+) (data_ *ReplayExecutionResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "ReplayExecution",
+		Query:  ReplayExecution_Operation,
+		Variables: &__ReplayExecutionInput{
+			ActionId: actionId,
+			Id:       id,
+			Provider: provider,
+		},
+	}
+
+	data_ = &ReplayExecutionResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(
