@@ -54,6 +54,7 @@ type ResolverRoot interface {
 	DryRunDiagnostic() DryRunDiagnosticResolver
 	DryRunIntakeRecord() DryRunIntakeRecordResolver
 	DryRunSession() DryRunSessionResolver
+	DryRunTurn() DryRunTurnResolver
 	Event() EventResolver
 	Execution() ExecutionResolver
 	Hold() HoldResolver
@@ -206,7 +207,7 @@ type ComplexityRoot struct {
 	ActionsQuery struct {
 		Action  func(childComplexity int, id uuid.UUID) int
 		Actions func(childComplexity int, first *int, after *string) int
-		DryRun  func(childComplexity int, actionID uuid.UUID, input action.Definition, from string, to *string, limit *int) int
+		DryRun  func(childComplexity int, actionID uuid.UUID, input action.Definition, from string, to *string, limit *int, turns *int) int
 		Inbox   func(childComplexity int, first *int, after *string, kind *model.InterruptKind, actionID *uuid.UUID) int
 	}
 
@@ -286,6 +287,7 @@ type ComplexityRoot struct {
 		To            func(childComplexity int) int
 		TookMs        func(childComplexity int) int
 		Triggers      func(childComplexity int) int
+		Turns         func(childComplexity int) int
 	}
 
 	DryRunDiagnostic struct {
@@ -319,6 +321,16 @@ type ComplexityRoot struct {
 		Matched       func(childComplexity int) int
 		Started       func(childComplexity int) int
 		Trigger       func(childComplexity int) int
+	}
+
+	DryRunTurn struct {
+		Error         func(childComplexity int) int
+		Inputs        func(childComplexity int) int
+		Output        func(childComplexity int) int
+		SessionID     func(childComplexity int) int
+		SessionStatus func(childComplexity int) int
+		State         func(childComplexity int) int
+		Status        func(childComplexity int) int
 	}
 
 	Event struct {
@@ -747,7 +759,7 @@ type ActionsQueryResolver interface {
 	Action(ctx context.Context, obj *model.ActionsQuery, id uuid.UUID) (*action.Action, error)
 	Actions(ctx context.Context, obj *model.ActionsQuery, first *int, after *string) (*model.ActionConnection, error)
 	Inbox(ctx context.Context, obj *model.ActionsQuery, first *int, after *string, kind *model.InterruptKind, actionID *uuid.UUID) (*model.InboxConnection, error)
-	DryRun(ctx context.Context, obj *model.ActionsQuery, actionID uuid.UUID, input action.Definition, from string, to *string, limit *int) (*session.DryRun, error)
+	DryRun(ctx context.Context, obj *model.ActionsQuery, actionID uuid.UUID, input action.Definition, from string, to *string, limit *int, turns *int) (*session.DryRun, error)
 }
 type ApprovalRequestResolver interface {
 	InterruptID(ctx context.Context, obj *session.Interrupt) (string, error)
@@ -794,6 +806,7 @@ type DryRunResolver interface {
 	IntakeCounts(ctx context.Context, obj *session.DryRun) ([]model.IntakeCount, error)
 	IntakeRecords(ctx context.Context, obj *session.DryRun) ([]session.IntakeRecord, error)
 
+	Turns(ctx context.Context, obj *session.DryRun) ([]session.DryRunTurn, error)
 	TookMs(ctx context.Context, obj *session.DryRun) (int, error)
 }
 type DryRunDiagnosticResolver interface {
@@ -804,6 +817,11 @@ type DryRunIntakeRecordResolver interface {
 }
 type DryRunSessionResolver interface {
 	Origin(ctx context.Context, obj *session.DryRunSession) (*ledger.Event, error)
+}
+type DryRunTurnResolver interface {
+	Status(ctx context.Context, obj *session.DryRunTurn) (model.ExecutionStatus, error)
+
+	SessionStatus(ctx context.Context, obj *session.DryRunTurn) (*model.SessionStatus, error)
 }
 type EventResolver interface {
 	Position(ctx context.Context, obj *ledger.Event) (string, error)
@@ -1613,7 +1631,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.ActionsQuery.DryRun(childComplexity, args["actionId"].(uuid.UUID), args["input"].(action.Definition), args["from"].(string), args["to"].(*string), args["limit"].(*int)), true
+		return e.ComplexityRoot.ActionsQuery.DryRun(childComplexity, args["actionId"].(uuid.UUID), args["input"].(action.Definition), args["from"].(string), args["to"].(*string), args["limit"].(*int), args["turns"].(*int)), true
 	case "ActionsQuery.inbox":
 		if e.ComplexityRoot.ActionsQuery.Inbox == nil {
 			break
@@ -1972,6 +1990,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.DryRun.Triggers(childComplexity), true
+	case "DryRun.turns":
+		if e.ComplexityRoot.DryRun.Turns == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DryRun.Turns(childComplexity), true
 
 	case "DryRunDiagnostic.count":
 		if e.ComplexityRoot.DryRunDiagnostic.Count == nil {
@@ -2102,6 +2126,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.DryRunTrigger.Trigger(childComplexity), true
+
+	case "DryRunTurn.error":
+		if e.ComplexityRoot.DryRunTurn.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DryRunTurn.Error(childComplexity), true
+	case "DryRunTurn.inputs":
+		if e.ComplexityRoot.DryRunTurn.Inputs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DryRunTurn.Inputs(childComplexity), true
+	case "DryRunTurn.output":
+		if e.ComplexityRoot.DryRunTurn.Output == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DryRunTurn.Output(childComplexity), true
+	case "DryRunTurn.sessionId":
+		if e.ComplexityRoot.DryRunTurn.SessionID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DryRunTurn.SessionID(childComplexity), true
+	case "DryRunTurn.sessionStatus":
+		if e.ComplexityRoot.DryRunTurn.SessionStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DryRunTurn.SessionStatus(childComplexity), true
+	case "DryRunTurn.state":
+		if e.ComplexityRoot.DryRunTurn.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DryRunTurn.State(childComplexity), true
+	case "DryRunTurn.status":
+		if e.ComplexityRoot.DryRunTurn.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DryRunTurn.Status(childComplexity), true
 
 	case "Event.commitTime":
 		if e.ComplexityRoot.Event.CommitTime == nil {
@@ -3904,11 +3971,15 @@ type ActionsQuery {
   it would start and the inputs they would get, the intake records it
   would leave and why, the executions an action without a session block
   would run, counts per trigger. Turns do not run (a session is open until
-  its end); schedule triggers fire nothing. The definition is checked as
-  createAction checks it (the same errors, under input). Needs WRITE on
-  actionId: the action the definition is meant for (it need not exist).
+  its end) unless ` + "`" + `turns` + "`" + ` (0-20) asks for the first turn of that many
+  sessions with inputs: their handler runs on the inputs they would have, one attempt,
+  with writes rolled back (side effects outside the ledger, such as model
+  or http calls, are real). Schedule triggers fire nothing. The definition
+  is checked as createAction checks it (the same errors, under input).
+  Needs WRITE on actionId: the action the definition is meant for (it need
+  not exist).
   """
-  dryRun(actionId: UUID!, input: ActionInput!, from: String!, to: String, limit: Int): DryRun!
+  dryRun(actionId: UUID!, input: ActionInput!, from: String!, to: String, limit: Int, turns: Int): DryRun!
 }
 
 "A dry run's result (ActionsQuery.dryRun)."
@@ -3937,8 +4008,24 @@ type DryRun {
   intakeRecords: [DryRunIntakeRecord!]!
   "Predicates that failed to evaluate on some event."
   diagnostics: [DryRunDiagnostic!]!
+  "The first turns of the first sessions, when ` + "`" + `turns` + "`" + ` asked for them, in start order."
+  turns: [DryRunTurn!]!
   "How long it took, in milliseconds."
   tookMs: Int!
+}
+
+"A session's first turn in a dry run: what its handler came to."
+type DryRunTurn {
+  sessionId: String!
+  "Inputs it took."
+  inputs: Int!
+  "SUCCEEDED, FAILED or HELD."
+  status: ExecutionStatus!
+  output: JSON
+  error: String
+  "The state and status the turn would leave the session with (when it succeeded)."
+  state: JSON
+  sessionStatus: SessionStatus
 }
 
 type DryRunTrigger {
@@ -5579,6 +5666,8 @@ func (ec *executionContext) childFields_DryRun(ctx context.Context, field graphq
 		return ec.fieldContext_DryRun_intakeRecords(ctx, field)
 	case "diagnostics":
 		return ec.fieldContext_DryRun_diagnostics(ctx, field)
+	case "turns":
+		return ec.fieldContext_DryRun_turns(ctx, field)
 	case "tookMs":
 		return ec.fieldContext_DryRun_tookMs(ctx, field)
 	}
@@ -5649,6 +5738,26 @@ func (ec *executionContext) childFields_DryRunTrigger(ctx context.Context, field
 		return ec.fieldContext_DryRunTrigger_executions(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type DryRunTrigger", field.Name)
+}
+
+func (ec *executionContext) childFields_DryRunTurn(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "sessionId":
+		return ec.fieldContext_DryRunTurn_sessionId(ctx, field)
+	case "inputs":
+		return ec.fieldContext_DryRunTurn_inputs(ctx, field)
+	case "status":
+		return ec.fieldContext_DryRunTurn_status(ctx, field)
+	case "output":
+		return ec.fieldContext_DryRunTurn_output(ctx, field)
+	case "error":
+		return ec.fieldContext_DryRunTurn_error(ctx, field)
+	case "state":
+		return ec.fieldContext_DryRunTurn_state(ctx, field)
+	case "sessionStatus":
+		return ec.fieldContext_DryRunTurn_sessionStatus(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DryRunTurn", field.Name)
 }
 
 func (ec *executionContext) childFields_Event(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6958,6 +7067,14 @@ func (ec *executionContext) field_ActionsQuery_dryRun_args(ctx context.Context, 
 		return nil, err
 	}
 	args["limit"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "turns",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["turns"] = arg5
 	return args, nil
 }
 
@@ -10355,7 +10472,7 @@ func (ec *executionContext) _ActionsQuery_dryRun(ctx context.Context, field grap
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.ActionsQuery().DryRun(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["input"].(action.Definition), fc.Args["from"].(string), fc.Args["to"].(*string), fc.Args["limit"].(*int))
+			return ec.Resolvers.ActionsQuery().DryRun(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["input"].(action.Definition), fc.Args["from"].(string), fc.Args["to"].(*string), fc.Args["limit"].(*int), fc.Args["turns"].(*int))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *session.DryRun) graphql.Marshaler {
@@ -11775,6 +11892,38 @@ func (ec *executionContext) fieldContext_DryRun_diagnostics(_ context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _DryRun_turns(ctx context.Context, field graphql.CollectedField, obj *session.DryRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DryRun_turns(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.DryRun().Turns(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []session.DryRunTurn) graphql.Marshaler {
+			return ec.marshalNDryRunTurn2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐDryRunTurnᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DryRun_turns(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "DryRun",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DryRunTurn(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _DryRun_tookMs(ctx context.Context, field graphql.CollectedField, obj *session.DryRun) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12306,6 +12455,167 @@ func (ec *executionContext) _DryRunTrigger_executions(ctx context.Context, field
 }
 func (ec *executionContext) fieldContext_DryRunTrigger_executions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("DryRunTrigger", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DryRunTurn_sessionId(ctx context.Context, field graphql.CollectedField, obj *session.DryRunTurn) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DryRunTurn_sessionId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SessionID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DryRunTurn_sessionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DryRunTurn", field, false, false, "String")
+}
+
+func (ec *executionContext) _DryRunTurn_inputs(ctx context.Context, field graphql.CollectedField, obj *session.DryRunTurn) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DryRunTurn_inputs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Inputs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DryRunTurn_inputs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DryRunTurn", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DryRunTurn_status(ctx context.Context, field graphql.CollectedField, obj *session.DryRunTurn) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DryRunTurn_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.DryRunTurn().Status(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ExecutionStatus) graphql.Marshaler {
+			return ec.marshalNExecutionStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐExecutionStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DryRunTurn_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DryRunTurn", field, true, true, "ExecutionStatus")
+}
+
+func (ec *executionContext) _DryRunTurn_output(ctx context.Context, field graphql.CollectedField, obj *session.DryRunTurn) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DryRunTurn_output(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Output, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v jsonvalue.Value) graphql.Marshaler {
+			return ec.marshalOJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DryRunTurn_output(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DryRunTurn", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _DryRunTurn_error(ctx context.Context, field graphql.CollectedField, obj *session.DryRunTurn) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DryRunTurn_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DryRunTurn_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DryRunTurn", field, false, false, "String")
+}
+
+func (ec *executionContext) _DryRunTurn_state(ctx context.Context, field graphql.CollectedField, obj *session.DryRunTurn) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DryRunTurn_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v jsonvalue.Value) graphql.Marshaler {
+			return ec.marshalOJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DryRunTurn_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DryRunTurn", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _DryRunTurn_sessionStatus(ctx context.Context, field graphql.CollectedField, obj *session.DryRunTurn) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DryRunTurn_sessionStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.DryRunTurn().SessionStatus(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SessionStatus) graphql.Marshaler {
+			return ec.marshalOSessionStatus2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSessionStatus(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DryRunTurn_sessionStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DryRunTurn", field, true, true, "SessionStatus")
 }
 
 func (ec *executionContext) _Event_id(ctx context.Context, field graphql.CollectedField, obj *ledger.Event) (ret graphql.Marshaler) {
@@ -21678,6 +21988,12 @@ func (ec *executionContext) _DryRun(ctx context.Context, sel ast.SelectionSet, o
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "turns":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._DryRun_turns(ctx, field, obj)
+				})
 		case "tookMs":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -21904,6 +22220,71 @@ func (ec *executionContext) _DryRunTrigger(ctx context.Context, sel ast.Selectio
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var dryRunTurnImplementors = []string{"DryRunTurn"}
+
+func (ec *executionContext) _DryRunTurn(ctx context.Context, sel ast.SelectionSet, obj *session.DryRunTurn) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, dryRunTurnImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DryRunTurn")
+		case "sessionId":
+			out.Values[i] = ec._DryRunTurn_sessionId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "inputs":
+			out.Values[i] = ec._DryRunTurn_inputs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "status":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._DryRunTurn_status(ctx, field, obj)
+				})
+		case "output":
+			out.Values[i] = ec._DryRunTurn_output(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "error":
+			out.Values[i] = ec._DryRunTurn_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "state":
+			out.Values[i] = ec._DryRunTurn_state(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "sessionStatus":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._DryRunTurn_sessionStatus(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -25077,6 +25458,26 @@ func (ec *executionContext) marshalNDryRunTrigger2ᚕgithubᚗcomᚋactionsledge
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNDryRunTrigger2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐDryRunTrigger(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNDryRunTurn2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐDryRunTurn(ctx context.Context, sel ast.SelectionSet, v session.DryRunTurn) graphql.Marshaler {
+	return ec._DryRunTurn(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNDryRunTurn2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐDryRunTurnᚄ(ctx context.Context, sel ast.SelectionSet, v []session.DryRunTurn) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNDryRunTurn2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐDryRunTurn(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {

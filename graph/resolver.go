@@ -32,7 +32,7 @@ type Resolver struct {
 	// Replayer runs replayExecution (turns.Executor.Replay); nil: refused.
 	Replayer func(ctx context.Context, actionID, id uuid.UUID, provider, by string) (*turns.Execution, error)
 	// DryRunner runs dryRun (session.Dispatcher.DryRun); nil: refused.
-	DryRunner func(ctx context.Context, comp *action.Compiled, author string, from, to int64, limit int) (*session.DryRun, error)
+	DryRunner func(ctx context.Context, comp *action.Compiled, author string, from, to int64, limit, turns int) (*session.DryRun, error)
 	// Feed and Tail serve subscriptions (issue 12); without them a
 	// subscription is refused with NOT_IMPLEMENTED.
 	Feed *ledger.Feed

@@ -437,7 +437,7 @@ func (r *actionsQueryResolver) Inbox(ctx context.Context, obj *model.ActionsQuer
 }
 
 // DryRun is the resolver for the dryRun field.
-func (r *actionsQueryResolver) DryRun(ctx context.Context, obj *model.ActionsQuery, actionID uuid.UUID, input action.Definition, from string, to *string, limit *int) (*session.DryRun, error) {
+func (r *actionsQueryResolver) DryRun(ctx context.Context, obj *model.ActionsQuery, actionID uuid.UUID, input action.Definition, from string, to *string, limit *int, turns *int) (*session.DryRun, error) {
 	if r.DryRunner == nil {
 		return nil, fault.New(fault.NotImplemented, "", "this server runs no dispatcher: it cannot dry-run")
 	}
@@ -461,7 +461,11 @@ func (r *actionsQueryResolver) DryRun(ctx context.Context, obj *model.ActionsQue
 	if err != nil {
 		return nil, reportAll(ctx, err, "input")
 	}
-	return r.DryRunner(ctx, comp, comp.Author, f, t, n)
+	nt := 0
+	if turns != nil {
+		nt = *turns
+	}
+	return r.DryRunner(ctx, comp, comp.Author, f, t, n, nt)
 }
 
 // InterruptID is the resolver for the interruptId field.
@@ -670,6 +674,14 @@ func (r *dryRunResolver) IntakeRecords(ctx context.Context, obj *session.DryRun)
 	return obj.IntakeShown, nil
 }
 
+// Turns is the resolver for the turns field.
+func (r *dryRunResolver) Turns(ctx context.Context, obj *session.DryRun) ([]session.DryRunTurn, error) {
+	if obj.Turns == nil {
+		return []session.DryRunTurn{}, nil
+	}
+	return obj.Turns, nil
+}
+
 // TookMs is the resolver for the tookMs field.
 func (r *dryRunResolver) TookMs(ctx context.Context, obj *session.DryRun) (int, error) {
 	return int(obj.Took.Milliseconds()), nil
@@ -688,6 +700,20 @@ func (r *dryRunIntakeRecordResolver) Event(ctx context.Context, obj *session.Int
 // Origin is the resolver for the origin field.
 func (r *dryRunSessionResolver) Origin(ctx context.Context, obj *session.DryRunSession) (*ledger.Event, error) {
 	return r.event(ctx, obj.Origin)
+}
+
+// Status is the resolver for the status field.
+func (r *dryRunTurnResolver) Status(ctx context.Context, obj *session.DryRunTurn) (model.ExecutionStatus, error) {
+	return model.ExecutionStatus(obj.Status), nil
+}
+
+// SessionStatus is the resolver for the sessionStatus field.
+func (r *dryRunTurnResolver) SessionStatus(ctx context.Context, obj *session.DryRunTurn) (*model.SessionStatus, error) {
+	if obj.SessionStatus == nil {
+		return nil, nil
+	}
+	st := model.SessionStatus(*obj.SessionStatus)
+	return &st, nil
 }
 
 // Position is the resolver for the position field.
@@ -1283,6 +1309,9 @@ func (r *Resolver) DryRunIntakeRecord() DryRunIntakeRecordResolver {
 // DryRunSession returns DryRunSessionResolver implementation.
 func (r *Resolver) DryRunSession() DryRunSessionResolver { return &dryRunSessionResolver{r} }
 
+// DryRunTurn returns DryRunTurnResolver implementation.
+func (r *Resolver) DryRunTurn() DryRunTurnResolver { return &dryRunTurnResolver{r} }
+
 // Event returns EventResolver implementation.
 func (r *Resolver) Event() EventResolver { return &eventResolver{r} }
 
@@ -1366,6 +1395,7 @@ type (
 	dryRunDiagnosticResolver   struct{ *Resolver }
 	dryRunIntakeRecordResolver struct{ *Resolver }
 	dryRunSessionResolver      struct{ *Resolver }
+	dryRunTurnResolver         struct{ *Resolver }
 	eventResolver              struct{ *Resolver }
 	executionResolver          struct{ *Resolver }
 	holdResolver               struct{ *Resolver }

@@ -282,7 +282,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Tail = ledger.NewTail(pool, a.Feed, tail)
 	a.Resolver = &graph.Resolver{LedgerStore: a.Ledger, ActionStore: a.Actions, SessionStore: a.Sessions,
 		TurnStore: a.Turns, Tools: a.Tools, AuthStore: a.Auth, Clock: a.Clock, Log: log, Feed: a.Feed, Tail: a.Tail, DB: pool,
-		Replayer: a.Executor.Replay, DryRunner: a.Dispatcher.DryRun}
+		Replayer: a.Executor.Replay,
+		DryRunner: func(ctx context.Context, comp *action.Compiled, author string, from, to int64, limit, turns int) (*session.DryRun, error) {
+			return a.Dispatcher.DryRun(ctx, comp, author, from, to, limit, turns, a.Executor.DryRunTurns)
+		}}
 	lim := cfg.Limits.withDefaults()
 	a.MCP = mcp.NewServer(mcp.Options{Actions: a.Actions, Tools: a.Tools, Sessions: a.Sessions, Turns: a.Turns, Feed: a.Feed,
 		Log: log, CallTimeout: lim.RequestTimeout, MaxInFlight: lim.MaxStreams, MaxBodyBytes: MaxBodyBytes, Unavailable: unavailable,

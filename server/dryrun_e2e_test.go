@@ -8,8 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const dryRunOp = `query($a: UUID!, $input: ActionInput!, $from: String!, $to: String, $limit: Int) { actions {
-  dryRun(actionId: $a, input: $input, from: $from, to: $to, limit: $limit) {
+const dryRunOp = `query($a: UUID!, $input: ActionInput!, $from: String!, $to: String, $limit: Int, $turns: Int) { actions {
+  dryRun(actionId: $a, input: $input, from: $from, to: $to, limit: $limit, turns: $turns) {
+    turns { sessionId inputs status output error state sessionStatus }
     from to reached events complete sessionCount executions tookMs
     triggers { trigger matched started delivered intakeRecords executions }
     sessions { id input startedAt inputs origin { eventType } }
@@ -42,6 +43,13 @@ type dryRunOut struct {
 			Diagnostics []struct {
 				Trigger string
 				Count   int
+			}
+			Turns []struct {
+				SessionID     string
+				Inputs        int
+				Status        string
+				Output        json.RawMessage
+				SessionStatus *string
 			}
 		}
 	}
@@ -92,6 +100,18 @@ func TestDryRunEndToEnd(t *testing.T) {
 	require.Len(t, d.Diagnostics, 1, "the string amount failed to compare")
 	require.Equal(t, "big", d.Diagnostics[0].Trigger)
 	require.Equal(t, before, e.countRows(t, `SELECT count(*) FROM sessions`)+e.countRows(t, `SELECT count(*) FROM actions`), "nothing stored")
+	require.Empty(t, d.Turns, "no turns unless asked")
+
+	// The first turns of the first sessions, on the inputs they would have.
+	e.ok(t, dryRunOp, map[string]any{"a": id, "input": input, "from": "1", "turns": 5}, &out)
+	d = out.Actions.DryRun
+	require.Len(t, d.Turns, 1, "a2's session has no input: it would run no turn")
+	require.Equal(t, a1, d.Turns[0].SessionID)
+	require.Equal(t, 3, d.Turns[0].Inputs)
+	require.Equal(t, "SUCCEEDED", d.Turns[0].Status)
+	require.NotEmpty(t, d.Turns[0].Output)
+	require.Zero(t, e.countRows(t, `SELECT count(*) FROM executions`), "nothing of the turns stored")
+	requireError(t, e.do(t, dryRunOp, map[string]any{"a": id, "input": input, "from": "1", "turns": 21}), "BAD_USER_INPUT", "turns")
 
 	// A limit cuts the range short and says so; a range names its end.
 	e.ok(t, dryRunOp, map[string]any{"a": id, "input": input, "from": "3", "to": "8", "limit": 2}, &out)

@@ -23,6 +23,10 @@ const (
 	// MaxDryRunEvents the most it may be asked to.
 	DefaultDryRunEvents = 100_000
 	MaxDryRunEvents     = 500_000
+	// MaxDryRunTurns is the most first turns a dry run may run, and
+	// MaxDryRunTurnInputs the most inputs each takes.
+	MaxDryRunTurns      = 20
+	MaxDryRunTurnInputs = 1000
 	// DryRunShown is how many sessions and intake records a dry run lists
 	// (the counts cover all of them).
 	DryRunShown = 100
@@ -80,8 +84,30 @@ type DryRun struct {
 	IntakeShown []IntakeRecord
 	// Diagnostics are predicates that failed to evaluate, per trigger.
 	Diagnostics []Diagnostic
-	Took        time.Duration
+	// Turns are the first turns of the first sessions, when asked for.
+	Turns []DryRunTurn
+	Took  time.Duration
 }
+
+// DryRunTurn is the first turn a session of a dry run would run: its
+// handler's outcome on the inputs the session had at the end of the range
+// (up to maxInputs). Status is an execution status (SUCCEEDED, FAILED,
+// HELD); State and SessionStatus are what the turn would commit.
+type DryRunTurn struct {
+	SessionID     string
+	Inputs        int
+	Status        string
+	Output        jsonvalue.Value
+	Error         *string
+	State         jsonvalue.Value
+	SessionStatus *string
+}
+
+// TurnRunner runs the first turns of the sessions sids of a dry run's
+// version comp, inside the dry run's transaction tx (turns.Executor
+// .DryRunTurns): the handler's own writes go to a transaction of their own
+// that is rolled back too.
+type TurnRunner func(ctx context.Context, tx pgx.Tx, comp *action.Compiled, sids []int64) ([]DryRunTurn, error)
 
 // DryRunSession is a session a dry run would start, with the number of
 // inputs it would have at the end of the range.
@@ -110,7 +136,12 @@ var errDryRun = errors.New("dry run")
 // enforced, the definition sees only the namespaces that principal may
 // read with the grants it declares. Errors: fault.BadInput (fields from,
 // to, limit).
-func (d *Dispatcher) DryRun(ctx context.Context, comp *action.Compiled, author string, from, to int64, limit int) (*DryRun, error) {
+//
+// With turns > 0 and run set, it also runs the handler of the first turn
+// of each of the first turns sessions that have inputs (run; nothing
+// commits). Errors
+// include fault.BadInput (field turns) for more than MaxDryRunTurns.
+func (d *Dispatcher) DryRun(ctx context.Context, comp *action.Compiled, author string, from, to int64, limit, turns int, run TurnRunner) (*DryRun, error) {
 	began := time.Now()
 	if limit == 0 {
 		limit = DefaultDryRunEvents
@@ -122,6 +153,8 @@ func (d *Dispatcher) DryRun(ctx context.Context, comp *action.Compiled, author s
 		return nil, fault.New(fault.BadInput, "to", "to is a ledger position at or after from")
 	case limit < 1 || limit > MaxDryRunEvents:
 		return nil, fault.New(fault.BadInput, "limit", "limit is 1-%d events", MaxDryRunEvents)
+	case turns < 0 || turns > MaxDryRunTurns:
+		return nil, fault.New(fault.BadInput, "turns", "turns is 0-%d", MaxDryRunTurns)
 	}
 	out := &DryRun{From: from, To: to, Reached: from - 1, Limit: limit, Intake: map[string]int{}}
 	for _, t := range comp.Triggers {
@@ -189,6 +222,21 @@ func (d *Dispatcher) DryRun(ctx context.Context, comp *action.Compiled, author s
 		out.Reached = cursor
 		if err := dryRunResults(ctx, tx, id, out); err != nil {
 			return err
+		}
+		if turns > 0 && run != nil && cp.Session != nil {
+			// Sessions with inputs: one without would run no turn.
+			rows, err := tx.Query(ctx, `SELECT sid FROM sessions s WHERE action_id = $1
+				AND EXISTS (SELECT 1 FROM session_inputs i WHERE i.sid = s.sid) ORDER BY sid LIMIT $2`, id, turns)
+			if err != nil {
+				return err
+			}
+			sids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				return err
+			}
+			if out.Turns, err = run(ctx, tx, &cp, sids); err != nil {
+				return err
+			}
 		}
 		return errDryRun
 	})

@@ -42,7 +42,7 @@ func BenchmarkDryRun100k(b *testing.B) {
 	require.NoError(b, err)
 	b.ResetTimer()
 	for range b.N {
-		d, err := f.app.Dispatcher.DryRun(f.ctx, comp, "", 1, 0, session.MaxDryRunEvents)
+		d, err := f.app.Dispatcher.DryRun(f.ctx, comp, "", 1, 0, session.MaxDryRunEvents, 0, nil)
 		require.NoError(b, err)
 		require.Equal(b, accounts*(perAccount+1), d.Events)
 		require.Equal(b, accounts, d.Sessions)

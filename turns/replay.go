@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/wI2L/jsondiff"
 
+	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
@@ -408,4 +409,71 @@ func utcPtr(t *time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
+}
+
+// DryRunTurns runs the first turn of each of the sessions sids of a dry
+// run (issue 15; session.Dispatcher.DryRun), which exist only in the dry
+// run's transaction tx: the handler of comp, one attempt, on the session's
+// pending inputs in delivery order (up to maxInputs), with the session's
+// initial state. Its ledger writes and tool calls run in a transaction of
+// their own that is rolled back; what it does outside the ledger is real
+// (an http request, a model call).
+func (e *Executor) DryRunTurns(ctx context.Context, tx pgx.Tx, comp *action.Compiled, sids []int64) ([]session.DryRunTurn, error) {
+	out := make([]session.DryRunTurn, 0, len(sids))
+	for _, sid := range sids {
+		sess, err := session.BySID(ctx, tx, sid)
+		if err != nil || sess == nil {
+			return nil, err
+		}
+		limit := session.MaxDryRunTurnInputs
+		if comp.Session != nil && comp.Session.MaxInputs > 0 {
+			limit = min(limit, comp.Session.MaxInputs)
+		}
+		rows, err := tx.Query(ctx, `SELECT `+session.InputColumns+` FROM session_inputs WHERE sid = $1 ORDER BY order_key, seq LIMIT $2`, sid, limit)
+		if err != nil {
+			return nil, fmt.Errorf("turns: dry run: %w", err)
+		}
+		ins, err := pgx.CollectRows(rows, session.ScanInput)
+		if err != nil {
+			return nil, fmt.Errorf("turns: dry run: %w", err)
+		}
+		views, err := e.views(ctx, ins, nil)
+		if err != nil {
+			return nil, err
+		}
+		execID := uuid.New()
+		req := &Request{ActionID: comp.ActionID, Version: comp.Version, SessionID: sess.ID, Input: sess.Input, State: sess.State,
+			Inputs: views, Turn: 1, EndsAt: sess.EndsAt, ExecutionID: execID, Attempt: 1,
+			Spec: Spec{Config: comp.Def.Config, Source: comp.Def.Source}, Transcript: &Transcript{now: e.clock.Now, attempt: 1}}
+		var o *Outcome
+		var runErr error
+		h, herr := e.kinds.Handler(comp.Def.Kind, req.Spec)
+		if herr != nil {
+			runErr = herr
+		} else {
+			w := ledger.NewWriter(e.pool, e.clock.Now)
+			if e.EnvFunc != nil {
+				req.Env = e.EnvFunc(w, Run{ExecutionID: execID, Action: comp, SID: sid, SessionID: sess.ID})
+			}
+			o, runErr = e.attempt(ctx, h, req)
+			if runErr == nil {
+				if verr := o.validate(false, sess.EndsAt != nil); verr != nil {
+					runErr = Permanent(fmt.Errorf("%s: %w", FailOutputInvalid, verr))
+				}
+			}
+			w.Rollback(context.WithoutCancel(ctx))
+		}
+		status, outcome := replayOutcome(o, runErr, true, sess.State)
+		t := session.DryRunTurn{SessionID: sess.ID, Inputs: len(ins), Status: string(status)}
+		if runErr == nil {
+			t.Output, t.State = o.Output, o.State
+			st := o.Status
+			t.SessionStatus = &st
+		} else {
+			msg, _ := outcome["error"].(string)
+			t.Error = &msg
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
