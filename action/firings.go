@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actionsledger/actionsledger/internal/clock"
+	"github.com/actionsledger/actionsledger/internal/due"
 	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
@@ -271,38 +272,7 @@ func NewFirings(pool *pgxpool.Pool, actions *Store, c clock.Clock, log *slog.Log
 // Run fires due schedule triggers until ctx ends. Between rounds it sleeps
 // until the earliest clock is due, at most poll, or until wake.
 func (f *Firings) Run(ctx context.Context, wake <-chan struct{}, poll time.Duration) error {
-	sleep := time.NewTimer(0)
-	defer sleep.Stop()
-	for {
-		n, err := f.FireOnce(ctx)
-		if err != nil && ctx.Err() == nil {
-			f.log.Error("schedule triggers failed", "err", err)
-		}
-		wait := poll
-		switch {
-		case err == nil && n >= f.Batch:
-			wait = 0 // a full batch: there may be more
-		case err == nil:
-			next, err := f.NextDue(ctx)
-			if err != nil && ctx.Err() == nil {
-				f.log.Error("schedule triggers: next due", "err", err)
-			}
-			if !next.IsZero() {
-				wait = min(wait, max(next.Sub(f.clock.Now()), 0))
-			}
-			if wait == 0 && n == 0 {
-				// Due rows that another transaction holds: look again shortly.
-				wait = 20 * time.Millisecond
-			}
-		}
-		sleep.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wake:
-		case <-sleep.C:
-		}
-	}
+	return due.Loop{Name: "schedule triggers", Once: f.FireOnce, Batch: f.Batch, Next: f.NextDue, Clock: f.clock, Log: f.log}.Run(ctx, wake, poll)
 }
 
 // NextDue returns when the earliest clock is due; zero when none is.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/internal/clock"
+	"github.com/actionsledger/actionsledger/internal/due"
 	"github.com/actionsledger/actionsledger/internal/observe"
 )
 
@@ -57,37 +58,7 @@ func NewTimers(pool *pgxpool.Pool, actions *action.Store, c clock.Clock, log *sl
 // earliest timer is due, at most poll (which also bounds how late a timer
 // set by another process without a notification is seen), or until wake.
 func (t *Timers) Run(ctx context.Context, wake <-chan struct{}, poll time.Duration) error {
-	sleep := time.NewTimer(0)
-	defer sleep.Stop()
-	for {
-		n, err := t.FireOnce(ctx)
-		if err != nil && ctx.Err() == nil {
-			t.log.Error("session timers failed", "err", err)
-		}
-		wait := poll
-		if err == nil && n < t.Batch {
-			next, err := t.NextDue(ctx)
-			if err != nil && ctx.Err() == nil {
-				t.log.Error("session timers: next due", "err", err)
-			}
-			if !next.IsZero() {
-				wait = min(wait, max(next.Sub(t.clock.Now()), 0))
-			}
-			if wait == 0 && n == 0 {
-				// Due rows that another transaction holds: look again shortly.
-				wait = 20 * time.Millisecond
-			}
-		} else if err == nil {
-			wait = 0 // a full batch: there may be more
-		}
-		sleep.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wake:
-		case <-sleep.C:
-		}
-	}
+	return due.Loop{Name: "session timers", Once: t.FireOnce, Batch: t.Batch, Next: t.NextDue, Clock: t.clock, Log: t.log}.Run(ctx, wake, poll)
 }
 
 // NextDue returns when the earliest timer is due; zero when there is none.
