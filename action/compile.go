@@ -412,6 +412,11 @@ func (c *compiler) compile() *Compiled {
 			role = nil
 		}
 		event := t.Event
+		if t.Schedule == nil && strings.TrimSpace(t.Event) == "" {
+			c.fail(f+".event", fault.InvalidExpression, "a trigger requires an event predicate (event) or a schedule (schedule)")
+			hasStart = hasStart || (role != nil && role.Start != nil)
+			continue
+		}
 		if t.Schedule != nil {
 			ct.Schedule = c.triggerSchedule(t, f)
 			if t.Event != "" {
@@ -529,7 +534,7 @@ func noTriggerSees(types []string) string {
 			return ""
 		}
 	}
-	return fmt.Sprintf("no trigger sees %q: schedule.fired goes only to its own session or schedule trigger (give the trigger a schedule instead), the service writes no other schedule. type and no action_session. type but %s and %s, and no write deletes a record",
+	return fmt.Sprintf("no trigger sees %q. The service writes schedule.fired for a session clock or a schedule trigger, and each firing goes to that session or trigger alone (to fire on a clock, give the trigger a schedule instead of an event). It writes no other schedule.* type and no action_session.* type other than %s and %s, and no write deletes a record",
 		types[0], ledger.RespondedType, ledger.RequestedType)
 }
 
@@ -630,6 +635,13 @@ func (c *compiler) clockEntry(e ScheduleEntry, field string) *schedule.Entry {
 		d, err := schedule.ParseEvery(*e.Every)
 		if err != nil {
 			c.fail(field+".every", fault.InvalidAction, "%v", err)
+			return nil
+		}
+		if c.storing && d > schedule.MaxEvery {
+			// Firing times are computed as anchor + k·every in Go
+			// durations, which end 292 years out: a longer period would
+			// fire a handful of times and stop.
+			c.fail(field+".every", fault.InvalidAction, "every is at most %s (a year); use cron for anything rarer", schedule.MaxEvery)
 			return nil
 		}
 		return schedule.Every(e.Name, d)

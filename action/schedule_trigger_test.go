@@ -83,13 +83,16 @@ func TestCompileScheduleTriggerRules_A4(t *testing.T) {
 		{"every under a second", fault.InvalidAction, "triggers[0].schedule.every", "at least 1s", func(d *action.Definition) {
 			d.Triggers[0].Schedule = &action.TriggerSchedule{Every: ptr("500ms")}
 		}},
+		{"every over a year", fault.InvalidAction, "triggers[0].schedule.every", "at most", func(d *action.Definition) {
+			d.Triggers[0].Schedule = &action.TriggerSchedule{Every: ptr("2000000h")}
+		}},
 		{"a role without a session block", fault.InvalidAction, "triggers[0].session", "only when the action has a session block", func(d *action.Definition) {
 			d.Triggers[0].Session = &action.TriggerRole{Resume: &action.ResumeRole{ID: `"x"`}}
 		}},
 		{"an event trigger naming schedule.fired", fault.InvalidAction, "triggers[1].event", "give the trigger a schedule instead", func(d *action.Definition) {
 			d.Triggers[1].Event = `event.type == "schedule.fired"`
 		}},
-		{"no event and no schedule", fault.InvalidExpression, "triggers[0].event", "required", func(d *action.Definition) {
+		{"no event and no schedule", fault.InvalidExpression, "triggers[0].event", "an event predicate (event) or a schedule", func(d *action.Definition) {
 			d.Triggers[0].Schedule = nil
 		}},
 	}

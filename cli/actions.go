@@ -174,7 +174,7 @@ type ActionsDryRunCmd struct {
 	File  string `short:"f" required:"" placeholder:"FILE" help:"The definition, as apply reads it (YAML or JSON with the action's id); - reads standard input."`
 	From  string `required:"" placeholder:"POSITION" help:"The first ledger position to judge (1: the whole ledger)."`
 	To    string `placeholder:"POSITION" help:"The last position to judge; default: the head."`
-	Limit int    `help:"Most events to read (default 100000)."`
+	Limit int    `help:"Most events to read, 1-500000; 0 or unset: the server's default (100000)."`
 }
 
 // Run dry-runs the definition; JSON output is the dry run as the query

@@ -51,7 +51,7 @@ type Commands struct {
 	Actions  ActionsCmd  `cmd:"" group:"client" help:"List actions, or show one (definition, versions, status)."`
 	Sessions SessionsCmd `cmd:"" group:"client" help:"List, show, watch or close an action's sessions."`
 	// Issue 15.
-	Executions ExecutionsCmd `cmd:"" group:"client" help:"List the executions of an action without a session block, or retry a failed one."`
+	Executions ExecutionsCmd `cmd:"" group:"client" help:"List the executions of an action without a session block, retry a failed one, or replay any execution (nothing committed)."`
 	Inbox      InboxCmd      `cmd:"" group:"client" help:"List the approvals and held turns waiting for an answer."`
 	Respond    RespondCmd    `cmd:"" group:"client" help:"Answer an approval (--approve|--deny) or a held turn (--retry|--skip)."`
 	Events     EventsCmd     `cmd:"" group:"client" help:"Follow the ledger's events."`

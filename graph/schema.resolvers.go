@@ -450,6 +450,9 @@ func (r *actionsQueryResolver) DryRun(ctx context.Context, obj *model.ActionsQue
 		if t, err = parsePosition(to, "to"); err != nil {
 			return nil, err
 		}
+		if t < 1 {
+			return nil, fault.New(fault.BadInput, "to", "to is a ledger position, at least 1; omit it for the head")
+		}
 	}
 	n := 0
 	if limit != nil {

@@ -27,6 +27,9 @@ type Writer struct {
 	pending []NewEvent
 	calls   int
 	marks   int
+	// OnBegin, when set, runs in the transaction as it begins (a replay
+	// writes the row its tool calls name there).
+	OnBegin func(ctx context.Context, tx pgx.Tx) error
 }
 
 // NewWriter returns a Writer whose transaction begins on pool when first
@@ -41,6 +44,12 @@ func (w *Writer) Tx(ctx context.Context) (pgx.Tx, error) {
 		tx, err := w.pool.Begin(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("ledger: begin: %w", err)
+		}
+		if w.OnBegin != nil {
+			if err := w.OnBegin(ctx, tx); err != nil {
+				_ = tx.Rollback(context.WithoutCancel(ctx))
+				return nil, err
+			}
 		}
 		w.tx = tx
 	}

@@ -20,8 +20,10 @@ const FiredType = "schedule.fired"
 
 // Limits on entries.
 const (
-	// MinEvery is the shortest every period.
+	// MinEvery is the shortest every period, MaxEvery the longest a new
+	// definition may give (366 days).
 	MinEvery = time.Second
+	MaxEvery = 366 * 24 * time.Hour
 	// MaxCronLen is the longest cron expression, in bytes.
 	MaxCronLen = 200
 	// MaxTimezoneLen is the longest timezone name, in bytes.

@@ -127,4 +127,7 @@ func TestBackfillUnderLiveTrafficEndToEnd(t *testing.T) {
 	}
 	requireError(t, e.do(t, `mutation($id: UUID!) { actions { cancelBackfill(actionId: $id, version: 1) { status } } }`,
 		map[string]any{"id": ref}), "NOT_FOUND", "version")
+	// GraphQL Ints are 32-bit: a larger version is bad input, not a database error.
+	requireError(t, e.do(t, `mutation($id: UUID!, $v: Int!) { actions { cancelBackfill(actionId: $id, version: $v) { status } } }`,
+		map[string]any{"id": ref, "v": int64(1) << 31}), "BAD_USER_INPUT", "version")
 }

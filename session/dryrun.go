@@ -32,6 +32,14 @@ const (
 	DryRunShown = 100
 )
 
+// MaxDryRuns is how many dry runs one process runs at once (each holds a
+// connection and a core for up to the request timeout); more are refused
+// with fault.Unavailable (retry later).
+const MaxDryRuns = 2
+
+// dryRunSlots bounds the dry runs running in this process.
+var dryRunSlots = make(chan struct{}, MaxDryRuns)
+
 // DryRunStats counts what a dry run's triggers did.
 type DryRunStats struct {
 	Triggers []DryRunTrigger
@@ -135,7 +143,7 @@ var errDryRun = errors.New("dry run")
 // firings belong to the future). author is who asks: with authorities
 // enforced, the definition sees only the namespaces that principal may
 // read with the grants it declares. Errors: fault.BadInput (fields from,
-// to, limit).
+// to, limit, turns), fault.Unavailable when MaxDryRuns run already.
 //
 // With turns > 0 and run set, it also runs the handler of the first turn
 // of each of the first turns sessions that have inputs (run; nothing
@@ -156,6 +164,12 @@ func (d *Dispatcher) DryRun(ctx context.Context, comp *action.Compiled, author s
 	case turns < 0 || turns > MaxDryRunTurns:
 		return nil, fault.New(fault.BadInput, "turns", "turns is 0-%d", MaxDryRunTurns)
 	}
+	select {
+	case dryRunSlots <- struct{}{}:
+		defer func() { <-dryRunSlots }()
+	default:
+		return nil, fault.New(fault.Unavailable, "", "%d dry runs are running on this server: try again when one has finished", MaxDryRuns)
+	}
 	out := &DryRun{From: from, To: to, Reached: from - 1, Limit: limit, Intake: map[string]int{}}
 	for _, t := range comp.Triggers {
 		out.Stats.Triggers = append(out.Stats.Triggers, DryRunTrigger{Trigger: t.Name})
@@ -164,11 +178,14 @@ func (d *Dispatcher) DryRun(ctx context.Context, comp *action.Compiled, author s
 		if _, err := tx.Exec(ctx, `SELECT `+pgplan.KeyJoinsExpr); err != nil {
 			return err
 		}
-		if out.To == 0 {
-			head, err := ledger.Head(ctx, tx)
-			if err != nil {
-				return err
-			}
+		head, err := ledger.Head(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if from > head+1 {
+			return fault.New(fault.BadInput, "from", "from is %d, after the ledger head (%d)", from, head)
+		}
+		if out.To == 0 || out.To > head {
 			out.To = head
 		}
 		// The proposed version, stored in this transaction alone.

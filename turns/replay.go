@@ -70,6 +70,13 @@ type Change struct {
 	Replay   any    `json:"replay"`
 }
 
+// MaxReplays is how many replays one process runs at once; more are
+// refused with fault.Unavailable (retry later).
+const MaxReplays = 4
+
+// replaySlots bounds the replays running in this process.
+var replaySlots = make(chan struct{}, MaxReplays)
+
 // recordedKey carries a replay's recorded model replies.
 type recordedKey struct{}
 
@@ -103,8 +110,15 @@ func RecordedReplies(ctx context.Context) (replies []jsonvalue.Value, ok bool) {
 //
 // Errors: fault.NotFound (field id) for an execution that is not this
 // action's, fault.BadInput (field id) for a tool call (replay its turn)
-// or an execution that has not finished, fault.BadInput (field provider).
+// or an execution that has not finished, fault.BadInput (field provider),
+// fault.Unavailable when MaxReplays run already.
 func (e *Executor) Replay(ctx context.Context, actionID, id uuid.UUID, provider, by string) (*Execution, error) {
+	select {
+	case replaySlots <- struct{}{}:
+		defer func() { <-replaySlots }()
+	default:
+		return nil, fault.New(fault.Unavailable, "", "%d replays are running on this server: try again when one has finished", MaxReplays)
+	}
 	if provider == "" {
 		provider = ReplayLive
 	}
@@ -151,19 +165,18 @@ func (e *Executor) Replay(ctx context.Context, actionID, id uuid.UUID, provider,
 	}
 	started := e.clock.Now()
 
-	// The run: one attempt, in a transaction that is rolled back. The
-	// replay's row exists in it first, so the tool calls it makes (child
+	// The run: one attempt, in a transaction that is rolled back, begun
+	// only when the handler first reaches the ledger or a tool (no
+	// connection is held while it waits on anything else). The replay's
+	// row is written in it first, so the tool calls it makes (child
 	// executions) can name it.
 	w := ledger.NewWriter(e.pool, e.clock.Now)
-	tx, err := w.Tx(ctx)
-	if err != nil {
-		return nil, err
+	w.OnBegin = func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO executions (id, action_id, version, sid, turn, status, attempts, started_at, replay_of)
+			VALUES ($1, $2, $3, $4, $5, 'RUNNING', 1, $6, $7)`, replayID, orig.ActionID, orig.Version, orig.SID, orig.Turn, started, orig.ID)
+		return err
 	}
 	defer w.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, `INSERT INTO executions (id, action_id, version, sid, turn, status, attempts, started_at, replay_of)
-		VALUES ($1, $2, $3, $4, $5, 'RUNNING', 1, $6, $7)`, replayID, orig.ActionID, orig.Version, orig.SID, orig.Turn, started, orig.ID); err != nil {
-		return nil, fmt.Errorf("turns: replay: %w", err)
-	}
 	var out *Outcome
 	var runErr error
 	h, herr := e.kinds.Handler(comp.Def.Kind, req.Spec)

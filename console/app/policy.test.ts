@@ -57,5 +57,7 @@ describe('abilities', () => {
     expect(ab.respond(A)).toBe(true);
     expect(ab.close(A)).toBe(false);
     expect(ab.readAction(B)).toBe(false);
+    expect(ab.write(A)).toBe(false);
+    expect(abilities(viewer(['ADMIN', actionResource(A)])).write(A)).toBe(true);
   });
 });

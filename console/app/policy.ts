@@ -67,6 +67,8 @@ export interface Abilities {
   readAction: (id: string) => boolean;
   respond: (id: string) => boolean;
   close: (id: string) => boolean;
+  /** Change the action (and dry run a definition for it). */
+  write: (id: string) => boolean;
 }
 
 export function abilities(v: Viewer | null): Abilities {
@@ -76,5 +78,6 @@ export function abilities(v: Viewer | null): Abilities {
     readAction: (id) => allows(v, 'READ', actionResource(id)),
     respond: (id) => allows(v, 'RESPOND', actionResource(id)),
     close: (id) => allows(v, 'CLOSE', actionResource(id)),
+    write: (id) => allows(v, 'WRITE', actionResource(id)),
   };
 }

@@ -618,6 +618,31 @@ try {
   const intake = page.getByRole('region', { name: 'Intake records' }).locator('tbody tr').first();
   const intakeText = await intake.innerText();
   check(/session_not_found/.test(intakeText) && /entry/.test(intakeText) && /entry\.inserted at position \d+/.test(intakeText) && /acct-zz \(none\)/.test(intakeText), 'and the entry that reached no session as an intake record, naming the id it looked for', intakeText);
+  // A dry run (issue 15): the definition prefilled, invalid JSON refused
+  // before anything is sent, then a changed definition (no limit trigger)
+  // beside the current one, the differences marked.
+  const proposal = page.getByLabel('Proposed definition (JSON, the ActionInput shape)');
+  const prefilled = JSON.parse(await proposal.inputValue());
+  check(prefilled.name === 'agent-monitor' && prefilled.triggers.length === 3 && !('tool' in prefilled) && !('source' in prefilled), 'the dry run is prefilled with the current definition, its null parts left out');
+  let dryRuns = 0;
+  const countDryRuns = (r) => r.url().endsWith('/graphql') && (r.postData() ?? '').includes('dryRun') && dryRuns++;
+  page.on('request', countDryRuns);
+  await proposal.fill('{"name": "agent-monitor",}');
+  await page.getByRole('button', { name: 'Run', exact: true }).click();
+  const jsonProblem = await page.locator('#dry-def-problem').innerText();
+  check(/not valid JSON: at line 1, column 26/.test(jsonProblem) && (await proposal.getAttribute('aria-invalid')) === 'true' && dryRuns === 0, 'invalid JSON is shown where it breaks and nothing is sent', jsonProblem);
+  await proposal.fill(JSON.stringify({ ...prefilled, triggers: prefilled.triggers.filter((t) => t.name !== 'limit') }, null, 2));
+  await page.getByRole('button', { name: 'Run', exact: true }).click();
+  const perTrigger = page.getByRole('table', { name: 'Per trigger', exact: true });
+  await perTrigger.waitFor();
+  const limitRow = await perTrigger.locator('tbody tr', { hasText: 'limit' }).innerText();
+  const failuresRow = page.getByRole('table', { name: 'What was read' }).locator('tr', { hasText: 'Predicate failures' });
+  check(
+    dryRuns === 2 && /dropped/i.test(limitRow) && (await failuresRow.locator('td.differs').count()) === 2 && /\(−\d+\)/.test(await failuresRow.innerText()),
+    'a dry run compares the changed definition with the current one: the dropped trigger and the predicate failures it no longer has are marked',
+    `${dryRuns} requests; ${limitRow}`,
+  );
+  page.off('request', countDryRuns);
   await screen(page, 'action-agent');
 
   await page.goto(`${base}/console/ledger`);

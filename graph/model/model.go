@@ -5,6 +5,7 @@ package model
 import (
 	"encoding/json"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
@@ -98,4 +99,21 @@ type Invocation struct {
 	// on (P1, P2); HoldID the hold of a held execution (H2).
 	Approvals []uuid.UUID
 	HoldID    *uuid.UUID
+}
+
+// MarshalInt writes a GraphQL Int.
+func MarshalInt(i int) graphql.Marshaler { return graphql.MarshalInt(i) }
+
+// UnmarshalInt reads a GraphQL Int: a whole number that fits in 32 bits,
+// as the GraphQL specification defines Int (a larger one would overflow
+// the database's int columns). Errors: fault.BadInput.
+func UnmarshalInt(v any) (int, error) {
+	n, err := graphql.UnmarshalInt64(v)
+	if err != nil {
+		return 0, fault.New(fault.BadInput, "", "an Int is a whole number: %v", err)
+	}
+	if n < math.MinInt32 || n > math.MaxInt32 {
+		return 0, fault.New(fault.BadInput, "", "an Int is at most %d and at least %d (got %d)", math.MaxInt32, math.MinInt32, n)
+	}
+	return int(n), nil
 }
