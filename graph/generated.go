@@ -86,6 +86,7 @@ type ComplexityRoot struct {
 		CreatedAt          func(childComplexity int) int
 		CurrentVersion     func(childComplexity int) int
 		Definition         func(childComplexity int) int
+		Execution          func(childComplexity int, id uuid.UUID) int
 		Executions         func(childComplexity int, first *int, after *string, status *model.ExecutionStatus) int
 		ID                 func(childComplexity int) int
 		IntakeRecords      func(childComplexity int, first *int, after *string) int
@@ -361,6 +362,7 @@ type ComplexityRoot struct {
 		Invocation     func(childComplexity int) int
 		QueuedAt       func(childComplexity int) int
 		Replay         func(childComplexity int) int
+		Replays        func(childComplexity int) int
 		RetriedAt      func(childComplexity int) int
 		RetriedBy      func(childComplexity int) int
 		Retries        func(childComplexity int) int
@@ -702,6 +704,7 @@ type ActionResolver interface {
 	Executions(ctx context.Context, obj *action.Action, first *int, after *string, status *model.ExecutionStatus) (*model.ExecutionConnection, error)
 	McpEndpoint(ctx context.Context, obj *action.Action) (*string, error)
 	Schedules(ctx context.Context, obj *action.Action) ([]model.TriggerClock, error)
+	Execution(ctx context.Context, obj *action.Action, id uuid.UUID) (*turns.Execution, error)
 }
 type ActionDefinitionResolver interface {
 	Config(ctx context.Context, obj *action.Definition) (jsonvalue.Value, error)
@@ -842,6 +845,7 @@ type ExecutionResolver interface {
 	Invocation(ctx context.Context, obj *turns.Execution) (*model.Invocation, error)
 	Children(ctx context.Context, obj *turns.Execution, first *int, after *string) (*model.ExecutionConnection, error)
 	Replay(ctx context.Context, obj *turns.Execution) (*turns.ReplayRecord, error)
+	Replays(ctx context.Context, obj *turns.Execution) ([]turns.Execution, error)
 }
 type HoldResolver interface {
 	InterruptID(ctx context.Context, obj *session.Interrupt) (string, error)
@@ -977,6 +981,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Action.Definition(childComplexity), true
+	case "Action.execution":
+		if e.ComplexityRoot.Action.Execution == nil {
+			break
+		}
+
+		args, err := ec.field_Action_execution_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Action.Execution(childComplexity, args["id"].(uuid.UUID)), true
 	case "Action.executions":
 		if e.ComplexityRoot.Action.Executions == nil {
 			break
@@ -2303,6 +2318,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Execution.Replay(childComplexity), true
+	case "Execution.replays":
+		if e.ComplexityRoot.Execution.Replays == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Execution.Replays(childComplexity), true
 	case "Execution.retriedAt":
 		if e.ComplexityRoot.Execution.RetriedAt == nil {
 			break
@@ -4373,6 +4394,8 @@ type Action {
   # Spec: A4
   "The clocks of the newest version's schedule triggers, in definition order."
   schedules: [TriggerClock!]!
+  "One of the action's executions (a turn's, a tool call's, an execution without a session, or a replay) by id; null when it has none with this id."
+  execution(id: UUID!): Execution
 }
 
 type ActionVersion {
@@ -5097,6 +5120,8 @@ type Execution {
   # Spec: T9
   "Set when this execution is a replay (replayExecution): what it replays and how it compares."
   replay: Replay
+  "The replays of this execution (replayExecution), oldest first."
+  replays: [Execution!]!
 }
 
 # Spec: T9
@@ -5288,6 +5313,8 @@ func (ec *executionContext) childFields_Action(ctx context.Context, field graphq
 		return ec.fieldContext_Action_mcpEndpoint(ctx, field)
 	case "schedules":
 		return ec.fieldContext_Action_schedules(ctx, field)
+	case "execution":
+		return ec.fieldContext_Action_execution(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Action", field.Name)
 }
@@ -5836,6 +5863,8 @@ func (ec *executionContext) childFields_Execution(ctx context.Context, field gra
 		return ec.fieldContext_Execution_children(ctx, field)
 	case "replay":
 		return ec.fieldContext_Execution_replay(ctx, field)
+	case "replays":
+		return ec.fieldContext_Execution_replays(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Execution", field.Name)
 }
@@ -6629,6 +6658,20 @@ func (ec *executionContext) field_ActionSession_turns_args(ctx context.Context, 
 		return nil, err
 	}
 	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Action_execution_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -8096,6 +8139,50 @@ func (ec *executionContext) fieldContext_Action_schedules(_ context.Context, fie
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_TriggerClock(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Action_execution(ctx context.Context, field graphql.CollectedField, obj *action.Action) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Action_execution(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Action().Execution(ctx, obj, fc.Args["id"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *turns.Execution) graphql.Marshaler {
+			return ec.marshalOExecution2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐExecution(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Action_execution(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Action",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Execution(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Action_execution_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -13437,6 +13524,38 @@ func (ec *executionContext) fieldContext_Execution_replay(_ context.Context, fie
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Replay(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Execution_replays(ctx context.Context, field graphql.CollectedField, obj *turns.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Execution_replays(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Execution().Replays(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []turns.Execution) graphql.Marshaler {
+			return ec.marshalNExecution2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐExecutionᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Execution_replays(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Execution",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Execution(ctx, field)
 		},
 	}
 	return fc, nil
@@ -20739,6 +20858,12 @@ func (ec *executionContext) _Action(ctx context.Context, sel ast.SelectionSet, o
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Action_schedules(ctx, field, obj)
 				})
+		case "execution":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Action_execution(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -22536,6 +22661,12 @@ func (ec *executionContext) _Execution(ctx context.Context, sel ast.SelectionSet
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Execution_replay(ctx, field, obj)
+				})
+		case "replays":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Execution_replays(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))

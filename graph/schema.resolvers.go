@@ -151,6 +151,15 @@ func (r *actionResolver) Schedules(ctx context.Context, obj *action.Action) ([]m
 	return r.triggerClocks(ctx, obj)
 }
 
+// Execution is the resolver for the execution field.
+func (r *actionResolver) Execution(ctx context.Context, obj *action.Action, id uuid.UUID) (*turns.Execution, error) {
+	x, err := r.TurnStore.Execution(ctx, id)
+	if err != nil || x == nil || x.ActionID != obj.ID {
+		return nil, err
+	}
+	return x, nil
+}
+
 // Config is the resolver for the config field.
 func (r *actionDefinitionResolver) Config(ctx context.Context, obj *action.Definition) (jsonvalue.Value, error) {
 	return r.ActionStore.RedactConfig(obj.Kind, obj.Config), nil
@@ -840,6 +849,15 @@ func (r *executionResolver) Children(ctx context.Context, obj *turns.Execution, 
 // Replay is the resolver for the replay field.
 func (r *executionResolver) Replay(ctx context.Context, obj *turns.Execution) (*turns.ReplayRecord, error) {
 	return obj.Record()
+}
+
+// Replays is the resolver for the replays field.
+func (r *executionResolver) Replays(ctx context.Context, obj *turns.Execution) ([]turns.Execution, error) {
+	xs, err := r.TurnStore.Replays(ctx, obj.ID)
+	if xs == nil && err == nil {
+		xs = []turns.Execution{}
+	}
+	return xs, err
 }
 
 // InterruptID is the resolver for the interruptId field.

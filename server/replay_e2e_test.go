@@ -94,5 +94,27 @@ func TestReplayExecutionEndToEnd_T9(t *testing.T) {
 	}
 	require.Equal(t, 1, e.countRows(t, `SELECT count(*) FROM session_turns`), "no turn was added")
 
+	// The replays are read back from the original.
+	var back struct {
+		Actions struct {
+			Action struct {
+				Execution struct {
+					Replays []struct {
+						Status string
+						Replay struct{ Provider string }
+					}
+				}
+			}
+		}
+	}
+	e.ok(t, `query($a: UUID!, $id: UUID!) { actions { action(id: $a) { execution(id: $id) { replays { status replay { provider } } } } } }`,
+		map[string]any{"a": id, "id": orig}, &back)
+	require.Len(t, back.Actions.Action.Execution.Replays, 2)
+	providers := map[string]bool{}
+	for _, r := range back.Actions.Action.Execution.Replays {
+		providers[r.Replay.Provider] = true
+	}
+	require.Equal(t, map[string]bool{"RECORDED": true, "LIVE": true}, providers)
+
 	requireError(t, e.do(t, replayOp, map[string]any{"a": id, "id": uuid.NewString()}), "NOT_FOUND", "id")
 }

@@ -142,6 +142,15 @@ func scanExecution(r pgx.CollectableRow) (Execution, error) {
 	return x, err
 }
 
+// Replays returns the replays of execution id (T9), oldest first.
+func (s *Store) Replays(ctx context.Context, id uuid.UUID) ([]Execution, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+executionColumns+` FROM executions WHERE replay_of = $1 ORDER BY started_at, id`, id)
+	if err != nil {
+		return nil, fmt.Errorf("turns: replays: %w", err)
+	}
+	return pgx.CollectRows(rows, scanExecution)
+}
+
 // Execution returns one execution, or nil.
 func (s *Store) Execution(ctx context.Context, id uuid.UUID) (*Execution, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+executionColumns+` FROM executions WHERE id = $1`, id)
