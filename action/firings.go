@@ -417,6 +417,10 @@ func firingBefore(a, b Firing) bool {
 	return a.Trigger < b.Trigger
 }
 
+// TriggerEntry compiles schedule s of the trigger named name with the
+// rules of a definition's (A4).
+func TriggerEntry(name string, s TriggerSchedule) (*schedule.Entry, error) { return clockEntry(name, s) }
+
 // clockEntry compiles a stored schedule with the rules of the definition's.
 func clockEntry(name string, s TriggerSchedule) (*schedule.Entry, error) {
 	c := &compiler{}

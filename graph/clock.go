@@ -5,10 +5,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/google/uuid"
+
 	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/graph/model"
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/session"
+	"github.com/actionsledger/actionsledger/turns"
 )
 
 // MaxNextFirings is the most firings nextFirings lists.
@@ -147,4 +151,55 @@ func parseFrom(from *string) (action.From, error) {
 		return action.From{}, err
 	}
 	return action.From{Position: &p}, nil
+}
+
+// triggerNextFirings is Trigger.nextFirings (A4): the clock of the
+// trigger's action, found from the object the trigger was read through
+// (an action, an action version or an execution), when it runs with this
+// trigger's schedule.
+func (r *Resolver) triggerNextFirings(ctx context.Context, t *action.Trigger, count *int) ([]time.Time, error) {
+	id, ok := triggerOwner(ctx)
+	if t.Schedule == nil || !ok {
+		return nextFirings(count, nil)
+	}
+	clocks, err := r.ActionStore.Clocks(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := clocks[t.Name]
+	if !ok || !sameSchedule(c.Spec, *t.Schedule) {
+		return nextFirings(count, nil)
+	}
+	e, err := action.TriggerEntry(t.Name, c.Spec)
+	if err != nil {
+		return nextFirings(count, nil)
+	}
+	now := r.Clock.Now()
+	return nextFirings(count, func(n int) []time.Time { return c.Next(e, now, n) })
+}
+
+// triggerOwner finds the action a Trigger field is resolved under by
+// walking up the field contexts to the action, version or execution
+// that holds the definition.
+func triggerOwner(ctx context.Context) (uuid.UUID, bool) {
+	for fc := graphql.GetFieldContext(ctx); fc != nil; fc = fc.Parent {
+		switch v := fc.Result.(type) {
+		case *action.Version:
+			return v.ActionID, v != nil
+		case action.Version:
+			return v.ActionID, true
+		case *action.Action:
+			return v.ID, v != nil
+		case *turns.Execution:
+			return v.ActionID, v != nil
+		case turns.Execution:
+			return v.ActionID, true
+		}
+	}
+	return uuid.Nil, false
+}
+
+func sameSchedule(a, b action.TriggerSchedule) bool {
+	eq := func(x, y *string) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
+	return eq(a.Cron, b.Cron) && eq(a.Timezone, b.Timezone) && eq(a.Every, b.Every)
 }

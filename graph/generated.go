@@ -631,10 +631,11 @@ type ComplexityRoot struct {
 	}
 
 	Trigger struct {
-		Event    func(childComplexity int) int
-		Name     func(childComplexity int) int
-		Schedule func(childComplexity int) int
-		Session  func(childComplexity int) int
+		Event       func(childComplexity int) int
+		Name        func(childComplexity int) int
+		NextFirings func(childComplexity int, count *int) int
+		Schedule    func(childComplexity int) int
+		Session     func(childComplexity int) int
 	}
 
 	TriggerClock struct {
@@ -931,6 +932,8 @@ type ToolDefinitionResolver interface {
 }
 type TriggerResolver interface {
 	Event(ctx context.Context, obj *action.Trigger) (*string, error)
+
+	NextFirings(ctx context.Context, obj *action.Trigger, count *int) ([]time.Time, error)
 }
 type TriggerClockResolver interface {
 	LastEvent(ctx context.Context, obj *model.TriggerClock) (*ledger.Event, error)
@@ -3369,6 +3372,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Trigger.Name(childComplexity), true
+	case "Trigger.nextFirings":
+		if e.ComplexityRoot.Trigger.NextFirings == nil {
+			break
+		}
+
+		args, err := ec.field_Trigger_nextFirings_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Trigger.NextFirings(childComplexity, args["count"].(*int)), true
 	case "Trigger.schedule":
 		if e.ComplexityRoot.Trigger.Schedule == nil {
 			break
@@ -4507,6 +4521,13 @@ type Trigger {
   # Spec: A4
   "The trigger's own clock, for a schedule trigger; null for an event trigger. Action.schedules shows its firings."
   schedule: TriggerSchedule
+  # Spec: A4
+  """
+  A schedule trigger's next ` + "`" + `count` + "`" + ` firings (1-100, default 5), UTC, while
+  its action is ACTIVE and the trigger's clock runs with this schedule (the
+  newest version's); empty otherwise, and for an event trigger.
+  """
+  nextFirings(count: Int = 5): [Time!]!
   session: TriggerSessionRole
 }
 
@@ -6349,6 +6370,8 @@ func (ec *executionContext) childFields_Trigger(ctx context.Context, field graph
 		return ec.fieldContext_Trigger_event(ctx, field)
 	case "schedule":
 		return ec.fieldContext_Trigger_schedule(ctx, field)
+	case "nextFirings":
+		return ec.fieldContext_Trigger_nextFirings(ctx, field)
 	case "session":
 		return ec.fieldContext_Trigger_session(ctx, field)
 	}
@@ -7570,6 +7593,20 @@ func (ec *executionContext) field_Subscription_sessionUpdates_args(ctx context.C
 }
 
 func (ec *executionContext) field_TriggerClock_nextFirings_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "count",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["count"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Trigger_nextFirings_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "count",
@@ -17708,6 +17745,50 @@ func (ec *executionContext) fieldContext_Trigger_schedule(_ context.Context, fie
 	return fc, nil
 }
 
+func (ec *executionContext) _Trigger_nextFirings(ctx context.Context, field graphql.CollectedField, obj *action.Trigger) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Trigger_nextFirings(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Trigger().NextFirings(ctx, obj, fc.Args["count"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []time.Time) graphql.Marshaler {
+			return ec.marshalNTime2ᚕtimeᚐTimeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Trigger_nextFirings(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Trigger",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Time does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Trigger_nextFirings_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Trigger_session(ctx context.Context, field graphql.CollectedField, obj *action.Trigger) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -24522,6 +24603,12 @@ func (ec *executionContext) _Trigger(ctx context.Context, sel ast.SelectionSet, 
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "nextFirings":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Trigger_nextFirings(ctx, field, obj)
+				})
 		case "session":
 			out.Values[i] = ec._Trigger_session(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {

@@ -1246,6 +1246,11 @@ func (r *triggerResolver) Event(ctx context.Context, obj *action.Trigger) (*stri
 	return &obj.Event, nil
 }
 
+// NextFirings is the resolver for the nextFirings field.
+func (r *triggerResolver) NextFirings(ctx context.Context, obj *action.Trigger, count *int) ([]time.Time, error) {
+	return r.triggerNextFirings(ctx, obj, count)
+}
+
 // LastEvent is the resolver for the lastEvent field.
 func (r *triggerClockResolver) LastEvent(ctx context.Context, obj *model.TriggerClock) (*ledger.Event, error) {
 	if obj.LastEventID == nil {

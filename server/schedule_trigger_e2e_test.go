@@ -103,6 +103,34 @@ func TestScheduleTriggerEndToEnd_A4(t *testing.T) {
 		time.Date(2026, 3, 3, 1, 0, 0, 0, time.UTC), time.Date(2026, 3, 4, 1, 0, 0, 0, time.UTC), time.Date(2026, 3, 5, 1, 0, 0, 0, time.UTC),
 	}, utcs(cs[1].NextFirings))
 
+	// The triggers themselves say what comes next, read through the action
+	// or one of its versions.
+	var defs struct {
+		Actions struct {
+			Action struct {
+				Definition struct {
+					Triggers []struct {
+						Name        string
+						NextFirings []time.Time
+					}
+				}
+				VersionAt struct {
+					Definition struct {
+						Triggers []struct{ NextFirings []time.Time }
+					}
+				}
+			}
+		}
+	}
+	e.ok(t, `query($id: UUID!) { actions { action(id: $id) {
+	  definition { triggers { name nextFirings(count: 2) } }
+	  versionAt(number: 1) { definition { triggers { nextFirings(count: 1) } } } } } }`, map[string]any{"id": id}, &defs)
+	dt := defs.Actions.Action.Definition.Triggers
+	require.Equal(t, []time.Time{start.Add(time.Minute), start.Add(2 * time.Minute)}, utcs(dt[0].NextFirings))
+	require.Len(t, dt[1].NextFirings, 2)
+	require.Empty(t, dt[2].NextFirings, "an event trigger has no clock")
+	require.Equal(t, []time.Time{start.Add(time.Minute)}, utcs(defs.Actions.Action.VersionAt.Definition.Triggers[0].NextFirings))
+
 	clk.Advance(time.Minute)
 	poll(t, "the first firing's execution", func() bool {
 		return len(e.executions(t, uuid.MustParse(id), "SUCCEEDED", 10, nil).Actions.Action.Executions.Nodes) == 1
