@@ -419,7 +419,9 @@ func firingBefore(a, b Firing) bool {
 
 // TriggerEntry compiles schedule s of the trigger named name with the
 // rules of a definition's (A4).
-func TriggerEntry(name string, s TriggerSchedule) (*schedule.Entry, error) { return clockEntry(name, s) }
+func TriggerEntry(name string, s TriggerSchedule) (*schedule.Entry, error) {
+	return clockEntry(name, s)
+}
 
 // clockEntry compiles a stored schedule with the rules of the definition's.
 func clockEntry(name string, s TriggerSchedule) (*schedule.Entry, error) {
