@@ -175,6 +175,18 @@ func utcPtr(t *time.Time) *time.Time {
 	return &u
 }
 
+// lockClocks locks the clocks of action id in tx. A version or status
+// change takes them before it reads the ledger head (cut): a firing of
+// them that is being appended commits first and so falls before the cut,
+// judged by the version it fired under; a firing loop that comes later
+// skips them until the change commits.
+func lockClocks(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM trigger_schedules WHERE action_id = $1 FOR UPDATE`, id); err != nil {
+		return fmt.Errorf("action: schedule triggers: %w", err)
+	}
+	return nil
+}
+
 // syncClocks makes the stored clocks of action id match the schedule
 // triggers of its version comp, in tx (the version's transaction): a
 // trigger new to the action, or whose schedule changed, starts its clock at

@@ -308,9 +308,13 @@ func (s *Store) UpdateFrom(ctx context.Context, id uuid.UUID, def Definition, fr
 	var out Version
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.clock.Now()
-		// A clean cut between the two versions (see cut). The cursor row is
-		// locked before the action row, in the same order as Create and
-		// SetStatus take them.
+		// A clean cut between the two versions (see cut). The action's
+		// schedule clocks are locked first (lockClocks), then the cursor
+		// row, then the action row, in the same order as SetStatus takes
+		// them (Create's action has no clocks yet).
+		if err := lockClocks(ctx, tx, id); err != nil {
+			return err
+		}
 		head, err := cut(ctx, tx)
 		if err != nil {
 			return err
@@ -375,6 +379,9 @@ func (s *Store) SetStatus(ctx context.Context, id uuid.UUID, status string) (*Ac
 	}
 	p, hasPrincipal := auth.From(ctx)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockClocks(ctx, tx, id); err != nil { // before the cut: see lockClocks
+			return err
+		}
 		head, err := cut(ctx, tx)
 		if err != nil {
 			return err

@@ -311,7 +311,10 @@ func (d *agentDemo) awaitFrozen(ctx context.Context, versionBefore int) error {
 // awaitHold waits for turn 3, which the model refuses, to be held (H1, H2)
 // and prints the hold; it returns its interruptId, empty when there is none.
 func (d *agentDemo) awaitHold(ctx context.Context) (string, error) {
-	s, err := d.await(ctx, "turn 3 to be held", func(s *agentSession) bool { return s.settled(3) })
+	// The session and its turns are read by separate statements of one
+	// request, so a read can see the turn settled and the session as it
+	// was while the turn ran: wait until the session has moved on too.
+	s, err := d.await(ctx, "turn 3 to be held", func(s *agentSession) bool { return s.settled(3) && s.Status != "OPEN" })
 	if err != nil {
 		return "", err
 	}
