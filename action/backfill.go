@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -119,10 +120,13 @@ func (s *Store) Backfill(ctx context.Context, id uuid.UUID, v int) (*Backfill, e
 
 const backfillColumns = `action_id, version, from_position, to_position, cursor, joined_position, events, status, created_at, updated_at, finished_at, cancelled_by`
 
-func scanBackfill(r pgx.CollectableRow) (Backfill, error) {
+func scanBackfill(r pgx.CollectableRow) (Backfill, error) { return scanBackfillWith(r) }
+
+// scanBackfillWith scans backfillColumns, then extra.
+func scanBackfillWith(r pgx.CollectableRow, extra ...any) (Backfill, error) {
 	var b Backfill
-	err := r.Scan(&b.ActionID, &b.Version, &b.FromPosition, &b.ToPosition, &b.Cursor, &b.Joined, &b.Events, &b.Status,
-		&b.CreatedAt, &b.UpdatedAt, &b.FinishedAt, &b.CancelledBy)
+	err := r.Scan(append([]any{&b.ActionID, &b.Version, &b.FromPosition, &b.ToPosition, &b.Cursor, &b.Joined, &b.Events, &b.Status,
+		&b.CreatedAt, &b.UpdatedAt, &b.FinishedAt, &b.CancelledBy}, extra...)...)
 	b.CreatedAt, b.UpdatedAt, b.FinishedAt = b.CreatedAt.UTC(), b.UpdatedAt.UTC(), utcPtr(b.FinishedAt)
 	return b, err
 }
@@ -158,18 +162,18 @@ func (s *Store) CancelBackfill(ctx context.Context, id uuid.UUID, v int, by stri
 // (not joined) that no other transaction holds, with its action's status;
 // nil when there is none. The caller holds the dispatch cursor.
 func NextBackfill(ctx context.Context, tx pgx.Tx) (*Backfill, error) {
-	rows, err := tx.Query(ctx, `SELECT `+prefixed("b.", backfillColumns)+`, a.status, a.status_position FROM action_backfills b
+	rows, err := tx.Query(ctx, `SELECT b.`+strings.ReplaceAll(backfillColumns, ", ", ", b.")+`, a.status, a.status_position FROM action_backfills b
 		JOIN actions a ON a.id = b.action_id
 		WHERE b.joined_position IS NULL ORDER BY b.created_at, b.action_id, b.version LIMIT 1 FOR UPDATE OF b SKIP LOCKED`)
 	if err != nil {
 		return nil, fmt.Errorf("action: next backfill: %w", err)
 	}
+	var status string
+	var statusPosition int64
 	b, err := pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (Backfill, error) {
-		var b Backfill
-		err := r.Scan(&b.ActionID, &b.Version, &b.FromPosition, &b.ToPosition, &b.Cursor, &b.Joined, &b.Events, &b.Status,
-			&b.CreatedAt, &b.UpdatedAt, &b.FinishedAt, &b.CancelledBy, &b.ActionStatus, &b.StatusPosition)
-		return b, err
+		return scanBackfillWith(r, &status, &statusPosition)
 	})
+	b.ActionStatus, b.StatusPosition = status, statusPosition
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -194,15 +198,4 @@ func QueueBackfillProgress(q *pgx.Batch, b *Backfill, cursor, events int64, join
 			status = CASE WHEN $6::bigint IS NOT NULL AND status = 'RUNNING' THEN 'DONE' ELSE status END,
 			finished_at = CASE WHEN $6::bigint IS NOT NULL THEN coalesce(finished_at, $5::timestamptz) END
 		WHERE action_id = $1 AND version = $2 RETURNING `+xid, b.ActionID, b.Version, cursor, events, now, join).QueryRow(scan)
-}
-
-func prefixed(p, cols string) string {
-	out := p
-	for i := 0; i < len(cols); i++ {
-		out += string(cols[i])
-		if cols[i] == ' ' && i > 0 && cols[i-1] == ',' {
-			out += p
-		}
-	}
-	return out
 }

@@ -141,7 +141,7 @@ func (c TriggerClock) Next(e *schedule.Entry, now time.Time, n int) []time.Time 
 // Clocks returns the clocks of action id's schedule triggers, keyed by
 // trigger name.
 func (s *Store) Clocks(ctx context.Context, id uuid.UUID) (map[string]TriggerClock, error) {
-	rows, err := s.pool.Query(ctx, `SELECT action_id, trigger, spec, anchor, last_at, due_at, fired, missed, last_fired_at, last_event_id
+	rows, err := s.pool.Query(ctx, `SELECT `+clockColumns+`
 		FROM trigger_schedules WHERE action_id = $1`, id)
 	if err != nil {
 		return nil, fmt.Errorf("action: clocks: %w", err)
@@ -156,6 +156,8 @@ func (s *Store) Clocks(ctx context.Context, id uuid.UUID) (map[string]TriggerClo
 	}
 	return out, nil
 }
+
+const clockColumns = `action_id, trigger, spec, anchor, last_at, due_at, fired, missed, last_fired_at, last_event_id`
 
 func scanClock(r pgx.CollectableRow) (TriggerClock, error) {
 	var c TriggerClock
@@ -196,7 +198,7 @@ func lockClocks(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
 // ACTIVE) leaves every clock paused.
 func syncClocks(ctx context.Context, tx pgx.Tx, id uuid.UUID, comp *Compiled, now time.Time, active bool) error {
 	now = now.UTC().Truncate(time.Microsecond) // as stored
-	rows, err := tx.Query(ctx, `SELECT action_id, trigger, spec, anchor, last_at, due_at, fired, missed, last_fired_at, last_event_id
+	rows, err := tx.Query(ctx, `SELECT `+clockColumns+`
 		FROM trigger_schedules WHERE action_id = $1 FOR UPDATE`, id)
 	if err != nil {
 		return fmt.Errorf("action: schedule triggers: %w", err)
@@ -309,7 +311,7 @@ func (f *Firings) FireOnce(ctx context.Context) (int, error) {
 	err := pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
 		fired, n = nil, 0
 		now = f.clock.Now().UTC().Truncate(time.Microsecond)
-		rows, err := tx.Query(ctx, `SELECT action_id, trigger, spec, anchor, last_at, due_at, fired, missed, last_fired_at, last_event_id
+		rows, err := tx.Query(ctx, `SELECT `+clockColumns+`
 			FROM trigger_schedules WHERE due_at <= $1 ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED`, now, f.Batch)
 		if err != nil {
 			return fmt.Errorf("schedule triggers: claim: %w", err)
@@ -326,7 +328,7 @@ func (f *Firings) FireOnce(ctx context.Context) (int, error) {
 		var missed []int64
 		var eventIDs []*uuid.UUID
 		for _, c := range due {
-			e, err := clockEntry(c.Trigger, c.Spec)
+			e, err := TriggerEntry(c.Trigger, c.Spec)
 			if err != nil {
 				// A stored schedule that no longer parses (a zone gone
 				// from the database): pause it rather than retry forever.
@@ -429,14 +431,9 @@ func firingBefore(a, b Firing) bool {
 	return a.Trigger < b.Trigger
 }
 
-// TriggerEntry compiles schedule s of the trigger named name with the
-// rules of a definition's (A4).
+// TriggerEntry compiles the stored schedule s of the trigger named name
+// with the rules of a definition's (A4).
 func TriggerEntry(name string, s TriggerSchedule) (*schedule.Entry, error) {
-	return clockEntry(name, s)
-}
-
-// clockEntry compiles a stored schedule with the rules of the definition's.
-func clockEntry(name string, s TriggerSchedule) (*schedule.Entry, error) {
 	c := &compiler{}
 	e := c.triggerSchedule(Trigger{Name: name, Schedule: &s}, "schedule")
 	if len(c.errs) > 0 {
@@ -454,7 +451,7 @@ func pauseClocks(ctx context.Context, tx pgx.Tx, id uuid.UUID, now time.Time, ac
 		_, err := tx.Exec(ctx, `UPDATE trigger_schedules SET due_at = NULL WHERE action_id = $1`, id)
 		return err
 	}
-	rows, err := tx.Query(ctx, `SELECT action_id, trigger, spec, anchor, last_at, due_at, fired, missed, last_fired_at, last_event_id
+	rows, err := tx.Query(ctx, `SELECT `+clockColumns+`
 		FROM trigger_schedules WHERE action_id = $1 FOR UPDATE`, id)
 	if err != nil {
 		return err
@@ -464,7 +461,7 @@ func pauseClocks(ctx context.Context, tx pgx.Tx, id uuid.UUID, now time.Time, ac
 		return err
 	}
 	for _, c := range cs {
-		e, err := clockEntry(c.Trigger, c.Spec)
+		e, err := TriggerEntry(c.Trigger, c.Spec)
 		if err != nil {
 			continue // stays paused
 		}

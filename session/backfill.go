@@ -2,14 +2,11 @@ package session
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/actionsledger/actionsledger/action"
-	"github.com/actionsledger/actionsledger/internal/pgplan"
-	"github.com/actionsledger/actionsledger/ledger"
 )
 
 // BackfillOnce works one batch of the oldest backfill still judging
@@ -36,14 +33,9 @@ import (
 func (d *Dispatcher) BackfillOnce(ctx context.Context) (n int, err error) {
 	var b *batch
 	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-		var live int64
-		err := tx.QueryRow(ctx, `SELECT position, set_config('synchronous_commit', 'off', true) IS NOT NULL, `+pgplan.KeyJoinsExpr+`
-			FROM dispatch_state FOR UPDATE SKIP LOCKED`).Scan(&live, nil, nil)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // a live batch runs: it goes first
-		}
-		if err != nil {
-			return fmt.Errorf("backfill: lock cursor: %w", err)
+		live, _, ok, err := lockCursor(ctx, tx)
+		if err != nil || !ok {
+			return err // !ok: a live batch runs; it goes first
 		}
 		bf, err := action.NextBackfill(ctx, tx)
 		if err != nil || bf == nil {
@@ -60,23 +52,13 @@ func (d *Dispatcher) BackfillOnce(ctx context.Context) (n int, err error) {
 		if bf.ActionStatus != action.StatusActive {
 			bound = min(bound, bf.StatusPosition)
 		}
-		cp := *comp
-		cp.FromPosition, cp.ToPosition, cp.PinnedToPosition = from, 0, 0
-		ix := buildIndex([]*action.Compiled{&cp})
-		if err := ix.authorize(ctx, tx, d.Authorities); err != nil {
+		ix, err := d.versionIndex(ctx, tx, comp, from)
+		if err != nil {
 			return err
 		}
-		var events []ledger.Event
-		if from < bound {
-			if events, err = ledger.ReadAfter(ctx, tx, from, d.Batch, ""); err != nil {
-				return err
-			}
-		}
-		for i, ev := range events {
-			if ev.Position > bound {
-				events = events[:i]
-				break
-			}
+		events, err := readRange(ctx, tx, from, bound, d.Batch)
+		if err != nil {
+			return err
 		}
 		// Positions have no gaps: fewer than a full batch in range means
 		// every event up to bound has been read. The version joins live

@@ -145,18 +145,9 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 		// commits synchronously, which makes the WAL before it durable too.
 		// It keeps the batch from waiting for, and adding, one disk flush
 		// per batch beside the writers' (issue 14).
-		var cursor, epoch int64
-		//
-		// Its deliveries join the batch's keys to sessions and inputs:
-		// nested loops, one index probe per key (pgplan.KeyJoins).
-		err := tx.QueryRow(ctx, `SELECT position, actions_epoch, set_config('synchronous_commit', 'off', true) IS NOT NULL,
-				`+pgplan.KeyJoinsExpr+`
-			FROM dispatch_state FOR UPDATE SKIP LOCKED`).Scan(&cursor, &epoch, nil, nil)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // another dispatcher is working
-		}
-		if err != nil {
-			return fmt.Errorf("dispatch: lock cursor: %w", err)
+		cursor, epoch, ok, err := lockCursor(ctx, tx)
+		if err != nil || !ok {
+			return err // !ok: another dispatcher is working
 		}
 		var authEpoch int64
 		if d.Authorities.Enforced() {
@@ -210,6 +201,54 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 		b.notice.Post(d.Notifier, b.xid) // committed: tell the others
 	}
 	return n, err
+}
+
+// lockCursor locks the dispatch cursor row for a batch in tx, with the
+// batch's settings (synchronous_commit off, pgplan.KeyJoins: its
+// deliveries join its keys to sessions and inputs by nested loops, one
+// index probe per key), and returns the cursor and the actions epoch; ok
+// false when another transaction holds it. Live and backfill batches both
+// take it, so they never run at once.
+func lockCursor(ctx context.Context, tx pgx.Tx) (cursor, epoch int64, ok bool, err error) {
+	err = tx.QueryRow(ctx, `SELECT position, actions_epoch, set_config('synchronous_commit', 'off', true) IS NOT NULL,
+			`+pgplan.KeyJoinsExpr+`
+		FROM dispatch_state FOR UPDATE SKIP LOCKED`).Scan(&cursor, &epoch, nil, nil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, false, nil
+	}
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("dispatch: lock cursor: %w", err)
+	}
+	return cursor, epoch, true, nil
+}
+
+// versionIndex is the trigger index of one version alone, covering every
+// event after after (a backfill's or a dry run's), with its authority.
+func (d *Dispatcher) versionIndex(ctx context.Context, tx pgx.Tx, comp *action.Compiled, after int64) (*triggerIndex, error) {
+	cp := *comp
+	cp.FromPosition, cp.ToPosition, cp.PinnedToPosition = after, 0, 0
+	ix := buildIndex([]*action.Compiled{&cp})
+	if err := ix.authorize(ctx, tx, d.Authorities); err != nil {
+		return nil, err
+	}
+	return ix, nil
+}
+
+// readRange reads up to limit events after after and up to bound.
+func readRange(ctx context.Context, tx pgx.Tx, after, bound int64, limit int) ([]ledger.Event, error) {
+	if after >= bound {
+		return nil, nil
+	}
+	events, err := ledger.ReadAfter(ctx, tx, after, limit, "")
+	if err != nil {
+		return nil, err
+	}
+	for i, ev := range events {
+		if ev.Position > bound {
+			return events[:i], nil
+		}
+	}
+	return events, nil
 }
 
 func (d *Dispatcher) tracer() trace.Tracer {

@@ -204,22 +204,15 @@ func (d *Dispatcher) DryRun(ctx context.Context, comp *action.Compiled, author s
 		}
 		cp := *comp
 		cp.ActionID, cp.Version, cp.Author = id, 1, author
-		cp.FromPosition, cp.ToPosition, cp.PinnedToPosition = from-1, 0, 0
-		ix := buildIndex([]*action.Compiled{&cp})
-		if err := ix.authorize(ctx, tx, d.Authorities); err != nil {
+		ix, err := d.versionIndex(ctx, tx, &cp, from-1)
+		if err != nil {
 			return err
 		}
 		cursor := from - 1
 		for cursor < out.To && out.Events < limit {
-			events, err := ledger.ReadAfter(ctx, tx, cursor, min(d.Batch, limit-out.Events), "")
+			events, err := readRange(ctx, tx, cursor, out.To, min(d.Batch, limit-out.Events))
 			if err != nil {
 				return err
-			}
-			for i, ev := range events {
-				if ev.Position > out.To {
-					events = events[:i]
-					break
-				}
 			}
 			if len(events) == 0 {
 				break
