@@ -50,6 +50,8 @@ export function InboxScreen() {
 
   const fresh = useRef(new Set<string>()); // raised since the last read began
   const sending = useRef(new Set<string>()); // answered from this tab, answer on its way
+  const shownRef = useRef<InboxItem[] | null>(null); // the rows as last rendered
+  shownRef.current = items;
 
   const load = useCallback(async () => {
     const seq = ++loadSeq.current;
@@ -58,6 +60,23 @@ export function InboxScreen() {
       const d = await request<InboxPage>(inboxQuery, { kind: kind || null }, token);
       if (seq !== loadSeq.current) return;
       const page = d.actions.inbox;
+      // Rows on screen that the new read no longer has went away while the
+      // live feed was down (or before it caught up): say so, as the feed would.
+      // (With more pages, only rows within the page read can be judged.)
+      const still = new Set(page.nodes.map((n) => n.interruptId));
+      const upTo = page.pageInfo.hasNextPage ? (page.nodes.at(-1)?.raisedAt ?? '') : null;
+      for (const x of shownRef.current ?? []) {
+        if (still.has(x.interruptId) || fresh.current.has(x.interruptId) || gone.current.has(x.interruptId)) continue;
+        if (upTo !== null && x.raisedAt > upTo) continue;
+        gone.current.add(x.interruptId);
+        notify(
+          <>
+            {cap(what(x))} in session {x.session.id} no longer waits (the session closed or went on).{' '}
+            <Link to={paths.session(x.action.id, x.session.id)}>Open the session</Link>
+          </>,
+          'warn',
+        );
+      }
       setItems((have) => {
         // The page is the inbox as it was read; rows raised while it was
         // read stay, and rows answered meanwhile stay gone.
@@ -71,9 +90,10 @@ export function InboxScreen() {
     } catch (err) {
       if (seq === loadSeq.current) setError(err as APIError);
     }
-  }, [kind, token]);
+  }, [kind, token, notify]);
 
   useEffect(() => {
+    shownRef.current = null;
     setItems(null);
     gone.current = new Set();
     void load();
