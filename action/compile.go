@@ -171,7 +171,23 @@ type CompiledSession struct {
 	Clock []*schedule.Entry
 	// Window delays the first turn after the session was idle (T4); 0: none.
 	Window time.Duration
+	// Park is how a turn whose retries ran out on a transient cause pauses
+	// the session (G4); nil: such a turn fails the session (T7).
+	Park *CompiledPark
 }
+
+// CompiledPark is a checked session.park (G4).
+type CompiledPark struct {
+	TTL time.Duration
+	// ResumeAfter resumes the session by itself; 0: only an operator or
+	// a trigger in ResumeOn does.
+	ResumeAfter time.Duration
+	// ResumeOn names the triggers whose deliveries resume the session.
+	ResumeOn []string
+}
+
+// MaxParkTTL is the longest a park may last (G4).
+const MaxParkTTL = 30 * 24 * time.Hour
 
 // MaxWindow is the longest turn window.
 const MaxWindow = 24 * time.Hour
@@ -616,6 +632,9 @@ func (c *compiler) session(sd *SessionDef, schema *inputschema.Schema, triggers 
 			cs.Window = c.window(*t.Window)
 		}
 	}
+	if sd.Park != nil {
+		cs.Park = c.park(sd.Park, triggers)
+	}
 	if sd.Ends != nil {
 		if p := c.program(expr.Ends, *sd.Ends, "session.ends"); p != nil {
 			c.checkPaths(p, schema, "session.ends")
@@ -686,6 +705,47 @@ func (c *compiler) triggerSchedule(t Trigger, field string) *schedule.Entry {
 		c.fail(f+".timezone", fault.InvalidAction, "timezone applies only to a cron schedule")
 	}
 	return c.clockEntry(ScheduleEntry{Name: t.Name, Cron: s.Cron, Timezone: s.Timezone, Every: s.Every}, f)
+}
+
+// park checks session.park (G4): ttl from 1s to MaxParkTTL, resumeAfter
+// from 1s to below ttl, resumeOn naming triggers of the action.
+func (c *compiler) park(p *Park, triggers map[string]bool) *CompiledPark {
+	cp := &CompiledPark{}
+	cp.TTL = c.duration("session.park.ttl", p.TTL, time.Second, MaxParkTTL)
+	if p.ResumeAfter != nil {
+		cp.ResumeAfter = c.duration("session.park.resumeAfter", *p.ResumeAfter, time.Second, MaxParkTTL)
+		if cp.TTL > 0 && cp.ResumeAfter >= cp.TTL {
+			c.fail("session.park.resumeAfter", fault.InvalidAction, "resumeAfter (%s) is shorter than ttl (%s): the park expires first", cp.ResumeAfter, cp.TTL)
+		}
+	}
+	seen := map[string]bool{}
+	for i, n := range p.ResumeOn {
+		switch {
+		case !triggers[n]:
+			c.fail(fmt.Sprintf("session.park.resumeOn[%d]", i), fault.InvalidAction, "%q is not a trigger of this action", n)
+		case seen[n]:
+			c.fail(fmt.Sprintf("session.park.resumeOn[%d]", i), fault.InvalidAction, "%q is named twice", n)
+		}
+		seen[n] = true
+		cp.ResumeOn = append(cp.ResumeOn, n)
+	}
+	return cp
+}
+
+// duration parses a duration field from min to max, whole microseconds.
+func (c *compiler) duration(field, src string, min, max time.Duration) time.Duration {
+	d, err := time.ParseDuration(strings.TrimSpace(src))
+	switch {
+	case err != nil:
+		c.fail(field, fault.InvalidAction, "a duration such as 90s, 15m or 24h")
+	case d < min || d > max:
+		c.fail(field, fault.InvalidAction, "from %s to %s (got %s)", min, max, d)
+	case d%time.Microsecond != 0:
+		c.fail(field, fault.InvalidAction, "a whole number of microseconds (got %s)", d)
+	default:
+		return d
+	}
+	return 0
 }
 
 // window parses turns.window (T4): a duration from 1ms to MaxWindow.

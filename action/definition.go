@@ -135,6 +135,18 @@ type SessionDef struct {
 	Ends        *string         `json:"ends,omitempty"`
 	Schedule    []ScheduleEntry `json:"schedule,omitempty"`
 	Turns       *Turns          `json:"turns,omitempty"`
+	Park        *Park           `json:"park,omitempty"`
+}
+
+// Park lets a turn whose retries ran out on a transient cause (a timeout,
+// a provider's 5xx) pause its session instead of failing it (G4): TTL
+// bounds the pause (then the session fails), ResumeAfter resumes it by
+// itself, ResumeOn names triggers whose deliveries to the session resume
+// it. An operator can always resume it (resumeSession).
+type Park struct {
+	TTL         string   `json:"ttl"`
+	ResumeAfter *string  `json:"resumeAfter,omitempty"`
+	ResumeOn    []string `json:"resumeOn,omitempty"`
 }
 
 // ScheduleEntry is one entry of a session clock: exactly one of Cron (with

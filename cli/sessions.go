@@ -13,10 +13,11 @@ import (
 
 // SessionsCmd groups the session commands (issue 12, CLI).
 type SessionsCmd struct {
-	List  SessionsListCmd  `cmd:"" help:"List an action's sessions, newest first."`
-	Get   SessionsGetCmd   `cmd:"" help:"Show a session: status, state, what it waits on, pending inputs, and its turns with inputs and transcripts."`
-	Watch SessionsWatchCmd `cmd:"" help:"Follow a session live until it ends or waits on an approval or a held turn."`
-	Close SessionsCloseCmd `cmd:"" help:"End a session (status CANCELLED) with a reason."`
+	List   SessionsListCmd   `cmd:"" help:"List an action's sessions, newest first."`
+	Get    SessionsGetCmd    `cmd:"" help:"Show a session: status, state, what it waits on, pending inputs, and its turns with inputs and transcripts."`
+	Watch  SessionsWatchCmd  `cmd:"" help:"Follow a session live until it ends or waits on an approval or a held turn."`
+	Close  SessionsCloseCmd  `cmd:"" help:"End a session (status CANCELLED) with a reason."`
+	Resume SessionsResumeCmd `cmd:"" help:"Wake a session that waits after a failed turn, or is parked: its pending inputs get a turn at once."`
 }
 
 // sessionStatuses are SessionStatus's values, for --status.
@@ -242,6 +243,28 @@ func (c *SessionsCloseCmd) Run(ctx context.Context, env *Env) error {
 	}
 	return env.emit(s, func(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "session %s: %s (%s)\n", s.Id, s.Status, oneLine(str(s.Reason)))
+		return err
+	})
+}
+
+// SessionsResumeCmd is `sessions resume ACTION ID` (G4, G10).
+type SessionsResumeCmd struct {
+	Action string `arg:"" help:"The action's id."`
+	ID     string `arg:"" help:"The session's id."`
+}
+
+// Run resumes the session.
+func (c *SessionsResumeCmd) Run(ctx context.Context, env *Env) error {
+	r, err := client.ResumeSession(ctx, env.Client, c.Action, c.ID)
+	if err != nil {
+		return err
+	}
+	s := r.Actions.ResumeSession
+	if s == nil {
+		return notFound("session %q of action %s", c.ID, c.Action)
+	}
+	return env.emit(s, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "session %s: %s\n", s.Id, s.Status)
 		return err
 	})
 }

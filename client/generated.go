@@ -864,9 +864,13 @@ type DryRunActionsActionsQuery struct {
 	// it would start and the inputs they would get, the intake records it
 	// would leave and why, the executions an action without a session block
 	// would run, counts per trigger. Turns do not run (a session is open until
-	// its end); schedule triggers fire nothing. The definition is checked as
-	// createAction checks it (the same errors, under input). Needs WRITE on
-	// actionId: the action the definition is meant for (it need not exist).
+	// its end) unless `turns` (0-20) asks for the first turn of that many
+	// sessions with inputs: their handler runs on the inputs they would have, one attempt,
+	// with writes rolled back (side effects outside the ledger, such as model
+	// or http calls, are real). Schedule triggers fire nothing. The definition
+	// is checked as createAction checks it (the same errors, under input).
+	// Needs WRITE on actionId: the action the definition is meant for (it need
+	// not exist).
 	DryRun DryRunActionsActionsQueryDryRun `json:"dryRun"`
 }
 
@@ -2418,6 +2422,51 @@ func (v *RespondToSessionResponse) GetActions() RespondToSessionActionsActionsMu
 	return v.Actions
 }
 
+// ResumeSessionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
+type ResumeSessionActionsActionsMutation struct {
+	// Wakes a session that waits after a turn failed with scope TURN, or that
+	// is parked (its park ends RESUMED, resolution operator, by the
+	// authenticated principal): the session is OPEN again and its pending
+	// inputs, the failed turn's among them, get a turn at once. A session
+	// that does not wait so: SESSION_NOT_RESUMABLE; a closed one:
+	// SESSION_CLOSED. Needs RESPOND on the action.
+	ResumeSession *ResumedSession `json:"resumeSession"`
+}
+
+// GetResumeSession returns ResumeSessionActionsActionsMutation.ResumeSession, and is useful for accessing the field via an interface.
+func (v *ResumeSessionActionsActionsMutation) GetResumeSession() *ResumedSession {
+	return v.ResumeSession
+}
+
+// ResumeSessionResponse is returned by ResumeSession on success.
+type ResumeSessionResponse struct {
+	Actions ResumeSessionActionsActionsMutation `json:"actions"`
+}
+
+// GetActions returns ResumeSessionResponse.Actions, and is useful for accessing the field via an interface.
+func (v *ResumeSessionResponse) GetActions() ResumeSessionActionsActionsMutation { return v.Actions }
+
+// ResumedSession includes the requested fields of the GraphQL type ActionSession.
+type ResumedSession struct {
+	Id     string        `json:"id"`
+	Status SessionStatus `json:"status"`
+	// Why the session is in its status (closing reason, failure).
+	Reason    *string   `json:"reason"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// GetId returns ResumedSession.Id, and is useful for accessing the field via an interface.
+func (v *ResumedSession) GetId() string { return v.Id }
+
+// GetStatus returns ResumedSession.Status, and is useful for accessing the field via an interface.
+func (v *ResumedSession) GetStatus() SessionStatus { return v.Status }
+
+// GetReason returns ResumedSession.Reason, and is useful for accessing the field via an interface.
+func (v *ResumedSession) GetReason() *string { return v.Reason }
+
+// GetUpdatedAt returns ResumedSession.UpdatedAt, and is useful for accessing the field via an interface.
+func (v *ResumedSession) GetUpdatedAt() time.Time { return v.UpdatedAt }
+
 // RetryExecutionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
 type RetryExecutionActionsActionsMutation struct {
 	// Runs a FAILED execution of an action without a session block again: it is
@@ -3795,6 +3844,18 @@ func (v *__RespondToSessionInput) GetInterruptId() string { return v.InterruptId
 // GetResponse returns __RespondToSessionInput.Response, and is useful for accessing the field via an interface.
 func (v *__RespondToSessionInput) GetResponse() SessionResponseInput { return v.Response }
 
+// __ResumeSessionInput is used internally by genqlient
+type __ResumeSessionInput struct {
+	ActionId string `json:"actionId"`
+	Id       string `json:"id"`
+}
+
+// GetActionId returns __ResumeSessionInput.ActionId, and is useful for accessing the field via an interface.
+func (v *__ResumeSessionInput) GetActionId() string { return v.ActionId }
+
+// GetId returns __ResumeSessionInput.Id, and is useful for accessing the field via an interface.
+func (v *__ResumeSessionInput) GetId() string { return v.Id }
+
 // __RetryExecutionInput is used internally by genqlient
 type __RetryExecutionInput struct {
 	ActionId string `json:"actionId"`
@@ -4953,6 +5014,48 @@ func RespondToSession(
 	}
 
 	data_ = &RespondToSessionResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by ResumeSession.
+const ResumeSession_Operation = `
+mutation ResumeSession ($actionId: UUID!, $id: String!) {
+	actions {
+		resumeSession(actionId: $actionId, id: $id) {
+			id
+			status
+			reason
+			updatedAt
+		}
+	}
+}
+`
+
+// G4, G10: wake a session that waits after a turn-scoped failure or is parked.
+func ResumeSession(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	actionId string,
+	id string,
+) (data_ *ResumeSessionResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "ResumeSession",
+		Query:  ResumeSession_Operation,
+		Variables: &__ResumeSessionInput{
+			ActionId: actionId,
+			Id:       id,
+		},
+	}
+
+	data_ = &ResumeSessionResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(

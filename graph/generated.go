@@ -66,6 +66,7 @@ type ResolverRoot interface {
 	LedgerQuery() LedgerQueryResolver
 	Mutation() MutationResolver
 	OutcomeChange() OutcomeChangeResolver
+	Park() ParkResolver
 	Principal() PrincipalResolver
 	Query() QueryResolver
 	Replay() ReplayResolver
@@ -130,6 +131,8 @@ type ComplexityRoot struct {
 		Input     func(childComplexity int) int
 		Inputs    func(childComplexity int, first *int, after *string, status *model.InputStatus) int
 		Origin    func(childComplexity int) int
+		Park      func(childComplexity int) int
+		Parks     func(childComplexity int) int
 		Reason    func(childComplexity int) int
 		Running   func(childComplexity int) int
 		StartedAt func(childComplexity int) int
@@ -166,15 +169,16 @@ type ComplexityRoot struct {
 	}
 
 	ActionSessionTurn struct {
-		Checkpoint func(childComplexity int) int
-		EndsAt     func(childComplexity int) int
-		Execution  func(childComplexity int) int
-		Final      func(childComplexity int) int
-		FinishedAt func(childComplexity int) int
-		Inputs     func(childComplexity int) int
-		Number     func(childComplexity int) int
-		StartedAt  func(childComplexity int) int
-		Status     func(childComplexity int) int
+		Checkpoint   func(childComplexity int) int
+		EndsAt       func(childComplexity int) int
+		Execution    func(childComplexity int) int
+		FailureScope func(childComplexity int) int
+		Final        func(childComplexity int) int
+		FinishedAt   func(childComplexity int) int
+		Inputs       func(childComplexity int) int
+		Number       func(childComplexity int) int
+		StartedAt    func(childComplexity int) int
+		Status       func(childComplexity int) int
 	}
 
 	ActionSessionTurnConnection struct {
@@ -200,6 +204,7 @@ type ComplexityRoot struct {
 		CreateAction     func(childComplexity int, id uuid.UUID, input action.Definition, from *string) int
 		ReplayExecution  func(childComplexity int, actionID uuid.UUID, id uuid.UUID, provider *model.ReplayProvider) int
 		RespondToSession func(childComplexity int, actionID uuid.UUID, id string, interruptID string, response session.Response) int
+		ResumeSession    func(childComplexity int, actionID uuid.UUID, id string) int
 		RetryExecution   func(childComplexity int, actionID uuid.UUID, id uuid.UUID) int
 		SetActionStatus  func(childComplexity int, id uuid.UUID, status model.ActionStatus) int
 		UpdateAction     func(childComplexity int, id uuid.UUID, input action.Definition, from *string) int
@@ -521,6 +526,27 @@ type ComplexityRoot struct {
 		HasNextPage func(childComplexity int) int
 	}
 
+	Park struct {
+		Cause      func(childComplexity int) int
+		ExpiresAt  func(childComplexity int) int
+		ID         func(childComplexity int) int
+		ParkedAt   func(childComplexity int) int
+		Reason     func(childComplexity int) int
+		Resolution func(childComplexity int) int
+		ResolvedAt func(childComplexity int) int
+		ResolvedBy func(childComplexity int) int
+		ResumeAt   func(childComplexity int) int
+		ResumeOn   func(childComplexity int) int
+		Status     func(childComplexity int) int
+		Turn       func(childComplexity int) int
+	}
+
+	ParkDefinition struct {
+		ResumeAfter func(childComplexity int) int
+		ResumeOn    func(childComplexity int) int
+		TTL         func(childComplexity int) int
+	}
+
 	Permissions struct {
 		Read     func(childComplexity int) int
 		Sessions func(childComplexity int) int
@@ -570,6 +596,7 @@ type ComplexityRoot struct {
 		Ends        func(childComplexity int) int
 		ID          func(childComplexity int) int
 		InputSchema func(childComplexity int) int
+		Park        func(childComplexity int) int
 		Schedule    func(childComplexity int) int
 		Turns       func(childComplexity int) int
 	}
@@ -724,6 +751,8 @@ type ActionSessionResolver interface {
 	Approvals(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error)
 	Holds(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error)
 	Clock(ctx context.Context, obj *session.Session) ([]model.ClockEntry, error)
+	Park(ctx context.Context, obj *session.Session) (*session.Park, error)
+	Parks(ctx context.Context, obj *session.Session) ([]session.Park, error)
 }
 type ActionSessionInputResolver interface {
 	Kind(ctx context.Context, obj *session.Input) (model.InputKind, error)
@@ -740,6 +769,8 @@ type ActionSessionTurnResolver interface {
 	Inputs(ctx context.Context, obj *turns.Turn) ([]session.Input, error)
 	Checkpoint(ctx context.Context, obj *turns.Turn) (*model.Checkpoint, error)
 	Execution(ctx context.Context, obj *turns.Turn) (*turns.Execution, error)
+
+	FailureScope(ctx context.Context, obj *turns.Turn) (*model.FailureScope, error)
 }
 type ActionVersionResolver interface {
 	Backfill(ctx context.Context, obj *action.Version) (*action.Backfill, error)
@@ -754,6 +785,7 @@ type ActionsMutationResolver interface {
 	CancelBackfill(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, version int) (*action.Backfill, error)
 	SetActionStatus(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, status model.ActionStatus) (*action.Action, error)
 	CloseSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, reason string) (*session.Session, error)
+	ResumeSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string) (*session.Session, error)
 	CallTool(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, input jsonvalue.Value) (*tools.Result, error)
 	RespondToSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, interruptID string, response session.Response) (*session.Input, error)
 	RetryExecution(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id uuid.UUID) (*turns.Execution, error)
@@ -900,6 +932,9 @@ type MutationResolver interface {
 type OutcomeChangeResolver interface {
 	Original(ctx context.Context, obj *turns.Change) (jsonvalue.Value, error)
 	Replay(ctx context.Context, obj *turns.Change) (jsonvalue.Value, error)
+}
+type ParkResolver interface {
+	Status(ctx context.Context, obj *session.Park) (model.ParkStatus, error)
 }
 type PrincipalResolver interface {
 	Tokens(ctx context.Context, obj *model.Principal, includeRevoked *bool) ([]auth.TokenInfo, error)
@@ -1242,6 +1277,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSession.Origin(childComplexity), true
+	case "ActionSession.park":
+		if e.ComplexityRoot.ActionSession.Park == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSession.Park(childComplexity), true
+	case "ActionSession.parks":
+		if e.ComplexityRoot.ActionSession.Parks == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSession.Parks(childComplexity), true
 	case "ActionSession.reason":
 		if e.ComplexityRoot.ActionSession.Reason == nil {
 			break
@@ -1418,6 +1465,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSessionTurn.Execution(childComplexity), true
+	case "ActionSessionTurn.failureScope":
+		if e.ComplexityRoot.ActionSessionTurn.FailureScope == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSessionTurn.FailureScope(childComplexity), true
 	case "ActionSessionTurn.final":
 		if e.ComplexityRoot.ActionSessionTurn.Final == nil {
 			break
@@ -1583,6 +1636,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionsMutation.RespondToSession(childComplexity, args["actionId"].(uuid.UUID), args["id"].(string), args["interruptId"].(string), args["response"].(session.Response)), true
+	case "ActionsMutation.resumeSession":
+		if e.ComplexityRoot.ActionsMutation.ResumeSession == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_resumeSession_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.ResumeSession(childComplexity, args["actionId"].(uuid.UUID), args["id"].(string)), true
 	case "ActionsMutation.retryExecution":
 		if e.ComplexityRoot.ActionsMutation.RetryExecution == nil {
 			break
@@ -2974,6 +3038,98 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
 
+	case "Park.cause":
+		if e.ComplexityRoot.Park.Cause == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Park.Cause(childComplexity), true
+	case "Park.expiresAt":
+		if e.ComplexityRoot.Park.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Park.ExpiresAt(childComplexity), true
+	case "Park.id":
+		if e.ComplexityRoot.Park.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Park.ID(childComplexity), true
+	case "Park.parkedAt":
+		if e.ComplexityRoot.Park.ParkedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Park.ParkedAt(childComplexity), true
+	case "Park.reason":
+		if e.ComplexityRoot.Park.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Park.Reason(childComplexity), true
+	case "Park.resolution":
+		if e.ComplexityRoot.Park.Resolution == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Park.Resolution(childComplexity), true
+	case "Park.resolvedAt":
+		if e.ComplexityRoot.Park.ResolvedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Park.ResolvedAt(childComplexity), true
+	case "Park.resolvedBy":
+		if e.ComplexityRoot.Park.ResolvedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Park.ResolvedBy(childComplexity), true
+	case "Park.resumeAt":
+		if e.ComplexityRoot.Park.ResumeAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Park.ResumeAt(childComplexity), true
+	case "Park.resumeOn":
+		if e.ComplexityRoot.Park.ResumeOn == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Park.ResumeOn(childComplexity), true
+	case "Park.status":
+		if e.ComplexityRoot.Park.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Park.Status(childComplexity), true
+	case "Park.turn":
+		if e.ComplexityRoot.Park.Turn == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Park.Turn(childComplexity), true
+
+	case "ParkDefinition.resumeAfter":
+		if e.ComplexityRoot.ParkDefinition.ResumeAfter == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ParkDefinition.ResumeAfter(childComplexity), true
+	case "ParkDefinition.resumeOn":
+		if e.ComplexityRoot.ParkDefinition.ResumeOn == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ParkDefinition.ResumeOn(childComplexity), true
+	case "ParkDefinition.ttl":
+		if e.ComplexityRoot.ParkDefinition.TTL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ParkDefinition.TTL(childComplexity), true
+
 	case "Permissions.read":
 		if e.ComplexityRoot.Permissions.Read == nil {
 			break
@@ -3149,6 +3305,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SessionDefinition.InputSchema(childComplexity), true
+	case "SessionDefinition.park":
+		if e.ComplexityRoot.SessionDefinition.Park == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionDefinition.Park(childComplexity), true
 	case "SessionDefinition.schedule":
 		if e.ComplexityRoot.SessionDefinition.Schedule == nil {
 			break
@@ -3602,6 +3764,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("EventInput", ec.unmarshalInputEventInput),
 			graphql.NewInputUnmarshaler("HoldResponseInput", ec.unmarshalInputHoldResponseInput),
 			graphql.NewInputUnmarshaler("MCPServeInput", ec.unmarshalInputMCPServeInput),
+			graphql.NewInputUnmarshaler("ParkInput", ec.unmarshalInputParkInput),
 			graphql.NewInputUnmarshaler("PermissionsInput", ec.unmarshalInputPermissionsInput),
 			graphql.NewInputUnmarshaler("PolicyInput", ec.unmarshalInputPolicyInput),
 			graphql.NewInputUnmarshaler("ResumeInput", ec.unmarshalInputResumeInput),
@@ -4166,6 +4329,16 @@ type ActionsMutation {
   # Spec: I3
   "Ends a session by an operator: status CANCELLED with the reason; it takes no more inputs."
   closeSession(actionId: UUID!, id: String!, reason: String!): ActionSession
+  # Spec: G4, G10
+  """
+  Wakes a session that waits after a turn failed with scope TURN, or that
+  is parked (its park ends RESUMED, resolution operator, by the
+  authenticated principal): the session is OPEN again and its pending
+  inputs, the failed turn's among them, get a turn at once. A session
+  that does not wait so: SESSION_NOT_RESUMABLE; a closed one:
+  SESSION_CLOSED. Needs RESPOND on the action.
+  """
+  resumeSession(actionId: UUID!, id: String!): ActionSession
   # Spec: X1-X6
   """
   Calls a tool action directly, in a transaction of its own. The
@@ -4649,6 +4822,20 @@ type SessionDefinition {
   "The session clock: up to 8 named entries."
   schedule: [ScheduleEntry!]
   turns: TurnsDefinition
+  # Spec: G4
+  "How a turn whose retries ran out on a transient cause pauses the session instead of failing it; null: it fails the session."
+  park: ParkDefinition
+}
+
+# Spec: G4
+"A session's park settings (SessionDefinition.park)."
+type ParkDefinition {
+  "How long a park may last (Go duration syntax); then the session fails."
+  ttl: String!
+  "After this long the session resumes by itself; null: only an operator or resumeOn does."
+  resumeAfter: String
+  "Triggers whose deliveries to the parked session resume it; null: none."
+  resumeOn: [String!]
 }
 
 # Spec: C1, C2
@@ -4854,6 +5041,26 @@ input SessionInput {
   "The session clock: at most 8 entries, each with exactly one of cron and every."
   schedule: [ScheduleEntryInput!]
   turns: TurnsInput
+  # Spec: G4, G10
+  """
+  Park the session instead of failing it when a turn's retries run out on a
+  transient cause (a timeout, or an error the handler did not mark
+  permanent, such as a provider's 5xx): the turn fails, its inputs stay
+  pending and the session waits WAITING until it is resumed (resumeSession,
+  resumeAfter, or a delivery by a resumeOn trigger) or the park's ttl
+  passes, which fails it. Omitted: such a turn fails the session.
+  """
+  park: ParkInput
+}
+
+# Spec: G4
+input ParkInput {
+  "How long the session may stay parked: 1s to 720h (Go duration syntax, e.g. 24h)."
+  ttl: String!
+  "Resume by itself after this long (1s to less than ttl); omitted: never by itself."
+  resumeAfter: String
+  "Names of this action's triggers whose deliveries to the parked session resume it, whether or not they start turns."
+  resumeOn: [String!]
 }
 
 input ScheduleEntryInput {
@@ -4945,6 +5152,54 @@ type ActionSession {
   # Spec: C1
   "The session clock's entries (its version's session.schedule) in definition order, each with its next firing; empty when it has none."
   clock: [ClockEntry!]!
+  # Spec: G4
+  "The park the session is in (status PARKED); null when it is not parked."
+  park: Park
+  "Every park of the session, oldest first."
+  parks: [Park!]!
+}
+
+# Spec: G4
+"""
+A pause of a session whose turn ran out of retries on a transient cause.
+The session is WAITING until the park ends: RESUMED (by an operator, at
+resumeAt, or by a delivery of a resumeOn trigger), EXPIRED (at expiresAt:
+the session failed) or CANCELLED (the session was closed).
+"""
+type Park {
+  id: UUID!
+  "The turn that failed."
+  turn: Int!
+  "The last attempt's error code: timeout or transient."
+  cause: String!
+  "The last attempt's error."
+  reason: String!
+  parkedAt: Time!
+  expiresAt: Time!
+  resumeAt: Time
+  resumeOn: [String!]!
+  status: ParkStatus!
+  "What resumed it: operator, time or event."
+  resolution: String
+  "The operator's principal, or the id of the event that resumed it."
+  resolvedBy: String
+  resolvedAt: Time
+}
+
+enum ParkStatus {
+  PARKED
+  RESUMED
+  EXPIRED
+  CANCELLED
+}
+
+# Spec: G10
+"How far a failed turn reached."
+enum FailureScope {
+  "The turn failed; the session survived, WAITING with its inputs pending."
+  TURN
+  "The turn failed its session."
+  SESSION
 }
 
 # Spec: C1-C5
@@ -5002,6 +5257,9 @@ type ActionSessionTurn {
   endsAt: Time
   startedAt: Time!
   finishedAt: Time
+  # Spec: G10
+  "For a FAILED turn, whether it failed only itself (TURN) or its session (SESSION); null otherwise."
+  failureScope: FailureScope
 }
 
 type ActionSessionTurnConnection {
@@ -5416,6 +5674,10 @@ func (ec *executionContext) childFields_ActionSession(ctx context.Context, field
 		return ec.fieldContext_ActionSession_holds(ctx, field)
 	case "clock":
 		return ec.fieldContext_ActionSession_clock(ctx, field)
+	case "park":
+		return ec.fieldContext_ActionSession_park(ctx, field)
+	case "parks":
+		return ec.fieldContext_ActionSession_parks(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionSession", field.Name)
 }
@@ -5488,6 +5750,8 @@ func (ec *executionContext) childFields_ActionSessionTurn(ctx context.Context, f
 		return ec.fieldContext_ActionSessionTurn_startedAt(ctx, field)
 	case "finishedAt":
 		return ec.fieldContext_ActionSessionTurn_finishedAt(ctx, field)
+	case "failureScope":
+		return ec.fieldContext_ActionSessionTurn_failureScope(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionSessionTurn", field.Name)
 }
@@ -5536,6 +5800,8 @@ func (ec *executionContext) childFields_ActionsMutation(ctx context.Context, fie
 		return ec.fieldContext_ActionsMutation_setActionStatus(ctx, field)
 	case "closeSession":
 		return ec.fieldContext_ActionsMutation_closeSession(ctx, field)
+	case "resumeSession":
+		return ec.fieldContext_ActionsMutation_resumeSession(ctx, field)
 	case "callTool":
 		return ec.fieldContext_ActionsMutation_callTool(ctx, field)
 	case "respondToSession":
@@ -6170,6 +6436,48 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
 }
 
+func (ec *executionContext) childFields_Park(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Park_id(ctx, field)
+	case "turn":
+		return ec.fieldContext_Park_turn(ctx, field)
+	case "cause":
+		return ec.fieldContext_Park_cause(ctx, field)
+	case "reason":
+		return ec.fieldContext_Park_reason(ctx, field)
+	case "parkedAt":
+		return ec.fieldContext_Park_parkedAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Park_expiresAt(ctx, field)
+	case "resumeAt":
+		return ec.fieldContext_Park_resumeAt(ctx, field)
+	case "resumeOn":
+		return ec.fieldContext_Park_resumeOn(ctx, field)
+	case "status":
+		return ec.fieldContext_Park_status(ctx, field)
+	case "resolution":
+		return ec.fieldContext_Park_resolution(ctx, field)
+	case "resolvedBy":
+		return ec.fieldContext_Park_resolvedBy(ctx, field)
+	case "resolvedAt":
+		return ec.fieldContext_Park_resolvedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Park", field.Name)
+}
+
+func (ec *executionContext) childFields_ParkDefinition(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "ttl":
+		return ec.fieldContext_ParkDefinition_ttl(ctx, field)
+	case "resumeAfter":
+		return ec.fieldContext_ParkDefinition_resumeAfter(ctx, field)
+	case "resumeOn":
+		return ec.fieldContext_ParkDefinition_resumeOn(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ParkDefinition", field.Name)
+}
+
 func (ec *executionContext) childFields_Permissions(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "read":
@@ -6258,6 +6566,8 @@ func (ec *executionContext) childFields_SessionDefinition(ctx context.Context, f
 		return ec.fieldContext_SessionDefinition_schedule(ctx, field)
 	case "turns":
 		return ec.fieldContext_SessionDefinition_turns(ctx, field)
+	case "park":
+		return ec.fieldContext_SessionDefinition_park(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SessionDefinition", field.Name)
 }
@@ -6977,6 +7287,28 @@ func (ec *executionContext) field_ActionsMutation_respondToSession_args(ctx cont
 		return nil, err
 	}
 	args["response"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_resumeSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
 	return args, nil
 }
 
@@ -9141,6 +9473,70 @@ func (ec *executionContext) fieldContext_ActionSession_clock(_ context.Context, 
 	return fc, nil
 }
 
+func (ec *executionContext) _ActionSession_park(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSession_park(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionSession().Park(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Park) graphql.Marshaler {
+			return ec.marshalOPark2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐPark(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSession_park(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionSession",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Park(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionSession_parks(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSession_parks(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionSession().Parks(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []session.Park) graphql.Marshaler {
+			return ec.marshalNPark2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐParkᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSession_parks(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionSession",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Park(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ActionSessionConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.ActionSessionConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9783,6 +10179,29 @@ func (ec *executionContext) fieldContext_ActionSessionTurn_finishedAt(_ context.
 	return graphql.NewScalarFieldContext("ActionSessionTurn", field, false, false, "Time")
 }
 
+func (ec *executionContext) _ActionSessionTurn_failureScope(ctx context.Context, field graphql.CollectedField, obj *turns.Turn) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSessionTurn_failureScope(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionSessionTurn().FailureScope(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.FailureScope) graphql.Marshaler {
+			return ec.marshalOFailureScope2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐFailureScope(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSessionTurn_failureScope(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActionSessionTurn", field, true, true, "FailureScope")
+}
+
 func (ec *executionContext) _ActionSessionTurnConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.ActionSessionTurnConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10272,6 +10691,50 @@ func (ec *executionContext) fieldContext_ActionsMutation_closeSession(ctx contex
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_ActionsMutation_closeSession_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionsMutation_resumeSession(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_resumeSession(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsMutation().ResumeSession(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Session) graphql.Marshaler {
+			return ec.marshalOActionSession2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSession(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_resumeSession(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSession(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_resumeSession_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -16011,6 +16474,351 @@ func (ec *executionContext) fieldContext_PageInfo_endCursor(_ context.Context, f
 	return graphql.NewScalarFieldContext("PageInfo", field, false, false, "String")
 }
 
+func (ec *executionContext) _Park_id(ctx context.Context, field graphql.CollectedField, obj *session.Park) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Park_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Park_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Park", field, false, false, "UUID")
+}
+
+func (ec *executionContext) _Park_turn(ctx context.Context, field graphql.CollectedField, obj *session.Park) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Park_turn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Turn, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Park_turn(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Park", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Park_cause(ctx context.Context, field graphql.CollectedField, obj *session.Park) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Park_cause(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cause, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Park_cause(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Park", field, false, false, "String")
+}
+
+func (ec *executionContext) _Park_reason(ctx context.Context, field graphql.CollectedField, obj *session.Park) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Park_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Park_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Park", field, false, false, "String")
+}
+
+func (ec *executionContext) _Park_parkedAt(ctx context.Context, field graphql.CollectedField, obj *session.Park) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Park_parkedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ParkedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Park_parkedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Park", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Park_expiresAt(ctx context.Context, field graphql.CollectedField, obj *session.Park) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Park_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Park_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Park", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Park_resumeAt(ctx context.Context, field graphql.CollectedField, obj *session.Park) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Park_resumeAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResumeAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Park_resumeAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Park", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Park_resumeOn(ctx context.Context, field graphql.CollectedField, obj *session.Park) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Park_resumeOn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResumeOn, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Park_resumeOn(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Park", field, false, false, "String")
+}
+
+func (ec *executionContext) _Park_status(ctx context.Context, field graphql.CollectedField, obj *session.Park) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Park_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Park().Status(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ParkStatus) graphql.Marshaler {
+			return ec.marshalNParkStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐParkStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Park_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Park", field, true, true, "ParkStatus")
+}
+
+func (ec *executionContext) _Park_resolution(ctx context.Context, field graphql.CollectedField, obj *session.Park) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Park_resolution(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Resolution, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Park_resolution(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Park", field, false, false, "String")
+}
+
+func (ec *executionContext) _Park_resolvedBy(ctx context.Context, field graphql.CollectedField, obj *session.Park) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Park_resolvedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResolvedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Park_resolvedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Park", field, false, false, "String")
+}
+
+func (ec *executionContext) _Park_resolvedAt(ctx context.Context, field graphql.CollectedField, obj *session.Park) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Park_resolvedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResolvedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Park_resolvedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Park", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ParkDefinition_ttl(ctx context.Context, field graphql.CollectedField, obj *action.Park) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ParkDefinition_ttl(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TTL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ParkDefinition_ttl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ParkDefinition", field, false, false, "String")
+}
+
+func (ec *executionContext) _ParkDefinition_resumeAfter(ctx context.Context, field graphql.CollectedField, obj *action.Park) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ParkDefinition_resumeAfter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResumeAfter, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ParkDefinition_resumeAfter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ParkDefinition", field, false, false, "String")
+}
+
+func (ec *executionContext) _ParkDefinition_resumeOn(ctx context.Context, field graphql.CollectedField, obj *action.Park) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ParkDefinition_resumeOn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResumeOn, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalOString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ParkDefinition_resumeOn(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ParkDefinition", field, false, false, "String")
+}
+
 func (ec *executionContext) _Permissions_read(ctx context.Context, field graphql.CollectedField, obj *action.Permissions) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -16851,6 +17659,38 @@ func (ec *executionContext) fieldContext_SessionDefinition_turns(_ context.Conte
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_TurnsDefinition(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SessionDefinition_park(ctx context.Context, field graphql.CollectedField, obj *action.SessionDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionDefinition_park(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Park, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *action.Park) graphql.Marshaler {
+			return ec.marshalOParkDefinition2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐPark(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionDefinition_park(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SessionDefinition",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ParkDefinition(ctx, field)
 		},
 	}
 	return fc, nil
@@ -20028,6 +20868,62 @@ func UnmarshalMCPServeInput(ctx context.Context, raw any) (action.MCPDef, error)
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputParkInput(ctx context.Context, obj any) (action.Park, error) {
+	var it action.Park
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"ttl", "resumeAfter", "resumeOn"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "ttl":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("ttl"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TTL = data
+		case "resumeAfter":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("resumeAfter"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ResumeAfter = data
+		case "resumeOn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("resumeOn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ResumeOn = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalParkInput unmarshals raw into the ParkInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalParkInput(ctx context.Context, raw any) (action.Park, error) {
+	var out action.Park
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ParkInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputPermissionsInput(ctx context.Context, obj any) (action.Permissions, error) {
 	var it action.Permissions
 	if obj == nil {
@@ -20256,7 +21152,7 @@ func (ec *executionContext) unmarshalInputSessionInput(ctx context.Context, obj 
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"inputSchema", "id", "ends", "schedule", "turns"}
+	fieldsInOrder := [...]string{"inputSchema", "id", "ends", "schedule", "turns", "park"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -20298,6 +21194,13 @@ func (ec *executionContext) unmarshalInputSessionInput(ctx context.Context, obj 
 				return it, err
 			}
 			it.Turns = data
+		case "park":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("park"))
+			data, err := ec.unmarshalOParkInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐPark(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Park = data
 		}
 	}
 	return it, nil
@@ -21195,6 +22098,18 @@ func (ec *executionContext) _ActionSession(ctx context.Context, sel ast.Selectio
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._ActionSession_clock(ctx, field, obj)
 				})
+		case "park":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionSession_park(ctx, field, obj)
+				})
+		case "parks":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionSession_parks(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -21437,6 +22352,12 @@ func (ec *executionContext) _ActionSessionTurn(ctx context.Context, sel ast.Sele
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "failureScope":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionSessionTurn_failureScope(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -21597,6 +22518,11 @@ func (ec *executionContext) _ActionsMutation(ctx context.Context, sel ast.Select
 			}
 		case "closeSession":
 			out.Values[i] = ec._ActionsMutation_closeSession(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "resumeSession":
+			out.Values[i] = ec._ActionsMutation_resumeSession(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -23795,6 +24721,138 @@ func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var parkImplementors = []string{"Park"}
+
+func (ec *executionContext) _Park(ctx context.Context, sel ast.SelectionSet, obj *session.Park) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, parkImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Park")
+		case "id":
+			out.Values[i] = ec._Park_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "turn":
+			out.Values[i] = ec._Park_turn(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "cause":
+			out.Values[i] = ec._Park_cause(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "reason":
+			out.Values[i] = ec._Park_reason(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "parkedAt":
+			out.Values[i] = ec._Park_parkedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "expiresAt":
+			out.Values[i] = ec._Park_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "resumeAt":
+			out.Values[i] = ec._Park_resumeAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "resumeOn":
+			out.Values[i] = ec._Park_resumeOn(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "status":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Park_status(ctx, field, obj)
+				})
+		case "resolution":
+			out.Values[i] = ec._Park_resolution(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "resolvedBy":
+			out.Values[i] = ec._Park_resolvedBy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "resolvedAt":
+			out.Values[i] = ec._Park_resolvedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var parkDefinitionImplementors = []string{"ParkDefinition"}
+
+func (ec *executionContext) _ParkDefinition(ctx context.Context, sel ast.SelectionSet, obj *action.Park) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, parkDefinitionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ParkDefinition")
+		case "ttl":
+			out.Values[i] = ec._ParkDefinition_ttl(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "resumeAfter":
+			out.Values[i] = ec._ParkDefinition_resumeAfter(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "resumeOn":
+			out.Values[i] = ec._ParkDefinition_resumeOn(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var permissionsImplementors = []string{"Permissions"}
 
 func (ec *executionContext) _Permissions(ctx context.Context, sel ast.SelectionSet, obj *action.Permissions) graphql.Marshaler {
@@ -24175,6 +25233,11 @@ func (ec *executionContext) _SessionDefinition(ctx context.Context, sel ast.Sele
 			}
 		case "turns":
 			out.Values[i] = ec._SessionDefinition_turns(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "park":
+			out.Values[i] = ec._SessionDefinition_park(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -26148,6 +27211,36 @@ func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋactionsledgerᚋa
 	return ec._PageInfo(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNPark2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐPark(ctx context.Context, sel ast.SelectionSet, v session.Park) graphql.Marshaler {
+	return ec._Park(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNPark2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐParkᚄ(ctx context.Context, sel ast.SelectionSet, v []session.Park) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPark2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐPark(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNParkStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐParkStatus(ctx context.Context, v any) (model.ParkStatus, error) {
+	var res model.ParkStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNParkStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐParkStatus(ctx context.Context, sel ast.SelectionSet, v model.ParkStatus) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNPolicy2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐPolicy(ctx context.Context, sel ast.SelectionSet, v model.Policy) graphql.Marshaler {
 	return ec._Policy(ctx, sel, &v)
 }
@@ -26891,6 +27984,22 @@ func (ec *executionContext) marshalOExecutionStatus2ᚖgithubᚗcomᚋactionsled
 	return v
 }
 
+func (ec *executionContext) unmarshalOFailureScope2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐFailureScope(ctx context.Context, v any) (*model.FailureScope, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.FailureScope)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOFailureScope2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐFailureScope(ctx context.Context, sel ast.SelectionSet, v *model.FailureScope) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
 func (ec *executionContext) marshalOHold2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterrupt(ctx context.Context, sel ast.SelectionSet, v *session.Interrupt) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -27031,6 +28140,28 @@ func (ec *executionContext) marshalONewToken2ᚖgithubᚗcomᚋactionsledgerᚋa
 		return graphql.Null
 	}
 	return ec._NewToken(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOPark2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐPark(ctx context.Context, sel ast.SelectionSet, v *session.Park) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Park(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOParkDefinition2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐPark(ctx context.Context, sel ast.SelectionSet, v *action.Park) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ParkDefinition(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOParkInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐPark(ctx context.Context, v any) (*action.Park, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputParkInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalOPermissions2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐPermissions(ctx context.Context, sel ast.SelectionSet, v *action.Permissions) graphql.Marshaler {

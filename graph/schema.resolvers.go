@@ -244,6 +244,16 @@ func (r *actionSessionResolver) Clock(ctx context.Context, obj *session.Session)
 	return r.Resolver.sessionClock(ctx, obj)
 }
 
+// Park is the resolver for the park field.
+func (r *actionSessionResolver) Park(ctx context.Context, obj *session.Session) (*session.Park, error) {
+	return r.Resolver.currentPark(ctx, obj)
+}
+
+// Parks is the resolver for the parks field.
+func (r *actionSessionResolver) Parks(ctx context.Context, obj *session.Session) ([]session.Park, error) {
+	return r.SessionStore.Parks(ctx, obj.SID)
+}
+
 // Kind is the resolver for the kind field.
 func (r *actionSessionInputResolver) Kind(ctx context.Context, obj *session.Input) (model.InputKind, error) {
 	return model.InputKind(obj.Kind), nil
@@ -317,6 +327,11 @@ func (r *actionSessionTurnResolver) Execution(ctx context.Context, obj *turns.Tu
 	return x, err
 }
 
+// FailureScope is the resolver for the failureScope field.
+func (r *actionSessionTurnResolver) FailureScope(ctx context.Context, obj *turns.Turn) (*model.FailureScope, error) {
+	return failureScope(obj), nil
+}
+
 // Backfill is the resolver for the backfill field.
 func (r *actionVersionResolver) Backfill(ctx context.Context, obj *action.Version) (*action.Backfill, error) {
 	return r.ActionStore.Backfill(ctx, obj.ActionID, obj.Version)
@@ -384,6 +399,12 @@ func (r *actionsMutationResolver) SetActionStatus(ctx context.Context, obj *mode
 // CloseSession is the resolver for the closeSession field.
 func (r *actionsMutationResolver) CloseSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, reason string) (*session.Session, error) {
 	return r.SessionStore.Close(ctx, actionID, id, reason)
+}
+
+// ResumeSession is the resolver for the resumeSession field.
+func (r *actionsMutationResolver) ResumeSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string) (*session.Session, error) {
+	p, _ := auth.From(ctx)
+	return r.SessionStore.Resume(ctx, actionID, id, p.ID)
 }
 
 // CallTool is the resolver for the callTool field.
@@ -1131,6 +1152,11 @@ func (r *outcomeChangeResolver) Replay(ctx context.Context, obj *turns.Change) (
 	return jsonvalue.Encode(obj.Replay)
 }
 
+// Status is the resolver for the status field.
+func (r *parkResolver) Status(ctx context.Context, obj *session.Park) (model.ParkStatus, error) {
+	return model.ParkStatus(obj.Status), nil
+}
+
 // Tokens is the resolver for the tokens field.
 func (r *principalResolver) Tokens(ctx context.Context, obj *model.Principal, includeRevoked *bool) ([]auth.TokenInfo, error) {
 	all, err := r.tokensOf(ctx, obj.ID)
@@ -1371,6 +1397,9 @@ func (r *Resolver) Mutation() MutationResolver { return &mutationResolver{r} }
 // OutcomeChange returns OutcomeChangeResolver implementation.
 func (r *Resolver) OutcomeChange() OutcomeChangeResolver { return &outcomeChangeResolver{r} }
 
+// Park returns ParkResolver implementation.
+func (r *Resolver) Park() ParkResolver { return &parkResolver{r} }
+
 // Principal returns PrincipalResolver implementation.
 func (r *Resolver) Principal() PrincipalResolver { return &principalResolver{r} }
 
@@ -1433,6 +1462,7 @@ type (
 	ledgerQueryResolver        struct{ *Resolver }
 	mutationResolver           struct{ *Resolver }
 	outcomeChangeResolver      struct{ *Resolver }
+	parkResolver               struct{ *Resolver }
 	principalResolver          struct{ *Resolver }
 	queryResolver              struct{ *Resolver }
 	replayResolver             struct{ *Resolver }

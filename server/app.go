@@ -150,7 +150,9 @@ type App struct {
 	Dispatcher *session.Dispatcher
 	Timers     *session.Timers
 	// Firings runs the clocks of schedule triggers (A4).
-	Firings  *action.Firings
+	Firings *action.Firings
+	// Parks resumes and expires parked sessions (G4).
+	Parks    *session.ParkLoop
 	Executor *turns.Executor
 	Tools    *tools.Service
 	Auth     *auth.Store
@@ -264,6 +266,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Timers.Metrics = a.Metrics
 	a.Firings = action.NewFirings(pool, a.Actions, a.Clock, log)
 	a.Firings.Metrics = a.Metrics
+	a.Parks = session.NewParkLoop(pool, a.Clock, log)
 	a.Executor = turns.NewExecutor(pool, a.Actions, a.Kinds, a.Clock, log, turns.Config{
 		Workers: cfg.Workers, Lease: cfg.Lease, Poll: cfg.Poll, LiveDelay: cfg.LiveDelay})
 	a.Executor.Metrics, a.Executor.Tracer, a.Executor.Notifier = a.Metrics, a.tracer, notifier
@@ -415,6 +418,7 @@ func (a *App) Run(ctx context.Context) error {
 	run("dispatcher", func() error { return a.Dispatcher.Run(ctx, ledgerWake, a.cfg.Poll) })
 	run("timers", func() error { return a.Timers.Run(ctx, timersWake, a.cfg.Poll) })
 	run("schedule triggers", func() error { return a.Firings.Run(ctx, firingsWake, a.cfg.Poll) })
+	run("parks", func() error { return a.Parks.Run(ctx, nil, a.cfg.Poll) })
 	run("executor", func() error { return a.Executor.Run(ctx, turnsWake) })
 	if a.cfg.VacuumEvery >= 0 {
 		k := &pgmaint.Keeper{Pool: a.Pool, Every: a.cfg.VacuumEvery, Log: a.log}

@@ -131,6 +131,9 @@ var fieldRules = map[string]rule{
 	// Issue 15: an operator's retry of a failed execution answers it, as
 	// RETRY answers a held turn.
 	"ActionsMutation.retryExecution": actionArg(auth.Respond, "actionId"),
+	// G4, G10: resuming a session that waits after a failed turn answers
+	// it, as RETRY answers a held turn.
+	"ActionsMutation.resumeSession": actionArg(auth.Respond, "actionId"),
 	// T9: a replay runs the action's code (and, when LIVE, its model calls).
 	"ActionsMutation.replayExecution": actionArg(auth.Write, "actionId"),
 

@@ -457,28 +457,42 @@ WITH d AS (
 	SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::boolean[], $5::text[], $6::uuid[], $7::text[], $8::int[], $9::timestamptz[])
 	       WITH ORDINALITY AS d (action_id, id, version, starts, identity, event_id, triggers, size, window_end, ord)),
 x AS (
-	SELECT d.*, s.sid, row_number() OVER w AS rn, count(*) OVER w AS n,
-	       bool_or(d.starts) OVER w AS starts_any, min(d.window_end) OVER w AS window_first
+	SELECT d.*, s.sid, s.wait, row_number() OVER w AS rn, count(*) OVER w AS n, k.wakes AS wakes_row,
+	       bool_or(k.wakes) OVER w AS wakes,
+	       min(d.window_end) OVER w AS window_first
 	  FROM d
-	  JOIN LATERAL (SELECT sid, version, status FROM sessions s WHERE s.action_id = d.action_id AND s.id = d.id LIMIT 1) s
+	  JOIN LATERAL (SELECT sid, version, status, wait, wake_on FROM sessions s WHERE s.action_id = d.action_id AND s.id = d.id LIMIT 1) s
 	       ON s.version = d.version AND s.status IN ('OPEN', 'WAITING')
+	  -- G10, G4: what makes the session runnable: OPEN, or WAITING after a failed turn for any input, or parked for its resumeOn triggers.
+	  CROSS JOIN LATERAL (SELECT (d.starts AND (s.status = 'OPEN' OR s.wait = 'INPUT'))
+	                             OR (s.wait = 'PARK' AND d.triggers::jsonb ?| s.wake_on) AS wakes) k
 	  LEFT JOIN LATERAL (SELECT true AS had FROM session_inputs i WHERE i.sid = s.sid AND i.identity = d.identity LIMIT 1) h ON true
 	 WHERE h.had IS NULL
 	WINDOW w AS (PARTITION BY s.sid ORDER BY d.ord ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)),
 u AS (
 	UPDATE sessions s SET input_count = s.input_count + g.n, updated_at = $10,
-	       next_turn_at = CASE WHEN g.starts_any AND s.status = 'OPEN' THEN coalesce(s.next_turn_at,
-	           CASE WHEN s.ends_at <= $10 THEN $10 ELSE g.window_first END) ELSE s.next_turn_at END
-	  FROM (SELECT DISTINCT sid, n, starts_any, window_first FROM x) g
+	       next_turn_at = CASE WHEN g.wakes THEN coalesce(s.next_turn_at,
+	           CASE WHEN s.ends_at <= $10 THEN $10 ELSE g.window_first END) ELSE s.next_turn_at END,
+	       status = CASE WHEN g.wakes THEN 'OPEN' ELSE s.status END,
+	       reason = CASE WHEN g.wakes AND s.wait IS NOT NULL THEN NULL ELSE s.reason END,
+	       wait = CASE WHEN g.wakes THEN NULL ELSE s.wait END,
+	       wake_on = CASE WHEN g.wakes THEN NULL ELSE s.wake_on END
+	  FROM (SELECT DISTINCT sid, n, wakes, window_first FROM x) g
 	 WHERE s.sid = g.sid AND s.status IN ('OPEN', 'WAITING')
 	RETURNING s.sid, s.input_count - g.n AS base, s.next_turn_at),
+-- G4: a delivery by a trigger the park names resumes it.
+p AS (
+	UPDATE session_parks p SET status = 'RESUMED', resolution = 'event', resolved_by = e.event_id::text, resolved_at = $10
+	  FROM (SELECT DISTINCT ON (sid) sid, event_id FROM x WHERE x.wait = 'PARK' AND x.wakes_row ORDER BY sid, ord) e
+	 WHERE p.sid = e.sid AND p.status = 'PARKED'
+	RETURNING p.sid),
 i AS (
 	INSERT INTO session_inputs (sid, seq, identity, kind, event_id, triggers, starts_turn, status, byte_size, delivered_at, order_key)
 	SELECT x.sid, u.base + x.rn, x.identity, 'EVENT', x.event_id, ARRAY(SELECT jsonb_array_elements_text(x.triggers::jsonb)),
 	       x.starts, 'PENDING', x.size, $10, lpad((u.base + x.rn)::text, 20, '0')
 	  FROM x JOIN u ON u.sid = x.sid
 	RETURNING sid)
-SELECT x.ord, x.sid, u.next_turn_at FROM x JOIN u ON u.sid = x.sid WHERE (SELECT count(*) FROM i) >= 0`
+SELECT x.ord, x.sid, u.next_turn_at FROM x JOIN u ON u.sid = x.sid WHERE (SELECT count(*) FROM i) >= 0 AND (SELECT count(*) FROM p) >= 0`
 
 // flushDeliveries writes the batch's deliveries (deliverSQL). A session
 // that gets nothing (missing, closed, or open at another version) leaves,

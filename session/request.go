@@ -242,11 +242,11 @@ func (st *Store) deliverRequest(ctx context.Context, tx pgx.Tx, comp *action.Com
 	}
 	// A request starts a turn at once when the session is OPEN (a turn that
 	// is running takes it up when it settles); a WAITING session keeps it
-	// pending until it is OPEN again (P3).
+	// pending until it is OPEN again (P3), unless it waits after a failed
+	// turn (G10).
 	var seq int64
-	if err := tx.QueryRow(ctx, `UPDATE sessions SET input_count = input_count + 1, updated_at = $2,
-			next_turn_at = CASE WHEN status = $3 THEN least(coalesce(next_turn_at, $2), $2) ELSE next_turn_at END
-		WHERE sid = $1 RETURNING input_count`, s.SID, now, Open).Scan(&seq); err != nil {
+	if err := tx.QueryRow(ctx, `UPDATE sessions SET `+WakeOnInput("$2")+`
+		WHERE sid = $1 RETURNING input_count`, s.SID, now).Scan(&seq); err != nil {
 		return nil, fmt.Errorf("session: deliver request: %w", err)
 	}
 	rows, err := tx.Query(ctx, `INSERT INTO session_inputs (sid, seq, identity, kind, event_id, triggers, starts_turn, status,

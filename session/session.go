@@ -337,7 +337,7 @@ func (st *Store) Close(ctx context.Context, actionID uuid.UUID, id, reason strin
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
 		var err error
 		s, err = scanSession(tx.QueryRow(ctx, `UPDATE sessions SET status = $5, reason = $3, closed_at = $4,
-			updated_at = $4, next_turn_at = NULL, resume = NULL
+			updated_at = $4, next_turn_at = NULL, resume = NULL, wait = NULL, wake_on = NULL
 			WHERE action_id = $1 AND id = $2 AND status IN ($6, $7) RETURNING `+sessionColumns, actionID, id, reason, now,
 			Cancelled, Open, Waiting))
 		if err != nil {
@@ -346,6 +346,11 @@ func (st *Store) Close(ctx context.Context, actionID uuid.UUID, id, reason strin
 		// H5: closing ends what the session waited on instead of an answer.
 		tag, err := tx.Exec(ctx, `UPDATE session_interrupts SET status = $2 WHERE sid = $1 AND status = 'PENDING'`, s.SID, InterruptClosed)
 		if err != nil {
+			return err
+		}
+		// G4: a park ends with the session.
+		if _, err := tx.Exec(ctx, `UPDATE session_parks SET status = $2, resolved_at = $3 WHERE sid = $1 AND status = 'PARKED'`,
+			s.SID, ParkCancelled, now); err != nil {
 			return err
 		}
 		return Notice{SIDs: []int64{s.SID}, Interrupts: tag.RowsAffected() > 0}.Send(ctx, tx)

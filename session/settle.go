@@ -148,6 +148,9 @@ type Settlement struct {
 	Committed *Committed
 	Held      *Held
 	Failed    *Failure
+	// TurnFailed: the turn failed but the session survives (G10), parked
+	// when Park is set (G4).
+	TurnFailed *TurnFailure
 }
 
 // Committed is a committed turn's outcome (T5, T6, P1).
@@ -227,6 +230,7 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 		// (ansSIDs), and the failed turns' own (failSIDs, failSeqs).
 		ansSIDs, failSIDs, failSeqs []int64
 		ansExecs, failExecs         []uuid.UUID
+		turnFailed                  []Settlement
 	)
 	for i, s := range ss {
 		sids[i], tokens[i] = s.SID, s.Token
@@ -257,6 +261,10 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 			statuses[i], setReason[i], reasons[i], touch[i] = Waiting, true, &s.Held.Reason, true
 			consume(InputReceived)
 			raise = append(raise, s.Held.Hold)
+		case s.TurnFailed != nil:
+			// G10: the inputs stay pending; the session waits for what wakes it.
+			statuses[i], setReason[i], reasons[i], touch[i] = Waiting, true, &s.TurnFailed.Reason, true
+			turnFailed = append(turnFailed, s)
 		case s.Failed != nil:
 			statuses[i], setReason[i], reasons[i], touch[i], closes[i] = Failed, true, &s.Failed.Reason, true, true
 			failed, closing = append(failed, s.SID), append(closing, s.SID)
@@ -303,7 +311,7 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 			closed_at = CASE WHEN u.closes THEN $13::timestamptz ELSE s.closed_at END,
 			next_turn_at = CASE WHEN u.status = $14 AND (u.due OR EXISTS (
 				SELECT 1 FROM session_inputs i WHERE i.sid = s.sid AND i.status = 'PENDING' AND i.starts_turn)) THEN $13::timestamptz END,
-			lease_owner = NULL, lease_expires_at = NULL
+			lease_owner = NULL, lease_expires_at = NULL, wait = NULL, wake_on = NULL
 		  FROM unnest($1::bigint[], $2::bigint[], $3::boolean[], $4::text[], $5::text[], $6::boolean[], $7::text[], $8::boolean[],
 		              $9::text[], $10::boolean[], $11::boolean[], $12::boolean[])
 		       AS u (sid, token, set_state, state, status, set_reason, reason, set_resume, resume, touch, closes, due)
@@ -322,6 +330,8 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 		})
 		return err
 	})
+	queueTurnFailed(b, now, turnFailed)
+	queueEndParks(b, now, closing)
 	queueDropTimers(b, closing)
 	res.QueueXID(b)
 }

@@ -194,8 +194,10 @@ func (t *Timers) apply(ctx context.Context, tx pgx.Tx, due []*timed) error {
 	if len(wakeSIDs) > 0 {
 		// A WAITING session is not runnable: the answer that opens it makes
 		// it runnable at once, and its turn sees the end and due firings.
-		if _, err := tx.Exec(ctx, `UPDATE sessions s SET next_turn_at = least(coalesce(s.next_turn_at, u.at), u.at)
-			FROM unnest($1::bigint[], $2::timestamptz[]) AS u (sid, at) WHERE s.sid = u.sid AND s.status = $3`, wakeSIDs, wakeAt, Open); err != nil {
+		// One waiting after a failed turn (G10) is woken, as by an input.
+		if _, err := tx.Exec(ctx, `UPDATE sessions s SET next_turn_at = least(coalesce(s.next_turn_at, u.at), u.at),
+				status = 'OPEN', reason = CASE WHEN s.wait IS NULL THEN s.reason END, wait = NULL, wake_on = NULL
+			FROM unnest($1::bigint[], $2::timestamptz[]) AS u (sid, at) WHERE s.sid = u.sid AND (s.status = $3 OR s.wait = 'INPUT')`, wakeSIDs, wakeAt, Open); err != nil {
 			return fmt.Errorf("session timers: wake: %w", err)
 		}
 	}

@@ -2,6 +2,7 @@ package turns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -189,6 +190,9 @@ func (e *Executor) decide(f *finished, fc *session.Fenced, now time.Time, w *tur
 	st := session.Settlement{Lease: c.lease, Turn: c.turn, ExecutionID: c.execID, Inputs: seqsOf(c.inputs)}
 	w.transcript(c.execID, f.transcript)
 	runErr := f.runErr
+	if runErr == nil && f.out != nil && f.out.Status == "FAILED" && f.out.Scope == ScopeTurn {
+		runErr = TurnScoped(errors.New(f.out.Reason)) // G10: the outcome fails the turn only
+	}
 	if runErr == nil && !fc.Status.Final() {
 		cm, err := e.decideCommitted(f, fc, now, w)
 		if err == nil {
@@ -218,6 +222,27 @@ func (e *Executor) decide(f *finished, fc *session.Fenced, now time.Time, w *tur
 		c.raised = append(c.raised, raised{id: id, kind: session.InterruptHold, what: string(cause)})
 		w.turn(c, TurnHeld, &checkpoint{state: c.sess.State, status: session.Waiting, reason: &reason})
 		w.exec(c, ExecHeld, nil, storable(string(code)+": "+h.Message), &id)
+	case IsTurnScoped(runErr) || e.parks(c, runErr):
+		// G10, G4: the turn fails, the session survives WAITING with its
+		// inputs pending; a park bounds how long it waits.
+		reason := storable(fmt.Sprintf("turn %d failed: %v", c.turn, runErr))
+		tf := &session.TurnFailure{Reason: reason}
+		if !IsTurnScoped(runErr) {
+			p := c.comp.Session.Park
+			reason = storable(fmt.Sprintf("turn %d failed (%s) and the session is parked until %s: %v", c.turn, ErrorCode(runErr),
+				now.Add(p.TTL).UTC().Format(time.RFC3339), runErr))
+			tf.Reason = reason
+			park := &session.Park{ID: InterruptIDFor(c.execID, "park"), SID: c.sess.SID, Turn: c.turn, ExecutionID: c.execID,
+				Cause: ErrorCode(runErr), Reason: storable(runErr.Error()), ParkedAt: now, ExpiresAt: now.Add(p.TTL), ResumeOn: p.ResumeOn}
+			if p.ResumeAfter > 0 {
+				at := now.Add(p.ResumeAfter)
+				park.ResumeAt = &at
+			}
+			tf.Park = park
+		}
+		st.TurnFailed = tf
+		w.turn(c, TurnFailed, &checkpoint{state: c.sess.State, status: session.Waiting, reason: &reason})
+		w.exec(c, ExecFailed, nil, storable(runErr.Error()), nil)
 	default:
 		// T7: the turn and the session fail; the inputs stay pending.
 		reason := storable(fmt.Sprintf("execution %s failed: %v", c.execID, runErr))
@@ -226,6 +251,17 @@ func (e *Executor) decide(f *finished, fc *session.Fenced, now time.Time, w *tur
 		w.exec(c, ExecFailed, nil, storable(runErr.Error()), nil)
 	}
 	return st
+}
+
+// parks reports whether a turn whose run ended with runErr parks its
+// session (G4): the session has a park block and the run's retries ran
+// out on a transient cause (a timeout or an error not marked Permanent).
+func (e *Executor) parks(c *claim, runErr error) bool {
+	if c.comp.Session == nil || c.comp.Session.Park == nil || runErr == nil || IsPermanent(runErr) {
+		return false
+	}
+	code := ErrorCode(runErr)
+	return code == CodeTimeout || code == CodeTransient
 }
 
 // decideCommitted works out a successful turn's commit (T5, T6, P1, P2,

@@ -100,9 +100,12 @@ type EventView struct {
 // ExecutionID, P2) and leaves its continuation in Resume, which the turn
 // taking the responses receives as Request.Resume.
 type Outcome struct {
-	State     jsonvalue.Value `json:"state"`
-	Status    string          `json:"status"`
-	Reason    string          `json:"reason,omitempty"`
+	State  jsonvalue.Value `json:"state"`
+	Status string          `json:"status"`
+	Reason string          `json:"reason,omitempty"`
+	// Scope, with Status FAILED, is ScopeSession (the default) or
+	// ScopeTurn: the turn fails, the session survives WAITING (G10).
+	Scope     string          `json:"scope,omitempty"`
 	Output    jsonvalue.Value `json:"output"`
 	Approvals []Approval      `json:"approvals,omitempty"`
 	Resume    jsonvalue.Value `json:"resume,omitempty"`
@@ -245,6 +248,33 @@ func Permanent(err error) error { return permanentError{err} }
 func IsPermanent(err error) bool {
 	var p permanentError
 	return errors.As(err, &p)
+}
+
+// Failure scopes (G10): how far a failed turn reaches. A SESSION failure
+// (the default, T7) fails the session; a TURN failure fails only the turn:
+// nothing it did commits, its inputs stay pending and the session waits
+// WAITING with the reason until a new input arrives or an operator
+// resumes it.
+const (
+	ScopeSession = "SESSION"
+	ScopeTurn    = "TURN"
+)
+
+// turnScoped marks an error that fails the turn only (G10).
+type turnScoped struct{ err error }
+
+func (t turnScoped) Error() string { return t.err.Error() }
+func (t turnScoped) Unwrap() error { return t.err }
+
+// TurnScoped marks err as failing the turn only, not its session (G10);
+// it is not retried.
+func TurnScoped(err error) error { return Permanent(turnScoped{err}) }
+
+// IsTurnScoped reports whether err was marked TurnScoped, or is an
+// outcome FAILED with scope TURN turned into an error.
+func IsTurnScoped(err error) bool {
+	var t turnScoped
+	return errors.As(err, &t)
 }
 
 // Spec is an action's handler settings: its config and, for kinds that
@@ -519,6 +549,15 @@ func (o *Outcome) validate(final, ends bool) error {
 	}
 	if len(o.Reason) > 1000 {
 		return errors.New("reason is longer than 1000 bytes")
+	}
+	switch {
+	case o.Scope == "" || o.Scope == ScopeSession:
+	case o.Scope != ScopeTurn:
+		return fmt.Errorf("scope %q is not one of SESSION, TURN", o.Scope)
+	case o.Status != "FAILED":
+		return errors.New("scope is given only with status FAILED")
+	case final:
+		return errors.New("this is the session's final turn: it must complete the session, not fail only the turn")
 	}
 	if len(o.Approvals) > 0 && o.Status != "WAITING" {
 		return errors.New("approvals are listed only by a turn that reports WAITING")

@@ -370,6 +370,64 @@ func (e ExecutionStatus) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// How far a failed turn reached.
+type FailureScope string
+
+const (
+	// The turn failed; the session survived, WAITING with its inputs pending.
+	FailureScopeTurn FailureScope = "TURN"
+	// The turn failed its session.
+	FailureScopeSession FailureScope = "SESSION"
+)
+
+var AllFailureScope = []FailureScope{
+	FailureScopeTurn,
+	FailureScopeSession,
+}
+
+func (e FailureScope) IsValid() bool {
+	switch e {
+	case FailureScopeTurn, FailureScopeSession:
+		return true
+	}
+	return false
+}
+
+func (e FailureScope) String() string {
+	return string(e)
+}
+
+func (e *FailureScope) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = FailureScope(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid FailureScope", str)
+	}
+	return nil
+}
+
+func (e FailureScope) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *FailureScope) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e FailureScope) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type HoldCause string
 
 const (
@@ -724,6 +782,65 @@ func (e *InterruptStatus) UnmarshalJSON(b []byte) error {
 }
 
 func (e InterruptStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type ParkStatus string
+
+const (
+	ParkStatusParked    ParkStatus = "PARKED"
+	ParkStatusResumed   ParkStatus = "RESUMED"
+	ParkStatusExpired   ParkStatus = "EXPIRED"
+	ParkStatusCancelled ParkStatus = "CANCELLED"
+)
+
+var AllParkStatus = []ParkStatus{
+	ParkStatusParked,
+	ParkStatusResumed,
+	ParkStatusExpired,
+	ParkStatusCancelled,
+}
+
+func (e ParkStatus) IsValid() bool {
+	switch e {
+	case ParkStatusParked, ParkStatusResumed, ParkStatusExpired, ParkStatusCancelled:
+		return true
+	}
+	return false
+}
+
+func (e ParkStatus) String() string {
+	return string(e)
+}
+
+func (e *ParkStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ParkStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ParkStatus", str)
+	}
+	return nil
+}
+
+func (e ParkStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ParkStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ParkStatus) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

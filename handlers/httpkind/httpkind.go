@@ -201,18 +201,19 @@ func (h *handler) post(ctx context.Context, execID uuid.UUID, body []byte) (*tur
 }
 
 // outcome reads a reply body: an object with status and optionally state,
-// output and reason, nothing else.
+// output, reason and scope (G10), nothing else.
 func outcome(raw []byte) (*turns.Outcome, error) {
 	var r struct {
 		State  jsonvalue.Value `json:"state"`
 		Status *string         `json:"status"`
 		Output jsonvalue.Value `json:"output"`
 		Reason *string         `json:"reason"`
+		Scope  *string         `json:"scope"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("the reply must be a JSON object {status, state, output, reason} and nothing else: %v", err)
+		return nil, fmt.Errorf("the reply must be a JSON object {status, state, output, reason, scope} and nothing else: %v", err)
 	}
 	if dec.More() {
 		return nil, errors.New("the reply has data after its JSON object")
@@ -226,6 +227,9 @@ func outcome(raw []byte) (*turns.Outcome, error) {
 	o := &turns.Outcome{State: r.State, Status: *r.Status, Output: r.Output}
 	if r.Reason != nil {
 		o.Reason = *r.Reason
+	}
+	if r.Scope != nil {
+		o.Scope = *r.Scope // G10: TURN fails only the turn
 	}
 	return o, nil
 }

@@ -183,32 +183,35 @@ func (h *turnHandler) Run(ctx context.Context, req *turns.Request) (*turns.Outco
 }
 
 // outcome reads turn()'s result: an object with status and optional state,
-// output and reason, nothing else. Without a session (issue 15) status is
+// output, reason and scope (G10), nothing else. Without a session (issue 15) status is
 // optional too.
 func outcome(raw jsonvalue.Value, needStatus bool) (*turns.Outcome, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, errors.New("turn() must return a dict with status and optionally state, output and reason")
+		return nil, errors.New("turn() must return a dict with status and optionally state, output, reason and scope")
 	}
 	o := &turns.Outcome{}
 	for k, v := range m {
 		switch k {
-		case "status", "reason":
+		case "status", "reason", "scope":
 			var s string
 			if err := json.Unmarshal(v, &s); err != nil {
 				return nil, fmt.Errorf("%s must be a string", k)
 			}
-			if k == "status" {
+			switch k {
+			case "status":
 				o.Status = s
-			} else {
+			case "reason":
 				o.Reason = s
+			default:
+				o.Scope = s // G10: TURN fails only the turn
 			}
 		case "state":
 			o.State = jsonvalue.Value(v)
 		case "output":
 			o.Output = jsonvalue.Value(v)
 		default:
-			return nil, fmt.Errorf("unknown key %q in turn()'s result (allowed: status, state, output, reason)", k)
+			return nil, fmt.Errorf("unknown key %q in turn()'s result (allowed: status, state, output, reason, scope)", k)
 		}
 	}
 	if o.Status == "" && needStatus {

@@ -64,6 +64,9 @@ const (
 	// NotRetryable: retryExecution on an execution that cannot be retried:
 	// it is not FAILED, or its concurrency key failed to evaluate (issue 15).
 	NotRetryable = "EXECUTION_NOT_RETRYABLE"
+	// NotResumable: resumeSession on a session that does not wait after a
+	// failed turn (G4, G10).
+	NotResumable = "SESSION_NOT_RESUMABLE"
 	// NotImplemented: the feature is recognised but not available in this build.
 	NotImplemented = "NOT_IMPLEMENTED"
 	// IntrospectionDisabled: the operation selects __schema or __type on a
