@@ -6,9 +6,13 @@
 -- condition only: an operator's resume, its resume time, or a delivery by
 -- one of the triggers in wake_on). NULL: the session waits on interrupts,
 -- or does not wait at all.
+-- G9: interrupt_turn is the running turn an interrupt asked to end, and
+-- interrupted_by who asked; the turn's settlement reads and clears them.
 ALTER TABLE sessions
     ADD COLUMN wait text CHECK (wait IN ('INPUT', 'PARK')),
-    ADD COLUMN wake_on text[];
+    ADD COLUMN wake_on text[],
+    ADD COLUMN interrupt_turn int,
+    ADD COLUMN interrupted_by text;
 
 -- A park: a turn whose retries ran out on a transient cause paused its
 -- session instead of failing it. It ends RESUMED (resolution operator,
@@ -36,4 +40,4 @@ CREATE INDEX session_parks_due ON session_parks (least(coalesce(resume_at, expir
 
 -- +goose Down
 DROP TABLE session_parks;
-ALTER TABLE sessions DROP COLUMN wake_on, DROP COLUMN wait;
+ALTER TABLE sessions DROP COLUMN interrupted_by, DROP COLUMN interrupt_turn, DROP COLUMN wake_on, DROP COLUMN wait;

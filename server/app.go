@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -396,6 +397,12 @@ func (a *App) Run(ctx context.Context) error {
 	l.Handle(session.TimersChannel, wakeHandler(timersWake))
 	l.Handle(action.FiringsChannel, wakeHandler(firingsWake))
 	l.Handle(session.ExecutionsChannel, wakeHandler(execWake))
+	l.Handle(session.InterruptsChannel, pgxlisten.HandlerFunc(func(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+		if sid, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
+			a.Executor.Interrupt(sid) // G9: the turn running here, if any
+		}
+		return nil
+	}))
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 16)

@@ -176,7 +176,6 @@ func (st *Store) Resume(ctx context.Context, actionID uuid.UUID, id, principal s
 	var s *Session
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
 		now := st.clock.Now()
-		var wait *Wait
 		cur, err := scanSession(tx.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE action_id = $1 AND id = $2 FOR UPDATE`, actionID, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return st.missing(ctx, tx, actionID)
@@ -187,10 +186,7 @@ func (st *Store) Resume(ctx context.Context, actionID uuid.UUID, id, principal s
 		if cur.Status.Final() {
 			return fault.New(fault.SessionClosed, "id", "the session is %s", cur.Status)
 		}
-		if err := tx.QueryRow(ctx, `SELECT wait FROM sessions WHERE sid = $1`, cur.SID).Scan(&wait); err != nil {
-			return err
-		}
-		if wait == nil {
+		if cur.Wait == nil {
 			return fault.New(fault.NotResumable, "id", "the session is %s and does not wait after a failed turn: nothing to resume", cur.Status)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE session_parks SET status = $2, resolution = $3, resolved_by = $4, resolved_at = $5

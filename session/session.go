@@ -41,6 +41,13 @@ type Session struct {
 	ClosedAt      *time.Time
 	TurnCount     int
 	LeaseExpires  *time.Time
+	// Wait says what wakes a session WAITING after a turn that failed with
+	// scope TURN or was interrupted (WaitInput), or parked (WaitPark);
+	// nil otherwise (G4, G10).
+	Wait *Wait
+	// InterruptTurn is the running turn an interrupt asked to end (G9);
+	// nil when none did.
+	InterruptTurn *int
 }
 
 // Running reports whether a worker holds the session's lease at now.
@@ -123,12 +130,13 @@ type Store struct {
 func NewStore(pool *pgxpool.Pool, c clock.Clock) *Store { return &Store{pool: pool, clock: c} }
 
 const sessionColumns = `sid, action_id, id, version, input, state, status, reason, origin_event_id,
-	started_at, ends_at, created_at, updated_at, closed_at, turn_count, lease_expires_at`
+	started_at, ends_at, created_at, updated_at, closed_at, turn_count, lease_expires_at, wait, interrupt_turn`
 
 func scanSession(row pgx.Row) (*Session, error) {
 	var s Session
 	err := row.Scan(&s.SID, &s.ActionID, &s.ID, &s.Version, &s.Input, &s.State, &s.Status, &s.Reason,
-		&s.OriginEventID, &s.StartedAt, &s.EndsAt, &s.CreatedAt, &s.UpdatedAt, &s.ClosedAt, &s.TurnCount, &s.LeaseExpires)
+		&s.OriginEventID, &s.StartedAt, &s.EndsAt, &s.CreatedAt, &s.UpdatedAt, &s.ClosedAt, &s.TurnCount, &s.LeaseExpires,
+		&s.Wait, &s.InterruptTurn)
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,15 @@ type Fenced struct {
 	// Listed maps each listed approval that exists to its session and
 	// status; missing ones are new.
 	Listed map[uuid.UUID]ListedInterrupt
+	// InterruptTurn is the turn an interrupt asked to end, by
+	// InterruptedBy (G9); nil when none did.
+	InterruptTurn *int
+	InterruptedBy *string
+}
+
+// Interrupted reports whether an interrupt asked to end turn (G9).
+func (f *Fenced) Interrupted(turn int) bool {
+	return f.InterruptTurn != nil && *f.InterruptTurn == turn
 }
 
 // ListedInterrupt is the state of an interrupt a turn listed.
@@ -75,13 +84,13 @@ func QueueFence(b *pgx.Batch, reads []FenceRead, skipLocked bool, out map[int64]
 	if skipLocked {
 		lock += ` SKIP LOCKED`
 	}
-	b.Queue(`SELECT s.sid, s.lease_token = u.token, s.status, s.started_at, s.ends_at
+	b.Queue(`SELECT s.sid, s.lease_token = u.token, s.status, s.started_at, s.ends_at, s.interrupt_turn, s.interrupted_by
 		  FROM sessions s JOIN unnest($1::bigint[], $2::bigint[]) AS u (sid, token) ON s.sid = u.sid
 		 ORDER BY s.sid `+lock, sids, tokens).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var sid int64
 			f := &Fenced{}
-			if err := rows.Scan(&sid, &f.Held, &f.Status, &f.Clock.StartedAt, &f.Clock.EndsAt); err != nil {
+			if err := rows.Scan(&sid, &f.Held, &f.Status, &f.Clock.StartedAt, &f.Clock.EndsAt, &f.InterruptTurn, &f.InterruptedBy); err != nil {
 				return err
 			}
 			f.Clock.StartedAt, f.Clock.EndsAt = f.Clock.StartedAt.UTC(), utcPtr(f.Clock.EndsAt)
@@ -311,7 +320,7 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 			closed_at = CASE WHEN u.closes THEN $13::timestamptz ELSE s.closed_at END,
 			next_turn_at = CASE WHEN u.status = $14 AND (u.due OR EXISTS (
 				SELECT 1 FROM session_inputs i WHERE i.sid = s.sid AND i.status = 'PENDING' AND i.starts_turn)) THEN $13::timestamptz END,
-			lease_owner = NULL, lease_expires_at = NULL, wait = NULL, wake_on = NULL
+			lease_owner = NULL, lease_expires_at = NULL, wait = NULL, wake_on = NULL, interrupt_turn = NULL, interrupted_by = NULL
 		  FROM unnest($1::bigint[], $2::bigint[], $3::boolean[], $4::text[], $5::text[], $6::boolean[], $7::text[], $8::boolean[],
 		              $9::text[], $10::boolean[], $11::boolean[], $12::boolean[])
 		       AS u (sid, token, set_state, state, status, set_reason, reason, set_resume, resume, touch, closes, due)

@@ -33,7 +33,11 @@ const (
 	committed verdict = iota // the outcome is committed
 	leaseLost                // the lease was taken over: nothing committed (HARD-PARTS 3)
 	alone                    // not settled in this batch: settle it on its own
+	interruptedInTx          // interrupted, but settled in the handler's transaction: roll it back and settle again (G9)
 )
+
+// errInterrupted is the run error of a turn an interrupt ended (G9).
+var errInterrupted = errors.New("the turn was interrupted")
 
 // sender sends a batch in a transaction and reads its results.
 type sender interface {
@@ -77,6 +81,12 @@ func (e *Executor) settleOne(ctx context.Context, f *finished) (bool, error) {
 	}
 	var ann session.Announcement
 	v, err := e.settle(ctx, txSender{tx, &ann}, []*finished{f}, false)
+	if err == nil && v[0] == interruptedInTx {
+		// G9: interrupted while it ran: its writes do not commit.
+		f.w.Rollback(ctx)
+		f.w, f.runErr = nil, errInterrupted
+		return e.settleOne(ctx, f)
+	}
 	if err != nil || v[0] != committed {
 		f.w.Rollback(ctx)
 		return false, err
@@ -129,6 +139,11 @@ func (e *Executor) settle(ctx context.Context, s sender, fs []*finished, skipLoc
 		case !fc.Held:
 			verdicts[i] = leaseLost
 			e.log.Warn("lease taken over; turn not committed", "session", f.c.sess.ID, "turn", f.c.turn)
+			continue
+		case f.w != nil && fc.Interrupted(f.c.turn):
+			// G9: settled in the handler's own transaction, its writes
+			// would commit with it: the caller rolls them back first.
+			verdicts[i] = interruptedInTx
 			continue
 		}
 		fc.Clock.Taken = taken[f.c.sess.SID]
@@ -190,6 +205,20 @@ func (e *Executor) decide(f *finished, fc *session.Fenced, now time.Time, w *tur
 	st := session.Settlement{Lease: c.lease, Turn: c.turn, ExecutionID: c.execID, Inputs: seqsOf(c.inputs)}
 	w.transcript(c.execID, f.transcript)
 	runErr := f.runErr
+	if !fc.Status.Final() && fc.Interrupted(c.turn) {
+		// G9: an interrupt ended the turn: nothing it did commits, its
+		// inputs stay pending in their order, and the session waits for
+		// the next input (or a resume), as after a turn-scoped failure.
+		by := "an operator"
+		if fc.InterruptedBy != nil {
+			by = *fc.InterruptedBy
+		}
+		reason := storable(fmt.Sprintf("turn %d was interrupted by %s; the session waits for the next input", c.turn, by))
+		st.TurnFailed = &session.TurnFailure{Reason: reason}
+		w.turn(c, TurnCancelled, &checkpoint{state: c.sess.State, status: session.Waiting, reason: &reason})
+		w.exec(c, ExecCancelled, nil, "interrupted by "+by, nil)
+		return st
+	}
 	if runErr == nil && f.out != nil && f.out.Status == "FAILED" && f.out.Scope == ScopeTurn {
 		runErr = TurnScoped(errors.New(f.out.Reason)) // G10: the outcome fails the turn only
 	}

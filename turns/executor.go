@@ -319,6 +319,13 @@ func (e *Executor) credentialTTL() time.Duration {
 	return time.Duration(e.cfg.MaxAttempts)*e.cfg.TurnTimeout + e.cfg.Backoff<<e.cfg.MaxAttempts + e.cfg.Lease
 }
 
+// Interrupt ends the run of session sid's turn early when this executor
+// runs it (G9): its handler's context is cancelled, and the turn's
+// settlement, which finds the interrupt session.Store.Interrupt stored,
+// commits nothing of it. The server calls it for each notification on
+// session.InterruptsChannel; it reports whether the turn ran here.
+func (e *Executor) Interrupt(sid int64) bool { return e.beats.interrupt(sid) }
+
 // RunOnce claims one runnable session and runs its turn to the end,
 // committing it by itself. It reports whether it found work. With nothing
 // to run it settles orphaned turns (see Sweep).

@@ -83,6 +83,18 @@ func (h *heartbeats) add(l session.Lease, cancel context.CancelFunc) <-chan stru
 	return b.lost
 }
 
+// interrupt cancels the run of sid's turn, when this executor runs it
+// (G9); its settlement, which reads the interrupt, ends it.
+func (h *heartbeats) interrupt(sid int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if b := h.held[sid]; b != nil {
+		b.cancel()
+		return true
+	}
+	return false
+}
+
 // remove stops keeping l alive, waiting for a beat in flight.
 func (h *heartbeats) remove(l session.Lease) {
 	h.mu.Lock()

@@ -67,6 +67,9 @@ const (
 	// NotResumable: resumeSession on a session that does not wait after a
 	// failed turn (G4, G10).
 	NotResumable = "SESSION_NOT_RESUMABLE"
+	// TurnNotRunning: an interrupt of a session none of whose turns is
+	// running (G9).
+	TurnNotRunning = "TURN_NOT_RUNNING"
 	// NotImplemented: the feature is recognised but not available in this build.
 	NotImplemented = "NOT_IMPLEMENTED"
 	// IntrospectionDisabled: the operation selects __schema or __type on a
