@@ -30,10 +30,10 @@ type finished struct {
 type verdict int
 
 const (
-	committed verdict = iota // the outcome is committed
-	leaseLost                // the lease was taken over: nothing committed (HARD-PARTS 3)
-	alone                    // not settled in this batch: settle it on its own
-	interruptedInTx          // interrupted, but settled in the handler's transaction: roll it back and settle again (G9)
+	committed       verdict = iota // the outcome is committed
+	leaseLost                      // the lease was taken over: nothing committed (HARD-PARTS 3)
+	alone                          // not settled in this batch: settle it on its own
+	interruptedInTx                // interrupted, but settled in the handler's transaction: roll it back and settle again (G9)
 )
 
 // errInterrupted is the run error of a turn an interrupt ended (G9).
