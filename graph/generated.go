@@ -134,6 +134,7 @@ type ComplexityRoot struct {
 		Park      func(childComplexity int) int
 		Parks     func(childComplexity int) int
 		Reason    func(childComplexity int) int
+		Resumable func(childComplexity int) int
 		Running   func(childComplexity int) int
 		StartedAt func(childComplexity int) int
 		State     func(childComplexity int) int
@@ -751,6 +752,7 @@ type ActionSessionResolver interface {
 	Approvals(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error)
 	Holds(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error)
 	Clock(ctx context.Context, obj *session.Session) ([]model.ClockEntry, error)
+	Resumable(ctx context.Context, obj *session.Session) (bool, error)
 	Park(ctx context.Context, obj *session.Session) (*session.Park, error)
 	Parks(ctx context.Context, obj *session.Session) ([]session.Park, error)
 }
@@ -1295,6 +1297,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSession.Reason(childComplexity), true
+	case "ActionSession.resumable":
+		if e.ComplexityRoot.ActionSession.Resumable == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSession.Resumable(childComplexity), true
 	case "ActionSession.running":
 		if e.ComplexityRoot.ActionSession.Running == nil {
 			break
@@ -5152,6 +5160,9 @@ type ActionSession {
   # Spec: C1
   "The session clock's entries (its version's session.schedule) in definition order, each with its next firing; empty when it has none."
   clock: [ClockEntry!]!
+  # Spec: G4, G9, G10
+  "True while the session waits after a turn that failed with scope TURN or was interrupted, or is parked: resumeSession wakes it."
+  resumable: Boolean!
   # Spec: G4
   "The park the session is in (status PARKED); null when it is not parked."
   park: Park
@@ -5674,6 +5685,8 @@ func (ec *executionContext) childFields_ActionSession(ctx context.Context, field
 		return ec.fieldContext_ActionSession_holds(ctx, field)
 	case "clock":
 		return ec.fieldContext_ActionSession_clock(ctx, field)
+	case "resumable":
+		return ec.fieldContext_ActionSession_resumable(ctx, field)
 	case "park":
 		return ec.fieldContext_ActionSession_park(ctx, field)
 	case "parks":
@@ -9471,6 +9484,29 @@ func (ec *executionContext) fieldContext_ActionSession_clock(_ context.Context, 
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _ActionSession_resumable(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSession_resumable(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionSession().Resumable(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSession_resumable(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActionSession", field, true, true, "Boolean")
 }
 
 func (ec *executionContext) _ActionSession_park(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
@@ -22097,6 +22133,12 @@ func (ec *executionContext) _ActionSession(ctx context.Context, sel ast.Selectio
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._ActionSession_clock(ctx, field, obj)
+				})
+		case "resumable":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionSession_resumable(ctx, field, obj)
 				})
 		case "park":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,

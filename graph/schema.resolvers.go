@@ -244,6 +244,11 @@ func (r *actionSessionResolver) Clock(ctx context.Context, obj *session.Session)
 	return r.Resolver.sessionClock(ctx, obj)
 }
 
+// Resumable is the resolver for the resumable field.
+func (r *actionSessionResolver) Resumable(ctx context.Context, obj *session.Session) (bool, error) {
+	return obj.Wait != nil, nil
+}
+
 // Park is the resolver for the park field.
 func (r *actionSessionResolver) Park(ctx context.Context, obj *session.Session) (*session.Park, error) {
 	return r.Resolver.currentPark(ctx, obj)

@@ -91,20 +91,18 @@ func scanInboxItem(row pgx.CollectableRow) (InboxItem, error) {
 	var in Interrupt
 	var s Session
 	var resumed bool
-	err := row.Scan(&in.ID, &in.SID, &in.Kind, &in.Turn, &in.ExecutionID, &in.ToolActionID, &in.ToolVersion, &in.ToolName,
+	dests := []any{&in.ID, &in.SID, &in.Kind, &in.Turn, &in.ExecutionID, &in.ToolActionID, &in.ToolVersion, &in.ToolName,
 		&in.CallID, &in.Input, &in.Cause, &in.Category, &in.Explanation, &in.Status, &in.Decision, &in.Response,
-		&in.Responder, &in.AnsweredAt, &in.CommandSeq, &in.CreatedAt,
-		&s.SID, &s.ActionID, &s.ID, &s.Version, &s.Input, &s.State, &s.Status, &s.Reason,
-		&s.OriginEventID, &s.StartedAt, &s.EndsAt, &s.CreatedAt, &s.UpdatedAt, &s.ClosedAt, &s.TurnCount, &s.LeaseExpires,
-		&it.ActionName, &it.Ord, &resumed)
+		&in.Responder, &in.AnsweredAt, &in.CommandSeq, &in.CreatedAt}
+	dests = append(append(dests, s.dests()...), &it.ActionName, &it.Ord, &resumed)
+	err := row.Scan(dests...)
 	if err != nil {
 		return it, err
 	}
 	in.CreatedAt = in.CreatedAt.UTC()
 	in.AnsweredAt = utcPtr(in.AnsweredAt)
 	in.TurnResumed = &resumed
-	s.StartedAt, s.CreatedAt, s.UpdatedAt = s.StartedAt.UTC(), s.CreatedAt.UTC(), s.UpdatedAt.UTC()
-	s.EndsAt, s.ClosedAt = utcPtr(s.EndsAt), utcPtr(s.ClosedAt)
+	s.utc()
 	it.Interrupt, it.Session = in, &s
 	return it, nil
 }

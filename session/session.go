@@ -134,15 +134,24 @@ const sessionColumns = `sid, action_id, id, version, input, state, status, reaso
 
 func scanSession(row pgx.Row) (*Session, error) {
 	var s Session
-	err := row.Scan(&s.SID, &s.ActionID, &s.ID, &s.Version, &s.Input, &s.State, &s.Status, &s.Reason,
-		&s.OriginEventID, &s.StartedAt, &s.EndsAt, &s.CreatedAt, &s.UpdatedAt, &s.ClosedAt, &s.TurnCount, &s.LeaseExpires,
-		&s.Wait, &s.InterruptTurn)
-	if err != nil {
+	if err := row.Scan(s.dests()...); err != nil {
 		return nil, err
 	}
+	s.utc()
+	return &s, nil
+}
+
+// dests are the scan destinations of sessionColumns, in its order.
+func (s *Session) dests() []any {
+	return []any{&s.SID, &s.ActionID, &s.ID, &s.Version, &s.Input, &s.State, &s.Status, &s.Reason,
+		&s.OriginEventID, &s.StartedAt, &s.EndsAt, &s.CreatedAt, &s.UpdatedAt, &s.ClosedAt, &s.TurnCount, &s.LeaseExpires,
+		&s.Wait, &s.InterruptTurn}
+}
+
+// utc puts a scanned session's times in UTC.
+func (s *Session) utc() {
 	s.StartedAt, s.CreatedAt, s.UpdatedAt = s.StartedAt.UTC(), s.CreatedAt.UTC(), s.UpdatedAt.UTC()
 	s.EndsAt, s.ClosedAt = utcPtr(s.EndsAt), utcPtr(s.ClosedAt)
-	return &s, nil
 }
 
 func utcPtr(t *time.Time) *time.Time {

@@ -56,6 +56,9 @@ export const respondMutation = `mutation Respond($a: UUID!, $s: String!, $i: Str
 export const closeMutation = `mutation CloseSession($a: UUID!, $s: String!, $reason: String!) {
   actions { closeSession(actionId: $a, id: $s, reason: $reason) { status reason } } }`;
 
+export const resumeMutation = `mutation ResumeSession($a: UUID!, $s: String!) {
+  actions { resumeSession(actionId: $a, id: $s) { status } } }`;
+
 /** The tool's inputSchema of one pending approval (read when a responder edits the input). */
 export const toolSchemaQuery = `query ToolSchema($a: UUID!, $s: String!) { actions { action(id: $a) { session(id: $s) {
   approvals(status: PENDING) { interruptId toolAction { actionId version definition { tool { inputSchema } } } } } } } }`;

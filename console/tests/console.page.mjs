@@ -659,6 +659,43 @@ try {
   await page.locator('.events > li').first().waitFor();
   await screen(page, 'ledger');
 
+  // A turn that fails only itself (G10): the session page says the session
+  // waits, tags the turn, and resumes it.
+  phase = 'resume';
+  const notesId = crypto.randomUUID();
+  await gql(`mutation($id: UUID!, $input: ActionInput!) { actions { createAction(id: $id, input: $input) { version } } }`, {
+    id: notesId,
+    input: {
+      name: 'notes',
+      kind: 'starlark',
+      source: 'def turn(event):\n    return {"status": "FAILED", "scope": "TURN", "reason": "the notes service is closed"}\n',
+      triggers: [
+        { name: 'opened', event: 'event.type == "ticket.inserted"', session: { start: { input: { id: 'string(event.data.id)' } } } },
+        { name: 'note', event: 'event.type == "note.inserted"', session: { resume: { id: 'string(event.data.id)' } } },
+      ],
+      session: { id: 'string(session.input.id)' },
+    },
+  });
+  await gql(`mutation { ledger { putValue(namespace: "ticket", key: "t1", value: { id: "t1" }) { version } } }`);
+  await gql(`mutation { ledger { putValue(namespace: "note", key: "n1", value: { id: "t1" }) { version } } }`);
+  const waitingAfter = (n) =>
+    until(`turn ${n} of t1 to fail`, () => gql(`query($a: UUID!) { actions { action(id: $a) { session(id: "t1") { status resumable turns { nodes { number status } } } } } }`, { a: notesId }), (d) => {
+      const s = d.actions.action.session;
+      return s?.resumable && s.turns.nodes[0]?.number === n && s.turns.nodes[0]?.status === 'FAILED';
+    });
+  await waitingAfter(1);
+  await page.goto(`${base}/console/sessions/${notesId}/t1`);
+  const resumable = page.locator('section[aria-labelledby="resumable"]');
+  await resumable.waitFor();
+  check(/Waiting after a failed turn/.test(await resumable.innerText()), 'a session waiting after a turn-scoped failure says so on its page');
+  check(await page.locator('[data-turn="1"] .tag', { hasText: 'failed only this turn' }).isVisible(), 'and its turn is tagged as failing only itself');
+  await screen(page, 'session-resumable');
+  await resumable.getByRole('button', { name: 'Resume now' }).click();
+  await page.getByText('Session t1 is resumed').waitFor();
+  await waitingAfter(2);
+  await page.locator('[data-turn="2"]').waitFor();
+  check(true, 'Resume now runs the turn again (it fails again here, and the page shows turn 2 live)');
+
   // Nothing from anywhere else.
   phase = 'origin';
   const foreign = requests.filter((u) => {

@@ -13,7 +13,7 @@ import { AnswerForm, type Answered } from '../answer';
 import { ago, stamp, took } from '../format';
 import { useNow, useQuery, useSubscription, useTitle } from '../hooks';
 import { paths } from '../links';
-import { closeMutation } from '../queries';
+import { closeMutation, resumeMutation } from '../queries';
 import { useConsole } from '../session';
 import { conversation, mergeEntries, type Entry, type Message } from '../transcript';
 import { Json, Loading, Problem, Status, useNotify, Value, When } from '../ui';
@@ -23,7 +23,8 @@ const inputFields = `identity kind status sequence triggers deliveredAt turn eve
 const sessionQuery = `query Session($a: UUID!, $s: String!, $turns: Int!, $focus: Int!) { actions { action(id: $a) {
   id status definition { name kind }
   session(id: $s) {
-    id version status reason input state startedAt endsAt createdAt updatedAt running
+    id version status reason input state startedAt endsAt createdAt updatedAt running resumable
+    park { turn cause reason parkedAt expiresAt resumeAt resumeOn }
     origin { id eventType position }
     clock { name cron timezone every startsTurn lastTaken due next }
     inputs(status: PENDING, first: 100) { nodes { ${inputFields} } pageInfo { hasNextPage } }
@@ -34,7 +35,7 @@ const sessionQuery = `query Session($a: UUID!, $s: String!, $turns: Int!, $focus
   } } } }
 fragment Response on InterruptResponse { decision reason note input responder at command { turn } }
 fragment Turn on ActionSessionTurn {
-  number status final startedAt finishedAt endsAt
+  number status final startedAt finishedAt endsAt failureScope
   inputs { ${inputFields} }
   checkpoint { state status reason }
   execution { id status attempts error traceId invocation { output transcript(first: 500) { nodes { sequence kind data at } pageInfo { hasNextPage } } } }
@@ -54,6 +55,7 @@ interface Input {
 interface Turn {
   number: number;
   status: string;
+  failureScope: 'TURN' | 'SESSION' | null;
   final: boolean;
   startedAt: string;
   finishedAt: string | null;
@@ -137,6 +139,8 @@ interface Session {
   createdAt: string;
   updatedAt: string;
   running: boolean;
+  resumable: boolean;
+  park: Park | null;
   origin: null | { id: string; eventType: string; position: string };
   clock: ClockEntry[];
   inputs: { nodes: Input[]; pageInfo: { hasNextPage: boolean } };
@@ -144,6 +148,17 @@ interface Session {
   holds: Hold[];
   turns: { pageInfo: { hasNextPage: boolean }; nodes: Turn[] };
   focus: Turn | null;
+}
+
+/** A park the session is in (G4). */
+interface Park {
+  turn: number;
+  cause: string;
+  reason: string;
+  parkedAt: string;
+  expiresAt: string;
+  resumeAt: string | null;
+  resumeOn: string[];
 }
 
 interface Answer {
@@ -274,6 +289,8 @@ export function SessionScreen() {
           ))}
         </section>
       ) : null}
+
+      {s.resumable ? <Resumable actionId={action.id} sessionId={s.id} park={s.park} now={now} canResume={can.respond(action.id)} onResumed={q.refetch} /> : null}
 
       <div className="facts">
         <section aria-labelledby="about">
@@ -466,6 +483,61 @@ function Interrupt({
   );
 }
 
+/**
+ * A session that waits after a turn failed with scope TURN, was
+ * interrupted, or is parked (G4, G9, G10): why, and a button to resume it.
+ */
+function Resumable({ actionId, sessionId, park, now, canResume, onResumed }: { actionId: string; sessionId: string; park: Park | null; now: number; canResume: boolean; onResumed: () => void }) {
+  const { token } = useConsole();
+  const notify = useNotify();
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<APIError | null>(null);
+  const resume = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      await request(resumeMutation, { a: actionId, s: sessionId }, token);
+      notify(`Session ${sessionId} is resumed: its pending inputs get a turn now.`, 'ok');
+      onResumed();
+    } catch (err) {
+      setError(err as APIError);
+    }
+    setBusy(false);
+  };
+  return (
+    <section aria-labelledby="resumable" className="waits">
+      <h2 id="resumable">{park ? 'Parked' : 'Waiting after a failed turn'}</h2>
+      {park ? (
+        <>
+          <p>
+            Turn {park.turn} ran out of retries ({park.cause}): {park.reason}
+          </p>
+          <p>
+            Parked <When iso={park.parkedAt} now={now} />.{' '}
+            {park.resumeAt ? (
+              <>
+                Resumes by itself <When iso={park.resumeAt} now={now} /> ({stamp(park.resumeAt)}).{' '}
+              </>
+            ) : null}
+            {park.resumeOn.length ? <>An event from {park.resumeOn.join(' or ')} resumes it. </> : null}
+            Unless resumed, the session fails <When iso={park.expiresAt} now={now} /> ({stamp(park.expiresAt)}).
+          </p>
+        </>
+      ) : (
+        <p>Its last turn failed only itself or was interrupted; its inputs are still pending. The next input wakes it, or resume it now.</p>
+      )}
+      {canResume ? (
+        <button type="button" onClick={resume} disabled={busy}>
+          Resume now
+        </button>
+      ) : (
+        <p className="muted">Resuming needs the RESPOND permission on this action.</p>
+      )}
+      <Problem error={error} what="Not resumed" />
+    </section>
+  );
+}
+
 function CloseSession({ actionId, sessionId, onClosed }: { actionId: string; sessionId: string; onClosed: () => void }) {
   const { token } = useConsole();
   const notify = useNotify();
@@ -571,6 +643,7 @@ function TurnView({ t, around, live, focus }: { t: Turn; around: Around; live?: 
         </h3>
         <Status value={t.status} />
         {t.final ? <span className="tag">final</span> : null}
+        {t.failureScope === 'TURN' ? <span className="tag">failed only this turn</span> : null}
         <span className="muted">
           started <When iso={t.startedAt} now={now} />, {t.finishedAt ? `took ${took(t.startedAt, t.finishedAt, now)}` : `running for ${took(t.startedAt, null, now)}`}
           {t.execution.attempts > 1 ? `, ${t.execution.attempts} attempts` : ''}
