@@ -360,7 +360,13 @@ var AllBackfillStatus = []BackfillStatus{
 
 // CloseSessionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
 type CloseSessionActionsActionsMutation struct {
-	// Ends a session by an operator: status CANCELLED with the reason; it takes no more inputs.
+	// Ends a session by an operator: status CANCELLED with the reason; it takes
+	// no more inputs. handoff (at most 20,000 characters) is kept on the
+	// session (ActionSession.handoff). With successor: true a new session with
+	// the same input starts in the same transaction, at the action's current
+	// version, as the closed one's successor (id <first id>~<n>; the first id
+	// routes to it from then on), with the handoff note as its first input (a
+	// COMMAND input HANDOFF sent by SYSTEM).
 	CloseSession *ClosedSession `json:"closeSession"`
 }
 
@@ -1461,12 +1467,15 @@ const (
 	InputStatusConsumed InputStatus = "CONSUMED"
 	// Taken by a held turn.
 	InputStatusReceived InputStatus = "RECEIVED"
+	// A message deleted while it waited: no turn takes it.
+	InputStatusCancelled InputStatus = "CANCELLED"
 )
 
 var AllInputStatus = []InputStatus{
 	InputStatusPending,
 	InputStatusConsumed,
 	InputStatusReceived,
+	InputStatusCancelled,
 }
 
 // What an interrupt asks for.

@@ -70,6 +70,7 @@ type ResolverRoot interface {
 	Principal() PrincipalResolver
 	Query() QueryResolver
 	Replay() ReplayResolver
+	Sender() SenderResolver
 	Subscription() SubscriptionResolver
 	ToolCall() ToolCallResolver
 	ToolDefinition() ToolDefinitionResolver
@@ -121,28 +122,31 @@ type ComplexityRoot struct {
 	}
 
 	ActionSession struct {
-		Action    func(childComplexity int) int
-		Approvals func(childComplexity int, status *model.InterruptStatus) int
-		Clock     func(childComplexity int) int
-		CreatedAt func(childComplexity int) int
-		EndsAt    func(childComplexity int) int
-		Holds     func(childComplexity int, status *model.InterruptStatus) int
-		ID        func(childComplexity int) int
-		Input     func(childComplexity int) int
-		Inputs    func(childComplexity int, first *int, after *string, status *model.InputStatus) int
-		Origin    func(childComplexity int) int
-		Park      func(childComplexity int) int
-		Parks     func(childComplexity int) int
-		Reason    func(childComplexity int) int
-		Resumable func(childComplexity int) int
-		Running   func(childComplexity int) int
-		StartedAt func(childComplexity int) int
-		State     func(childComplexity int) int
-		Status    func(childComplexity int) int
-		Turn      func(childComplexity int, number int) int
-		Turns     func(childComplexity int, first *int, after *string) int
-		UpdatedAt func(childComplexity int) int
-		Version   func(childComplexity int) int
+		Action      func(childComplexity int) int
+		Approvals   func(childComplexity int, status *model.InterruptStatus) int
+		Clock       func(childComplexity int) int
+		CreatedAt   func(childComplexity int) int
+		EndsAt      func(childComplexity int) int
+		Handoff     func(childComplexity int) int
+		Holds       func(childComplexity int, status *model.InterruptStatus) int
+		ID          func(childComplexity int) int
+		Input       func(childComplexity int) int
+		Inputs      func(childComplexity int, first *int, after *string, status *model.InputStatus) int
+		Origin      func(childComplexity int) int
+		Park        func(childComplexity int) int
+		Parks       func(childComplexity int) int
+		Predecessor func(childComplexity int) int
+		Reason      func(childComplexity int) int
+		Resumable   func(childComplexity int) int
+		Running     func(childComplexity int) int
+		StartedAt   func(childComplexity int) int
+		State       func(childComplexity int) int
+		Status      func(childComplexity int) int
+		Successor   func(childComplexity int) int
+		Turn        func(childComplexity int, number int) int
+		Turns       func(childComplexity int, first *int, after *string) int
+		UpdatedAt   func(childComplexity int) int
+		Version     func(childComplexity int) int
 	}
 
 	ActionSessionConnection struct {
@@ -153,6 +157,7 @@ type ComplexityRoot struct {
 	ActionSessionInput struct {
 		Caller      func(childComplexity int) int
 		Calls       func(childComplexity int) int
+		Command     func(childComplexity int) int
 		DeliveredAt func(childComplexity int) int
 		Event       func(childComplexity int) int
 		Execution   func(childComplexity int) int
@@ -199,16 +204,21 @@ type ComplexityRoot struct {
 	}
 
 	ActionsMutation struct {
-		CallTool         func(childComplexity int, actionID uuid.UUID, input jsonvalue.Value) int
-		CancelBackfill   func(childComplexity int, actionID uuid.UUID, version int) int
-		CloseSession     func(childComplexity int, actionID uuid.UUID, id string, reason string) int
-		CreateAction     func(childComplexity int, id uuid.UUID, input action.Definition, from *string) int
-		ReplayExecution  func(childComplexity int, actionID uuid.UUID, id uuid.UUID, provider *model.ReplayProvider) int
-		RespondToSession func(childComplexity int, actionID uuid.UUID, id string, interruptID string, response session.Response) int
-		ResumeSession    func(childComplexity int, actionID uuid.UUID, id string) int
-		RetryExecution   func(childComplexity int, actionID uuid.UUID, id uuid.UUID) int
-		SetActionStatus  func(childComplexity int, id uuid.UUID, status model.ActionStatus) int
-		UpdateAction     func(childComplexity int, id uuid.UUID, input action.Definition, from *string) int
+		CallTool            func(childComplexity int, actionID uuid.UUID, input jsonvalue.Value) int
+		CancelBackfill      func(childComplexity int, actionID uuid.UUID, version int) int
+		CloseSession        func(childComplexity int, actionID uuid.UUID, id string, reason string, handoff *string, successor *bool) int
+		CreateAction        func(childComplexity int, id uuid.UUID, input action.Definition, from *string) int
+		DeleteSessionInput  func(childComplexity int, actionID uuid.UUID, id string, sequence int) int
+		EditSessionInput    func(childComplexity int, actionID uuid.UUID, id string, sequence int, message string) int
+		PromoteSessionInput func(childComplexity int, actionID uuid.UUID, id string, sequence int) int
+		ReplayExecution     func(childComplexity int, actionID uuid.UUID, id uuid.UUID, provider *model.ReplayProvider) int
+		RespondToSession    func(childComplexity int, actionID uuid.UUID, id string, interruptID string, response session.Response) int
+		ResumeSession       func(childComplexity int, actionID uuid.UUID, id string) int
+		RetryExecution      func(childComplexity int, actionID uuid.UUID, id uuid.UUID) int
+		RetrySession        func(childComplexity int, actionID uuid.UUID, id string) int
+		SendToSession       func(childComplexity int, actionID uuid.UUID, id string, message *string, command *model.SessionControl, idempotencyKey string) int
+		SetActionStatus     func(childComplexity int, id uuid.UUID, status model.ActionStatus) int
+		UpdateAction        func(childComplexity int, id uuid.UUID, input action.Definition, from *string) int
 	}
 
 	ActionsQuery struct {
@@ -428,6 +438,14 @@ type ComplexityRoot struct {
 		Pending func(childComplexity int) int
 	}
 
+	InputChange struct {
+		After  func(childComplexity int) int
+		At     func(childComplexity int) int
+		Before func(childComplexity int) int
+		By     func(childComplexity int) int
+		Change func(childComplexity int) int
+	}
+
 	IntakeCount struct {
 		Count  func(childComplexity int) int
 		Reason func(childComplexity int) int
@@ -593,6 +611,21 @@ type ComplexityRoot struct {
 		Timezone func(childComplexity int) int
 	}
 
+	Sender struct {
+		ID   func(childComplexity int) int
+		Kind func(childComplexity int) int
+	}
+
+	SessionCommand struct {
+		Changes        func(childComplexity int) int
+		IdempotencyKey func(childComplexity int) int
+		Kind           func(childComplexity int) int
+		Message        func(childComplexity int) int
+		PromotedAt     func(childComplexity int) int
+		Sender         func(childComplexity int) int
+		Status         func(childComplexity int) int
+	}
+
 	SessionDefinition struct {
 		Ends        func(childComplexity int) int
 		ID          func(childComplexity int) int
@@ -752,6 +785,9 @@ type ActionSessionResolver interface {
 	Approvals(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error)
 	Holds(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error)
 	Clock(ctx context.Context, obj *session.Session) ([]model.ClockEntry, error)
+
+	Predecessor(ctx context.Context, obj *session.Session) (*session.Session, error)
+	Successor(ctx context.Context, obj *session.Session) (*session.Session, error)
 	Resumable(ctx context.Context, obj *session.Session) (bool, error)
 	Park(ctx context.Context, obj *session.Session) (*session.Park, error)
 	Parks(ctx context.Context, obj *session.Session) ([]session.Park, error)
@@ -762,6 +798,7 @@ type ActionSessionInputResolver interface {
 
 	Event(ctx context.Context, obj *session.Input) (*ledger.Event, error)
 
+	Command(ctx context.Context, obj *session.Input) (*model.SessionCommand, error)
 	Execution(ctx context.Context, obj *session.Input) (*turns.Execution, error)
 	Caller(ctx context.Context, obj *session.Input) (*turns.Execution, error)
 	Calls(ctx context.Context, obj *session.Input) (*int, error)
@@ -786,7 +823,12 @@ type ActionsMutationResolver interface {
 	UpdateAction(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, input action.Definition, from *string) (*action.Version, error)
 	CancelBackfill(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, version int) (*action.Backfill, error)
 	SetActionStatus(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, status model.ActionStatus) (*action.Action, error)
-	CloseSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, reason string) (*session.Session, error)
+	CloseSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, reason string, handoff *string, successor *bool) (*session.Session, error)
+	RetrySession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string) (*session.Session, error)
+	SendToSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, message *string, command *model.SessionControl, idempotencyKey string) (*session.Input, error)
+	EditSessionInput(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, sequence int, message string) (*session.Input, error)
+	DeleteSessionInput(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, sequence int) (*session.Input, error)
+	PromoteSessionInput(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, sequence int) (*session.Input, error)
 	ResumeSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string) (*session.Session, error)
 	CallTool(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, input jsonvalue.Value) (*tools.Result, error)
 	RespondToSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, interruptID string, response session.Response) (*session.Input, error)
@@ -953,6 +995,9 @@ type ReplayResolver interface {
 
 	Outcome(ctx context.Context, obj *turns.ReplayRecord) (jsonvalue.Value, error)
 	Original(ctx context.Context, obj *turns.ReplayRecord) (jsonvalue.Value, error)
+}
+type SenderResolver interface {
+	Kind(ctx context.Context, obj *session.Sender) (model.SenderKind, error)
 }
 type SubscriptionResolver interface {
 	LedgerEvents(ctx context.Context, after *string, typeArg *string) (<-chan *ledger.Event, error)
@@ -1239,6 +1284,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSession.EndsAt(childComplexity), true
+	case "ActionSession.handoff":
+		if e.ComplexityRoot.ActionSession.Handoff == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSession.Handoff(childComplexity), true
 	case "ActionSession.holds":
 		if e.ComplexityRoot.ActionSession.Holds == nil {
 			break
@@ -1291,6 +1342,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSession.Parks(childComplexity), true
+	case "ActionSession.predecessor":
+		if e.ComplexityRoot.ActionSession.Predecessor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSession.Predecessor(childComplexity), true
 	case "ActionSession.reason":
 		if e.ComplexityRoot.ActionSession.Reason == nil {
 			break
@@ -1327,6 +1384,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSession.Status(childComplexity), true
+	case "ActionSession.successor":
+		if e.ComplexityRoot.ActionSession.Successor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSession.Successor(childComplexity), true
 	case "ActionSession.turn":
 		if e.ComplexityRoot.ActionSession.Turn == nil {
 			break
@@ -1387,6 +1450,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSessionInput.Calls(childComplexity), true
+	case "ActionSessionInput.command":
+		if e.ComplexityRoot.ActionSessionInput.Command == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSessionInput.Command(childComplexity), true
 	case "ActionSessionInput.deliveredAt":
 		if e.ComplexityRoot.ActionSessionInput.DeliveredAt == nil {
 			break
@@ -1610,7 +1679,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.ActionsMutation.CloseSession(childComplexity, args["actionId"].(uuid.UUID), args["id"].(string), args["reason"].(string)), true
+		return e.ComplexityRoot.ActionsMutation.CloseSession(childComplexity, args["actionId"].(uuid.UUID), args["id"].(string), args["reason"].(string), args["handoff"].(*string), args["successor"].(*bool)), true
 	case "ActionsMutation.createAction":
 		if e.ComplexityRoot.ActionsMutation.CreateAction == nil {
 			break
@@ -1622,6 +1691,39 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionsMutation.CreateAction(childComplexity, args["id"].(uuid.UUID), args["input"].(action.Definition), args["from"].(*string)), true
+	case "ActionsMutation.deleteSessionInput":
+		if e.ComplexityRoot.ActionsMutation.DeleteSessionInput == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_deleteSessionInput_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.DeleteSessionInput(childComplexity, args["actionId"].(uuid.UUID), args["id"].(string), args["sequence"].(int)), true
+	case "ActionsMutation.editSessionInput":
+		if e.ComplexityRoot.ActionsMutation.EditSessionInput == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_editSessionInput_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.EditSessionInput(childComplexity, args["actionId"].(uuid.UUID), args["id"].(string), args["sequence"].(int), args["message"].(string)), true
+	case "ActionsMutation.promoteSessionInput":
+		if e.ComplexityRoot.ActionsMutation.PromoteSessionInput == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_promoteSessionInput_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.PromoteSessionInput(childComplexity, args["actionId"].(uuid.UUID), args["id"].(string), args["sequence"].(int)), true
 	case "ActionsMutation.replayExecution":
 		if e.ComplexityRoot.ActionsMutation.ReplayExecution == nil {
 			break
@@ -1666,6 +1768,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionsMutation.RetryExecution(childComplexity, args["actionId"].(uuid.UUID), args["id"].(uuid.UUID)), true
+	case "ActionsMutation.retrySession":
+		if e.ComplexityRoot.ActionsMutation.RetrySession == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_retrySession_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.RetrySession(childComplexity, args["actionId"].(uuid.UUID), args["id"].(string)), true
+	case "ActionsMutation.sendToSession":
+		if e.ComplexityRoot.ActionsMutation.SendToSession == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_sendToSession_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.SendToSession(childComplexity, args["actionId"].(uuid.UUID), args["id"].(string), args["message"].(*string), args["command"].(*model.SessionControl), args["idempotencyKey"].(string)), true
 	case "ActionsMutation.setActionStatus":
 		if e.ComplexityRoot.ActionsMutation.SetActionStatus == nil {
 			break
@@ -2640,6 +2764,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.InboxUpdate.Pending(childComplexity), true
 
+	case "InputChange.after":
+		if e.ComplexityRoot.InputChange.After == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InputChange.After(childComplexity), true
+	case "InputChange.at":
+		if e.ComplexityRoot.InputChange.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InputChange.At(childComplexity), true
+	case "InputChange.before":
+		if e.ComplexityRoot.InputChange.Before == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InputChange.Before(childComplexity), true
+	case "InputChange.by":
+		if e.ComplexityRoot.InputChange.By == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InputChange.By(childComplexity), true
+	case "InputChange.change":
+		if e.ComplexityRoot.InputChange.Change == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InputChange.Change(childComplexity), true
+
 	case "IntakeCount.count":
 		if e.ComplexityRoot.IntakeCount.Count == nil {
 			break
@@ -3294,6 +3449,62 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ScheduleEntry.Timezone(childComplexity), true
+
+	case "Sender.id":
+		if e.ComplexityRoot.Sender.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Sender.ID(childComplexity), true
+	case "Sender.kind":
+		if e.ComplexityRoot.Sender.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Sender.Kind(childComplexity), true
+
+	case "SessionCommand.changes":
+		if e.ComplexityRoot.SessionCommand.Changes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionCommand.Changes(childComplexity), true
+	case "SessionCommand.idempotencyKey":
+		if e.ComplexityRoot.SessionCommand.IdempotencyKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionCommand.IdempotencyKey(childComplexity), true
+	case "SessionCommand.kind":
+		if e.ComplexityRoot.SessionCommand.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionCommand.Kind(childComplexity), true
+	case "SessionCommand.message":
+		if e.ComplexityRoot.SessionCommand.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionCommand.Message(childComplexity), true
+	case "SessionCommand.promotedAt":
+		if e.ComplexityRoot.SessionCommand.PromotedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionCommand.PromotedAt(childComplexity), true
+	case "SessionCommand.sender":
+		if e.ComplexityRoot.SessionCommand.Sender == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionCommand.Sender(childComplexity), true
+	case "SessionCommand.status":
+		if e.ComplexityRoot.SessionCommand.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionCommand.Status(childComplexity), true
 
 	case "SessionDefinition.ends":
 		if e.ComplexityRoot.SessionDefinition.Ends == nil {
@@ -4334,9 +4545,56 @@ type ActionsMutation {
   the action has changes nothing. Unknown id: NOT_FOUND.
   """
   setActionStatus(id: UUID!, status: ActionStatus!): Action
-  # Spec: I3
-  "Ends a session by an operator: status CANCELLED with the reason; it takes no more inputs."
-  closeSession(actionId: UUID!, id: String!, reason: String!): ActionSession
+  # Spec: I3, G5
+  """
+  Ends a session by an operator: status CANCELLED with the reason; it takes
+  no more inputs. handoff (at most 20,000 characters) is kept on the
+  session (ActionSession.handoff). With successor: true a new session with
+  the same input starts in the same transaction, at the action's current
+  version, as the closed one's successor (id <first id>~<n>; the first id
+  routes to it from then on), with the handoff note as its first input (a
+  COMMAND input HANDOFF sent by SYSTEM).
+  """
+  closeSession(actionId: UUID!, id: String!, reason: String!, handoff: String, successor: Boolean = false): ActionSession
+  # Spec: G5
+  """
+  Retries a FAILED session as a new one: its successor, with the same
+  input, to which the failed session's pending inputs are delivered again
+  in their order. A session retried already returns its successor; one
+  that is not FAILED is SESSION_NOT_RETRYABLE. Needs RESPOND on the action.
+  """
+  retrySession(actionId: UUID!, id: String!): ActionSession
+  # Spec: G1, G9
+  """
+  Sends a session a message (a COMMAND input MESSAGE, taken by its next
+  turn: up to 32 messages a turn, before trigger deliveries; a session
+  waiting on an approval or a hold keeps it pending) or a control
+  (command: INTERRUPT ends the running turn early; RESUME wakes a session
+  that waits after a failed turn or is parked), recorded as an
+  action_session.commanded event with its sender, the authenticated
+  principal (never taken from the request). Give exactly one of message
+  (at most 20,000 bytes) and command. The idempotency key (1-200 bytes) is
+  the input's identity: the same request again returns the first input;
+  another request with the same key is IDEMPOTENCY_CONFLICT. A closed
+  session: SESSION_CLOSED; INTERRUPT with no turn running:
+  TURN_NOT_RUNNING; RESUME of a session that does not wait so:
+  SESSION_NOT_RESUMABLE. Needs RESPOND on the action.
+  """
+  sendToSession(actionId: UUID!, id: String!, message: String, command: SessionControl, idempotencyKey: String!): ActionSessionInput
+  # Spec: G2
+  """
+  Replaces the text of a pending message (by its input's sequence) until a
+  turn takes it; the change is recorded (SessionCommand.changes). Anything
+  but a message sent with sendToSession: BAD_USER_INPUT on sequence; a
+  message a turn took or that was deleted: INPUT_NOT_PENDING. Needs RESPOND.
+  """
+  editSessionInput(actionId: UUID!, id: String!, sequence: Int!, message: String!): ActionSessionInput
+  # Spec: G2
+  "Deletes a pending message (status CANCELLED: no turn takes it), as editSessionInput may edit it; recorded."
+  deleteSessionInput(actionId: UUID!, id: String!, sequence: Int!): ActionSessionInput
+  # Spec: G2
+  "Promotes a pending message before the other pending messages: the next turn takes it (run this next); recorded."
+  promoteSessionInput(actionId: UUID!, id: String!, sequence: Int!): ActionSessionInput
   # Spec: G4, G10
   """
   Wakes a session that waits after a turn failed with scope TURN, or that
@@ -5160,6 +5418,13 @@ type ActionSession {
   # Spec: C1
   "The session clock's entries (its version's session.schedule) in definition order, each with its next firing; empty when it has none."
   clock: [ClockEntry!]!
+  # Spec: G5
+  "The handoff note kept when the session was closed; null: none."
+  handoff: String
+  "The session this one continues (closed with a successor, or FAILED and retried); null: none."
+  predecessor: ActionSession
+  "The session that continues this one; null: none."
+  successor: ActionSession
   # Spec: G4, G9, G10
   "True while the session waits after a turn that failed with scope TURN or was interrupted, or is parked: resumeSession wakes it."
   resumable: Boolean!
@@ -5299,6 +5564,90 @@ enum InputStatus {
   CONSUMED
   "Taken by a held turn."
   RECEIVED
+  "A message deleted while it waited: no turn takes it."
+  CANCELLED
+}
+
+# Spec: G1, G9
+"A control sendToSession applies at once."
+enum SessionControl {
+  "End the running turn early: nothing it did commits, its inputs wait for the next turn."
+  INTERRUPT
+  "Wake a session that waits after a failed turn or is parked."
+  RESUME
+}
+
+# Spec: G1
+"What a COMMAND input carries."
+enum CommandKind {
+  "An answer to an interrupt (respondToSession)."
+  ANSWER
+  "A message for the next turn (sendToSession)."
+  MESSAGE
+  "A predecessor's handoff note: a successor's first input."
+  HANDOFF
+  INTERRUPT
+  RESUME
+}
+
+# Spec: G1
+enum SenderKind {
+  "A person or client, by its principal."
+  OPERATOR
+  "Another session's turn."
+  AGENT
+  "The service itself."
+  SYSTEM
+}
+
+# Spec: G1
+"Who sent a command, as the server stamped it."
+type Sender {
+  kind: SenderKind!
+  id: String!
+}
+
+# Spec: G1
+"""
+Where a command stands: PENDING until a turn takes it, DELIVERED while a
+turn that took it runs or is held, ACCEPTED once a committed turn took it
+(a control: once applied), FAILED when its session failed without taking
+it, CANCELLED when it was deleted or its session ended otherwise without
+taking it.
+"""
+enum CommandStatus {
+  PENDING
+  DELIVERED
+  ACCEPTED
+  FAILED
+  CANCELLED
+}
+
+# Spec: G1, G2
+"A COMMAND input's command."
+type SessionCommand {
+  kind: CommandKind!
+  "Null for answers, whose responder is on the interrupt."
+  sender: Sender
+  "The message or handoff note, as last edited."
+  message: String
+  idempotencyKey: String
+  status: CommandStatus!
+  "When the message was promoted to run next."
+  promotedAt: Time
+  "Edits, deletion and promotion of the message, oldest first."
+  changes: [InputChange!]!
+}
+
+# Spec: G2
+"One change of a pending message."
+type InputChange {
+  "EDIT, DELETE or PROMOTE."
+  change: String!
+  before: String
+  after: String
+  by: Sender!
+  at: Time!
 }
 
 type ActionSessionInput {
@@ -5323,6 +5672,9 @@ type ActionSessionInput {
   deliveredAt: Time!
   "Number of the turn that took it, if any."
   turn: Int
+  # Spec: G1
+  "COMMAND inputs: what they carry, who sent them and where they stand; null for other inputs."
+  command: SessionCommand
   "CALL inputs: the call's execution (its input and output are the call's)."
   execution: Execution
   "CALL inputs: the execution that made the call; null for a direct call."
@@ -5685,6 +6037,12 @@ func (ec *executionContext) childFields_ActionSession(ctx context.Context, field
 		return ec.fieldContext_ActionSession_holds(ctx, field)
 	case "clock":
 		return ec.fieldContext_ActionSession_clock(ctx, field)
+	case "handoff":
+		return ec.fieldContext_ActionSession_handoff(ctx, field)
+	case "predecessor":
+		return ec.fieldContext_ActionSession_predecessor(ctx, field)
+	case "successor":
+		return ec.fieldContext_ActionSession_successor(ctx, field)
 	case "resumable":
 		return ec.fieldContext_ActionSession_resumable(ctx, field)
 	case "park":
@@ -5723,6 +6081,8 @@ func (ec *executionContext) childFields_ActionSessionInput(ctx context.Context, 
 		return ec.fieldContext_ActionSessionInput_deliveredAt(ctx, field)
 	case "turn":
 		return ec.fieldContext_ActionSessionInput_turn(ctx, field)
+	case "command":
+		return ec.fieldContext_ActionSessionInput_command(ctx, field)
 	case "execution":
 		return ec.fieldContext_ActionSessionInput_execution(ctx, field)
 	case "caller":
@@ -5813,6 +6173,16 @@ func (ec *executionContext) childFields_ActionsMutation(ctx context.Context, fie
 		return ec.fieldContext_ActionsMutation_setActionStatus(ctx, field)
 	case "closeSession":
 		return ec.fieldContext_ActionsMutation_closeSession(ctx, field)
+	case "retrySession":
+		return ec.fieldContext_ActionsMutation_retrySession(ctx, field)
+	case "sendToSession":
+		return ec.fieldContext_ActionsMutation_sendToSession(ctx, field)
+	case "editSessionInput":
+		return ec.fieldContext_ActionsMutation_editSessionInput(ctx, field)
+	case "deleteSessionInput":
+		return ec.fieldContext_ActionsMutation_deleteSessionInput(ctx, field)
+	case "promoteSessionInput":
+		return ec.fieldContext_ActionsMutation_promoteSessionInput(ctx, field)
 	case "resumeSession":
 		return ec.fieldContext_ActionsMutation_resumeSession(ctx, field)
 	case "callTool":
@@ -6263,6 +6633,22 @@ func (ec *executionContext) childFields_InboxUpdate(ctx context.Context, field g
 	return nil, fmt.Errorf("no field named %q was found under type InboxUpdate", field.Name)
 }
 
+func (ec *executionContext) childFields_InputChange(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "change":
+		return ec.fieldContext_InputChange_change(ctx, field)
+	case "before":
+		return ec.fieldContext_InputChange_before(ctx, field)
+	case "after":
+		return ec.fieldContext_InputChange_after(ctx, field)
+	case "by":
+		return ec.fieldContext_InputChange_by(ctx, field)
+	case "at":
+		return ec.fieldContext_InputChange_at(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type InputChange", field.Name)
+}
+
 func (ec *executionContext) childFields_IntakeCount(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "reason":
@@ -6565,6 +6951,36 @@ func (ec *executionContext) childFields_ScheduleEntry(ctx context.Context, field
 		return ec.fieldContext_ScheduleEntry_every(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ScheduleEntry", field.Name)
+}
+
+func (ec *executionContext) childFields_Sender(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_Sender_kind(ctx, field)
+	case "id":
+		return ec.fieldContext_Sender_id(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Sender", field.Name)
+}
+
+func (ec *executionContext) childFields_SessionCommand(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_SessionCommand_kind(ctx, field)
+	case "sender":
+		return ec.fieldContext_SessionCommand_sender(ctx, field)
+	case "message":
+		return ec.fieldContext_SessionCommand_message(ctx, field)
+	case "idempotencyKey":
+		return ec.fieldContext_SessionCommand_idempotencyKey(ctx, field)
+	case "status":
+		return ec.fieldContext_SessionCommand_status(ctx, field)
+	case "promotedAt":
+		return ec.fieldContext_SessionCommand_promotedAt(ctx, field)
+	case "changes":
+		return ec.fieldContext_SessionCommand_changes(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SessionCommand", field.Name)
 }
 
 func (ec *executionContext) childFields_SessionDefinition(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -7202,6 +7618,22 @@ func (ec *executionContext) field_ActionsMutation_closeSession_args(ctx context.
 		return nil, err
 	}
 	args["reason"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "handoff",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["handoff"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "successor",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["successor"] = arg4
 	return args, nil
 }
 
@@ -7232,6 +7664,104 @@ func (ec *executionContext) field_ActionsMutation_createAction_args(ctx context.
 		return nil, err
 	}
 	args["from"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_deleteSessionInput_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "sequence",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["sequence"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_editSessionInput_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "sequence",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["sequence"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "message",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["message"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_promoteSessionInput_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "sequence",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["sequence"] = arg2
 	return args, nil
 }
 
@@ -7344,6 +7874,74 @@ func (ec *executionContext) field_ActionsMutation_retryExecution_args(ctx contex
 		return nil, err
 	}
 	args["id"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_retrySession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_sendToSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "message",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["message"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "command",
+		func(ctx context.Context, v any) (*model.SessionControl, error) {
+			return ec.unmarshalOSessionControl2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSessionControl(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["command"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg4
 	return args, nil
 }
 
@@ -9486,6 +10084,93 @@ func (ec *executionContext) fieldContext_ActionSession_clock(_ context.Context, 
 	return fc, nil
 }
 
+func (ec *executionContext) _ActionSession_handoff(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSession_handoff(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Handoff, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSession_handoff(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActionSession", field, false, false, "String")
+}
+
+func (ec *executionContext) _ActionSession_predecessor(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSession_predecessor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionSession().Predecessor(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Session) graphql.Marshaler {
+			return ec.marshalOActionSession2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSession(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSession_predecessor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionSession",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSession(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionSession_successor(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSession_successor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionSession().Successor(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Session) graphql.Marshaler {
+			return ec.marshalOActionSession2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSession(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSession_successor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionSession",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSession(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ActionSession_resumable(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9828,6 +10513,38 @@ func (ec *executionContext) _ActionSessionInput_turn(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_ActionSessionInput_turn(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ActionSessionInput", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ActionSessionInput_command(ctx context.Context, field graphql.CollectedField, obj *session.Input) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSessionInput_command(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionSessionInput().Command(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SessionCommand) graphql.Marshaler {
+			return ec.marshalOSessionCommand2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSessionCommand(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSessionInput_command(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionSessionInput",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SessionCommand(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _ActionSessionInput_execution(ctx context.Context, field graphql.CollectedField, obj *session.Input) (ret graphql.Marshaler) {
@@ -10699,7 +11416,7 @@ func (ec *executionContext) _ActionsMutation_closeSession(ctx context.Context, f
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.ActionsMutation().CloseSession(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["id"].(string), fc.Args["reason"].(string))
+			return ec.Resolvers.ActionsMutation().CloseSession(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["id"].(string), fc.Args["reason"].(string), fc.Args["handoff"].(*string), fc.Args["successor"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *session.Session) graphql.Marshaler {
@@ -10727,6 +11444,226 @@ func (ec *executionContext) fieldContext_ActionsMutation_closeSession(ctx contex
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_ActionsMutation_closeSession_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionsMutation_retrySession(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_retrySession(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsMutation().RetrySession(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Session) graphql.Marshaler {
+			return ec.marshalOActionSession2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSession(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_retrySession(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSession(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_retrySession_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionsMutation_sendToSession(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_sendToSession(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsMutation().SendToSession(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["id"].(string), fc.Args["message"].(*string), fc.Args["command"].(*model.SessionControl), fc.Args["idempotencyKey"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Input) graphql.Marshaler {
+			return ec.marshalOActionSessionInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInput(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_sendToSession(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSessionInput(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_sendToSession_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionsMutation_editSessionInput(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_editSessionInput(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsMutation().EditSessionInput(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["id"].(string), fc.Args["sequence"].(int), fc.Args["message"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Input) graphql.Marshaler {
+			return ec.marshalOActionSessionInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInput(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_editSessionInput(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSessionInput(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_editSessionInput_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionsMutation_deleteSessionInput(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_deleteSessionInput(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsMutation().DeleteSessionInput(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["id"].(string), fc.Args["sequence"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Input) graphql.Marshaler {
+			return ec.marshalOActionSessionInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInput(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_deleteSessionInput(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSessionInput(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_deleteSessionInput_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionsMutation_promoteSessionInput(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_promoteSessionInput(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsMutation().PromoteSessionInput(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["id"].(string), fc.Args["sequence"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Input) graphql.Marshaler {
+			return ec.marshalOActionSessionInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInput(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_promoteSessionInput(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSessionInput(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_promoteSessionInput_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -14863,6 +15800,130 @@ func (ec *executionContext) fieldContext_InboxUpdate_pending(_ context.Context, 
 	return graphql.NewScalarFieldContext("InboxUpdate", field, false, false, "Int")
 }
 
+func (ec *executionContext) _InputChange_change(ctx context.Context, field graphql.CollectedField, obj *session.InputChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InputChange_change(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Change, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InputChange_change(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InputChange", field, false, false, "String")
+}
+
+func (ec *executionContext) _InputChange_before(ctx context.Context, field graphql.CollectedField, obj *session.InputChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InputChange_before(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Before, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InputChange_before(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InputChange", field, false, false, "String")
+}
+
+func (ec *executionContext) _InputChange_after(ctx context.Context, field graphql.CollectedField, obj *session.InputChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InputChange_after(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.After, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InputChange_after(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InputChange", field, false, false, "String")
+}
+
+func (ec *executionContext) _InputChange_by(ctx context.Context, field graphql.CollectedField, obj *session.InputChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InputChange_by(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.By, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v session.Sender) graphql.Marshaler {
+			return ec.marshalNSender2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSender(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InputChange_by(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InputChange",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Sender(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InputChange_at(ctx context.Context, field graphql.CollectedField, obj *session.InputChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InputChange_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InputChange_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InputChange", field, false, false, "Time")
+}
+
 func (ec *executionContext) _IntakeCount_reason(ctx context.Context, field graphql.CollectedField, obj *model.IntakeCount) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -17565,6 +18626,231 @@ func (ec *executionContext) _ScheduleEntry_every(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_ScheduleEntry_every(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ScheduleEntry", field, false, false, "String")
+}
+
+func (ec *executionContext) _Sender_kind(ctx context.Context, field graphql.CollectedField, obj *session.Sender) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Sender_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Sender().Kind(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.SenderKind) graphql.Marshaler {
+			return ec.marshalNSenderKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSenderKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Sender_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Sender", field, true, true, "SenderKind")
+}
+
+func (ec *executionContext) _Sender_id(ctx context.Context, field graphql.CollectedField, obj *session.Sender) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Sender_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Sender_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Sender", field, false, false, "String")
+}
+
+func (ec *executionContext) _SessionCommand_kind(ctx context.Context, field graphql.CollectedField, obj *model.SessionCommand) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionCommand_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.CommandKind) graphql.Marshaler {
+			return ec.marshalNCommandKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐCommandKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionCommand_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionCommand", field, false, false, "CommandKind")
+}
+
+func (ec *executionContext) _SessionCommand_sender(ctx context.Context, field graphql.CollectedField, obj *model.SessionCommand) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionCommand_sender(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Sender, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Sender) graphql.Marshaler {
+			return ec.marshalOSender2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSender(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionCommand_sender(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SessionCommand",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Sender(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SessionCommand_message(ctx context.Context, field graphql.CollectedField, obj *model.SessionCommand) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionCommand_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionCommand_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionCommand", field, false, false, "String")
+}
+
+func (ec *executionContext) _SessionCommand_idempotencyKey(ctx context.Context, field graphql.CollectedField, obj *model.SessionCommand) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionCommand_idempotencyKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.IdempotencyKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionCommand_idempotencyKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionCommand", field, false, false, "String")
+}
+
+func (ec *executionContext) _SessionCommand_status(ctx context.Context, field graphql.CollectedField, obj *model.SessionCommand) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionCommand_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.CommandStatus) graphql.Marshaler {
+			return ec.marshalNCommandStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐCommandStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionCommand_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionCommand", field, false, false, "CommandStatus")
+}
+
+func (ec *executionContext) _SessionCommand_promotedAt(ctx context.Context, field graphql.CollectedField, obj *model.SessionCommand) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionCommand_promotedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PromotedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionCommand_promotedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionCommand", field, false, false, "Time")
+}
+
+func (ec *executionContext) _SessionCommand_changes(ctx context.Context, field graphql.CollectedField, obj *model.SessionCommand) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionCommand_changes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Changes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []session.InputChange) graphql.Marshaler {
+			return ec.marshalNInputChange2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInputChangeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionCommand_changes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SessionCommand",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InputChange(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _SessionDefinition_inputSchema(ctx context.Context, field graphql.CollectedField, obj *action.SessionDef) (ret graphql.Marshaler) {
@@ -22134,6 +23420,23 @@ func (ec *executionContext) _ActionSession(ctx context.Context, sel ast.Selectio
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._ActionSession_clock(ctx, field, obj)
 				})
+		case "handoff":
+			out.Values[i] = ec._ActionSession_handoff(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "predecessor":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionSession_predecessor(ctx, field, obj)
+				})
+		case "successor":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionSession_successor(ctx, field, obj)
+				})
 		case "resumable":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -22261,6 +23564,12 @@ func (ec *executionContext) _ActionSessionInput(ctx context.Context, sel ast.Sel
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "command":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionSessionInput_command(ctx, field, obj)
+				})
 		case "execution":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, false,
@@ -22560,6 +23869,31 @@ func (ec *executionContext) _ActionsMutation(ctx context.Context, sel ast.Select
 			}
 		case "closeSession":
 			out.Values[i] = ec._ActionsMutation_closeSession(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "retrySession":
+			out.Values[i] = ec._ActionsMutation_retrySession(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "sendToSession":
+			out.Values[i] = ec._ActionsMutation_sendToSession(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "editSessionInput":
+			out.Values[i] = ec._ActionsMutation_editSessionInput(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "deleteSessionInput":
+			out.Values[i] = ec._ActionsMutation_deleteSessionInput(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "promoteSessionInput":
+			out.Values[i] = ec._ActionsMutation_promoteSessionInput(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -24059,6 +25393,59 @@ func (ec *executionContext) _InboxUpdate(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var inputChangeImplementors = []string{"InputChange"}
+
+func (ec *executionContext) _InputChange(ctx context.Context, sel ast.SelectionSet, obj *session.InputChange) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, inputChangeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("InputChange")
+		case "change":
+			out.Values[i] = ec._InputChange_change(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "before":
+			out.Values[i] = ec._InputChange_before(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "after":
+			out.Values[i] = ec._InputChange_after(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "by":
+			out.Values[i] = ec._InputChange_by(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._InputChange_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var intakeCountImplementors = []string{"IntakeCount"}
 
 func (ec *executionContext) _IntakeCount(ctx context.Context, sel ast.SelectionSet, obj *model.IntakeCount) graphql.Marshaler {
@@ -25223,6 +26610,108 @@ func (ec *executionContext) _ScheduleEntry(ctx context.Context, sel ast.Selectio
 		case "every":
 			out.Values[i] = ec._ScheduleEntry_every(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var senderImplementors = []string{"Sender"}
+
+func (ec *executionContext) _Sender(ctx context.Context, sel ast.SelectionSet, obj *session.Sender) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, senderImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Sender")
+		case "kind":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Sender_kind(ctx, field, obj)
+				})
+		case "id":
+			out.Values[i] = ec._Sender_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var sessionCommandImplementors = []string{"SessionCommand"}
+
+func (ec *executionContext) _SessionCommand(ctx context.Context, sel ast.SelectionSet, obj *model.SessionCommand) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, sessionCommandImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SessionCommand")
+		case "kind":
+			out.Values[i] = ec._SessionCommand_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sender":
+			out.Values[i] = ec._SessionCommand_sender(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._SessionCommand_message(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "idempotencyKey":
+			out.Values[i] = ec._SessionCommand_idempotencyKey(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._SessionCommand_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "promotedAt":
+			out.Values[i] = ec._SessionCommand_promotedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "changes":
+			out.Values[i] = ec._SessionCommand_changes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -26704,6 +28193,26 @@ func (ec *executionContext) marshalNClockEntry2ᚕgithubᚗcomᚋactionsledger�
 	return ret
 }
 
+func (ec *executionContext) unmarshalNCommandKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐCommandKind(ctx context.Context, v any) (model.CommandKind, error) {
+	var res model.CommandKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNCommandKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐCommandKind(ctx context.Context, sel ast.SelectionSet, v model.CommandKind) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNCommandStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐCommandStatus(ctx context.Context, v any) (model.CommandStatus, error) {
+	var res model.CommandStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNCommandStatus2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐCommandStatus(ctx context.Context, sel ast.SelectionSet, v model.CommandStatus) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNDryRun2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐDryRun(ctx context.Context, sel ast.SelectionSet, v *session.DryRun) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "DryRun!")
@@ -27037,6 +28546,26 @@ func (ec *executionContext) unmarshalNInboxUpdateKind2githubᚗcomᚋactionsledg
 
 func (ec *executionContext) marshalNInboxUpdateKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInboxUpdateKind(ctx context.Context, sel ast.SelectionSet, v model.InboxUpdateKind) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNInputChange2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInputChange(ctx context.Context, sel ast.SelectionSet, v session.InputChange) graphql.Marshaler {
+	return ec._InputChange(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNInputChange2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInputChangeᚄ(ctx context.Context, sel ast.SelectionSet, v []session.InputChange) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNInputChange2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInputChange(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalNInputKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐInputKind(ctx context.Context, v any) (model.InputKind, error) {
@@ -27377,6 +28906,20 @@ func (ec *executionContext) marshalNScheduleEntry2githubᚗcomᚋactionsledger�
 func (ec *executionContext) unmarshalNScheduleEntryInput2githubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐScheduleEntry(ctx context.Context, v any) (action.ScheduleEntry, error) {
 	res, err := ec.unmarshalInputScheduleEntryInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSender2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSender(ctx context.Context, sel ast.SelectionSet, v session.Sender) graphql.Marshaler {
+	return ec._Sender(ctx, sel, &v)
+}
+
+func (ec *executionContext) unmarshalNSenderKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSenderKind(ctx context.Context, v any) (model.SenderKind, error) {
+	var res model.SenderKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSenderKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSenderKind(ctx context.Context, sel ast.SelectionSet, v model.SenderKind) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) unmarshalNSessionResponseInput2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐResponse(ctx context.Context, v any) (session.Response, error) {
@@ -28300,6 +29843,36 @@ func (ec *executionContext) unmarshalOScheduleEntryInput2ᚕgithubᚗcomᚋactio
 		}
 	}
 	return res, nil
+}
+
+func (ec *executionContext) marshalOSender2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSender(ctx context.Context, sel ast.SelectionSet, v *session.Sender) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Sender(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOSessionCommand2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSessionCommand(ctx context.Context, sel ast.SelectionSet, v *model.SessionCommand) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._SessionCommand(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOSessionControl2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSessionControl(ctx context.Context, v any) (*model.SessionControl, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.SessionControl)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOSessionControl2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSessionControl(ctx context.Context, sel ast.SelectionSet, v *model.SessionControl) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) marshalOSessionDefinition2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐSessionDef(ctx context.Context, sel ast.SelectionSet, v *action.SessionDef) graphql.Marshaler {

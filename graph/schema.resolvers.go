@@ -244,6 +244,16 @@ func (r *actionSessionResolver) Clock(ctx context.Context, obj *session.Session)
 	return r.Resolver.sessionClock(ctx, obj)
 }
 
+// Predecessor is the resolver for the predecessor field.
+func (r *actionSessionResolver) Predecessor(ctx context.Context, obj *session.Session) (*session.Session, error) {
+	return r.Resolver.sessionBySID(ctx, obj.PredecessorSID)
+}
+
+// Successor is the resolver for the successor field.
+func (r *actionSessionResolver) Successor(ctx context.Context, obj *session.Session) (*session.Session, error) {
+	return r.Resolver.sessionBySID(ctx, obj.SuccessorSID)
+}
+
 // Resumable is the resolver for the resumable field.
 func (r *actionSessionResolver) Resumable(ctx context.Context, obj *session.Session) (bool, error) {
 	return obj.Wait != nil, nil
@@ -275,6 +285,11 @@ func (r *actionSessionInputResolver) Event(ctx context.Context, obj *session.Inp
 		return nil, nil
 	}
 	return r.event(ctx, *obj.EventID)
+}
+
+// Command is the resolver for the command field.
+func (r *actionSessionInputResolver) Command(ctx context.Context, obj *session.Input) (*model.SessionCommand, error) {
+	return r.Resolver.inputCommand(ctx, obj)
 }
 
 // Execution is the resolver for the execution field.
@@ -402,8 +417,39 @@ func (r *actionsMutationResolver) SetActionStatus(ctx context.Context, obj *mode
 }
 
 // CloseSession is the resolver for the closeSession field.
-func (r *actionsMutationResolver) CloseSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, reason string) (*session.Session, error) {
-	return r.SessionStore.Close(ctx, actionID, id, reason)
+func (r *actionsMutationResolver) CloseSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, reason string, handoff *string, successor *bool) (*session.Session, error) {
+	p, _ := auth.From(ctx)
+	return r.SessionStore.CloseWith(ctx, actionID, id, session.CloseRequest{Reason: reason, Handoff: handoff, Successor: successor != nil && *successor, By: p.ID})
+}
+
+// RetrySession is the resolver for the retrySession field.
+func (r *actionsMutationResolver) RetrySession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string) (*session.Session, error) {
+	return r.SessionStore.Retry(ctx, actionID, id)
+}
+
+// SendToSession is the resolver for the sendToSession field.
+func (r *actionsMutationResolver) SendToSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, message *string, command *model.SessionControl, idempotencyKey string) (*session.Input, error) {
+	req := session.SendRequest{Message: message, IdempotencyKey: idempotencyKey}
+	if command != nil {
+		k := session.CommandKind(*command)
+		req.Command = &k
+	}
+	return r.SessionStore.Send(ctx, actionID, id, req, senderOf(ctx))
+}
+
+// EditSessionInput is the resolver for the editSessionInput field.
+func (r *actionsMutationResolver) EditSessionInput(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, sequence int, message string) (*session.Input, error) {
+	return r.SessionStore.EditInput(ctx, actionID, id, int64(sequence), message, senderOf(ctx))
+}
+
+// DeleteSessionInput is the resolver for the deleteSessionInput field.
+func (r *actionsMutationResolver) DeleteSessionInput(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, sequence int) (*session.Input, error) {
+	return r.SessionStore.DeleteInput(ctx, actionID, id, int64(sequence), senderOf(ctx))
+}
+
+// PromoteSessionInput is the resolver for the promoteSessionInput field.
+func (r *actionsMutationResolver) PromoteSessionInput(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, sequence int) (*session.Input, error) {
+	return r.SessionStore.PromoteInput(ctx, actionID, id, int64(sequence), senderOf(ctx))
 }
 
 // ResumeSession is the resolver for the resumeSession field.
@@ -1229,6 +1275,11 @@ func (r *replayResolver) Original(ctx context.Context, obj *turns.ReplayRecord) 
 	return jsonvalue.Encode(obj.Original)
 }
 
+// Kind is the resolver for the kind field.
+func (r *senderResolver) Kind(ctx context.Context, obj *session.Sender) (model.SenderKind, error) {
+	return model.SenderKind(obj.Kind), nil
+}
+
 // LedgerEvents is the resolver for the ledgerEvents field.
 func (r *subscriptionResolver) LedgerEvents(ctx context.Context, after *string, typeArg *string) (<-chan *ledger.Event, error) {
 	return r.ledgerEvents(ctx, after, typeArg)
@@ -1414,6 +1465,9 @@ func (r *Resolver) Query() QueryResolver { return &queryResolver{r} }
 // Replay returns ReplayResolver implementation.
 func (r *Resolver) Replay() ReplayResolver { return &replayResolver{r} }
 
+// Sender returns SenderResolver implementation.
+func (r *Resolver) Sender() SenderResolver { return &senderResolver{r} }
+
 // Subscription returns SubscriptionResolver implementation.
 func (r *Resolver) Subscription() SubscriptionResolver { return &subscriptionResolver{r} }
 
@@ -1471,6 +1525,7 @@ type (
 	principalResolver          struct{ *Resolver }
 	queryResolver              struct{ *Resolver }
 	replayResolver             struct{ *Resolver }
+	senderResolver             struct{ *Resolver }
 	subscriptionResolver       struct{ *Resolver }
 	toolCallResolver           struct{ *Resolver }
 	toolDefinitionResolver     struct{ *Resolver }

@@ -129,10 +129,13 @@ func NewStore(pool *pgxpool.Pool, c clock.Clock) *Store {
 func (s *Store) Notifier() *Notifier { return s.notifier }
 
 // The action_session. types the service writes, which triggers see: an
-// answer to a session (P5, H5) and a request to one over MCP (I4).
+// answer to a session (P5, H5), a request to one over MCP (I4) and a
+// message or control sent to one (G1).
 const (
 	RespondedType = "action_session.responded"
 	RequestedType = "action_session.requested"
+	// CommandedType records a message or control sent to a session (G1).
+	CommandedType = "action_session.commanded"
 )
 
 // ValidateType checks a client-supplied event type. Types ending in

@@ -257,6 +257,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Actions = action.NewStore(pool, a.Clock, a.Kinds)
 	dir.actions = a.Actions
 	a.Sessions = session.NewStore(pool, a.Clock)
+	a.Sessions.Actions = a.Actions
 	a.Sessions.Log, a.Sessions.Metrics = log, a.Metrics
 	a.Turns = turns.NewStore(pool)
 	a.Dispatcher = session.NewDispatcher(pool, a.Actions, a.Clock, log)

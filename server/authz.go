@@ -134,6 +134,13 @@ var fieldRules = map[string]rule{
 	// G4, G10: resuming a session that waits after a failed turn answers
 	// it, as RETRY answers a held turn.
 	"ActionsMutation.resumeSession": actionArg(auth.Respond, "actionId"),
+	// G1, G2, G5: messages and controls steer a session as answers do;
+	// a retry of a FAILED session answers its failure.
+	"ActionsMutation.sendToSession":       actionArg(auth.Respond, "actionId"),
+	"ActionsMutation.editSessionInput":    actionArg(auth.Respond, "actionId"),
+	"ActionsMutation.deleteSessionInput":  actionArg(auth.Respond, "actionId"),
+	"ActionsMutation.promoteSessionInput": actionArg(auth.Respond, "actionId"),
+	"ActionsMutation.retrySession":        actionArg(auth.Respond, "actionId"),
 	// T9: a replay runs the action's code (and, when LIVE, its model calls).
 	"ActionsMutation.replayExecution": actionArg(auth.Write, "actionId"),
 

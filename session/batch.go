@@ -426,7 +426,7 @@ func (b *batch) startTimer(ctx context.Context, cs *action.CompiledSession, sid 
 // closed session of any version still makes a covering version's intake
 // record (S5), an open one of another version is left to its own triggers.
 func (b *batch) lock(ctx context.Context, a scope, id string) (*Session, error) {
-	s, err := scanSession(b.tx.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE action_id = $1 AND id = $2 FOR UPDATE`, a.ActionID, id))
+	s, err := scanSession(b.tx.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE sid = (`+routeSQL+`) FOR UPDATE`, a.ActionID, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -461,7 +461,9 @@ x AS (
 	       bool_or(k.wakes) OVER w AS wakes,
 	       min(d.window_end) OVER w AS window_first
 	  FROM d
-	  JOIN LATERAL (SELECT sid, version, status, wait, wake_on FROM sessions s WHERE s.action_id = d.action_id AND s.id = d.id LIMIT 1) s
+	  -- G5: an id whose session has a successor routes to the newest.
+	  JOIN LATERAL (SELECT sid, version, status, wait, wake_on FROM sessions s WHERE s.sid = (
+	       SELECT coalesce(r.route_sid, r.sid) FROM sessions r WHERE r.action_id = d.action_id AND r.id = d.id)) s
 	       ON s.version = d.version AND s.status IN ('OPEN', 'WAITING')
 	  -- G10, G4: what makes the session runnable: OPEN, or WAITING after a failed turn for any input, or parked for its resumeOn triggers.
 	  CROSS JOIN LATERAL (SELECT (d.starts AND (s.status = 'OPEN' OR s.wait = 'INPUT'))

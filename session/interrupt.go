@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -35,7 +36,6 @@ func (st *Store) Interrupt(ctx context.Context, actionID uuid.UUID, id, principa
 	}
 	var turn int
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
-		now := st.clock.Now()
 		s, err := scanSession(tx.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE action_id = $1 AND id = $2 FOR UPDATE`, actionID, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return st.missing(ctx, tx, actionID)
@@ -43,23 +43,7 @@ func (st *Store) Interrupt(ctx context.Context, actionID uuid.UUID, id, principa
 		if err != nil {
 			return fmt.Errorf("session: interrupt: %w", err)
 		}
-		if s.Status.Final() {
-			return fault.New(fault.SessionClosed, "id", "the session is %s", s.Status)
-		}
-		err = tx.QueryRow(ctx, `SELECT number FROM session_turns WHERE sid = $1 AND status = 'RUNNING' ORDER BY number DESC LIMIT 1`, s.SID).Scan(&turn)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !s.Running(now)) {
-			return fault.New(fault.TurnNotRunning, "id", "no turn of the session is running: there is nothing to interrupt")
-		}
-		if err != nil {
-			return fmt.Errorf("session: interrupt: %w", err)
-		}
-		if s.InterruptTurn != nil && *s.InterruptTurn == turn {
-			return nil // asked already
-		}
-		if _, err := tx.Exec(ctx, `UPDATE sessions SET interrupt_turn = $2, interrupted_by = $3 WHERE sid = $1`, s.SID, turn, principal); err != nil {
-			return fmt.Errorf("session: interrupt: %w", err)
-		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, InterruptsChannel, strconv.FormatInt(s.SID, 10))
+		turn, err = interruptTx(ctx, tx, s, principal, st.clock.Now())
 		return err
 	})
 	if err != nil {
@@ -69,4 +53,28 @@ func (st *Store) Interrupt(ctx context.Context, actionID uuid.UUID, id, principa
 		st.Log.Info("turn interrupted", "action", actionID, "session", id, "turn", turn, "by", principal)
 	}
 	return turn, nil
+}
+
+// interruptTx stores an interrupt of s's running turn for principal in tx,
+// which holds s's row, and announces it; it returns the turn.
+func interruptTx(ctx context.Context, tx pgx.Tx, s *Session, principal string, now time.Time) (int, error) {
+	if s.Status.Final() {
+		return 0, fault.New(fault.SessionClosed, "id", "the session is %s", s.Status)
+	}
+	var turn int
+	err := tx.QueryRow(ctx, `SELECT number FROM session_turns WHERE sid = $1 AND status = 'RUNNING' ORDER BY number DESC LIMIT 1`, s.SID).Scan(&turn)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !s.Running(now)) {
+		return 0, fault.New(fault.TurnNotRunning, "id", "no turn of the session is running: there is nothing to interrupt")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("session: interrupt: %w", err)
+	}
+	if s.InterruptTurn != nil && *s.InterruptTurn == turn {
+		return turn, nil // asked already
+	}
+	if _, err := tx.Exec(ctx, `UPDATE sessions SET interrupt_turn = $2, interrupted_by = $3 WHERE sid = $1`, s.SID, turn, principal); err != nil {
+		return 0, fmt.Errorf("session: interrupt: %w", err)
+	}
+	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, InterruptsChannel, strconv.FormatInt(s.SID, 10))
+	return turn, err
 }

@@ -183,22 +183,11 @@ func (st *Store) Resume(ctx context.Context, actionID uuid.UUID, id, principal s
 		if err != nil {
 			return fmt.Errorf("session: resume: %w", err)
 		}
-		if cur.Status.Final() {
-			return fault.New(fault.SessionClosed, "id", "the session is %s", cur.Status)
-		}
-		if cur.Wait == nil {
-			return fault.New(fault.NotResumable, "id", "the session is %s and does not wait after a failed turn: nothing to resume", cur.Status)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE session_parks SET status = $2, resolution = $3, resolved_by = $4, resolved_at = $5
-			WHERE sid = $1 AND status = 'PARKED'`, cur.SID, ParkResumed, ResolvedByOperator, principal, now); err != nil {
+		if err := resumeTx(ctx, tx, cur, principal, now); err != nil {
 			return err
 		}
-		s, err = scanSession(tx.QueryRow(ctx, `UPDATE sessions SET `+wakeSet+`, next_turn_at = $2, updated_at = $2
-			WHERE sid = $1 RETURNING `+sessionColumns, cur.SID, now))
-		if err != nil {
-			return fmt.Errorf("session: resume: %w", err)
-		}
-		return Notice{SIDs: []int64{s.SID}, Turns: true}.Send(ctx, tx)
+		s, err = scanSession(tx.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE sid = $1`, cur.SID))
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -207,6 +196,24 @@ func (st *Store) Resume(ctx context.Context, actionID uuid.UUID, id, principal s
 		st.Log.Info("session resumed", "action", actionID, "session", id, "by", principal)
 	}
 	return s, nil
+}
+
+// resumeTx resumes s (whose row tx holds) for principal: see Resume.
+func resumeTx(ctx context.Context, tx pgx.Tx, s *Session, principal string, now time.Time) error {
+	if s.Status.Final() {
+		return fault.New(fault.SessionClosed, "id", "the session is %s", s.Status)
+	}
+	if s.Wait == nil {
+		return fault.New(fault.NotResumable, "id", "the session is %s and does not wait after a failed turn: nothing to resume", s.Status)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE session_parks SET status = $2, resolution = $3, resolved_by = $4, resolved_at = $5
+		WHERE sid = $1 AND status = 'PARKED'`, s.SID, ParkResumed, ResolvedByOperator, principal, now); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE sessions SET `+wakeSet+`, next_turn_at = $2, updated_at = $2 WHERE sid = $1`, s.SID, now); err != nil {
+		return fmt.Errorf("session: resume: %w", err)
+	}
+	return Notice{SIDs: []int64{s.SID}, Turns: true}.Send(ctx, tx)
 }
 
 // wakeSet is the assignment that wakes a WAITING session after a failed

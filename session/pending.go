@@ -9,6 +9,9 @@ import (
 	"github.com/actionsledger/actionsledger/ledger"
 )
 
+// MaxMessagesPerTurn is the most messages one turn takes (G3).
+const MaxMessagesPerTurn = 32
+
 // PendingRead asks QueuePending about one claimed session's pending inputs.
 type PendingRead struct {
 	SID int64
@@ -25,9 +28,12 @@ type PendingRead struct {
 type Pending struct {
 	// Starts: an input that starts a turn is pending (T3).
 	Starts bool
-	// Commands are the pending COMMAND inputs (answers, P5, H3), in
+	// Commands are the pending answers (COMMAND inputs, P5, H3), in
 	// delivery order; read before the end only.
 	Commands []Input
+	// Messages are the pending messages and handoff notes (G1, G3, G5),
+	// in delivery order; read before the end only.
+	Messages []Input
 	// Inputs are the first pending inputs in delivery order (see PendingRead).
 	Inputs []Input
 }
@@ -44,10 +50,8 @@ func ScanInputEvent(row pgx.Row) (Input, *ledger.Event, error) {
 	var ev ledger.Event
 	var pos *int64
 	var at *time.Time
-	err := row.Scan(&in.SID, &in.Seq, &in.Identity, &in.Kind, &in.EventID, &in.Triggers, &in.StartsTurn,
-		&in.Status, &in.Turn, &in.ByteSize, &in.DeliveredAt, &in.ExecutionID, &in.CallerExecutionID, &in.OrderKey, &in.AnsweredAt,
-		&typ, &ev.Data, &at, &pos)
-	in.DeliveredAt, in.AnsweredAt = in.DeliveredAt.UTC(), utcPtr(in.AnsweredAt)
+	err := row.Scan(append(in.dests(), &typ, &ev.Data, &at, &pos)...)
+	in.utc()
 	if err != nil || typ == nil || in.EventID == nil {
 		return in, nil, err
 	}
@@ -98,7 +102,13 @@ func QueuePending(b *pgx.Batch, reads []PendingRead, out map[int64]*Pending, eve
 	if len(open) > 0 {
 		b.Queue(`SELECT `+InputEventColumns+` FROM session_inputs i LEFT JOIN events e ON e.id = i.event_id
 			 WHERE i.sid = ANY($1) AND i.status = 'PENDING' AND i.kind = $2 ORDER BY i.sid, i.seq`, open, KindCommand).
-			Query(collect(func(p *Pending, in Input) { p.Commands = append(p.Commands, in) }))
+			Query(collect(func(p *Pending, in Input) {
+				if in.Command == nil || *in.Command == CommandAnswer {
+					p.Commands = append(p.Commands, in)
+				} else {
+					p.Messages = append(p.Messages, in)
+				}
+			}))
 	}
 	b.Queue(`SELECT `+InputEventColumns+`
 		  FROM unnest($1::bigint[], $2::int[], $3::boolean[]) AS u (sid, lim, ended)

@@ -146,6 +146,7 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 	iid, perr := uuid.Parse(interruptID)
 	var out *Input
 	var kind InterruptKind
+	repeated := false
 	err = pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
 		now := st.clock.Now()
 		s, err := scanSession(tx.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE action_id = $1 AND id = $2 FOR UPDATE`, actionID, id))
@@ -174,6 +175,23 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 		}
 		switch in.Status {
 		case InterruptAnswered:
+			// G1: the same answer again by the same responder (a client
+			// retrying) gets the first one's input.
+			if same, err := sameAnswer(&in, data, responder); err != nil {
+				return err
+			} else if same && in.CommandSeq != nil {
+				rows, err := tx.Query(ctx, `SELECT `+InputColumns+` FROM session_inputs WHERE sid = $1 AND seq = $2`, s.SID, *in.CommandSeq)
+				if err != nil {
+					return err
+				}
+				first, err := pgx.CollectExactlyOneRow(rows, ScanInput)
+				if err != nil {
+					return fmt.Errorf("session: respond: %w", err)
+				}
+				out, kind = &first, in.Kind
+				repeated = true
+				return nil
+			}
 			return fault.New(fault.AlreadyAnswered, "interruptId", "this interrupt was answered already (%s by %s)", deref(in.Decision), deref(in.Responder))
 		case InterruptClosed:
 			return fault.New(fault.InterruptStale, "interruptId", "the session no longer waits on this interrupt")
@@ -206,9 +224,10 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 			return fmt.Errorf("session: respond: %w", err)
 		}
 		rows, err = tx.Query(ctx, `INSERT INTO session_inputs (sid, seq, identity, kind, event_id, triggers, starts_turn, status,
-				byte_size, delivered_at, order_key)
-			VALUES ($1, $2::bigint, $3, $8, $4, '{}', true, $5, $6, $7, lpad($2::bigint::text, 20, '0'))
-			RETURNING `+InputColumns, s.SID, seq, "command/"+in.ID.String(), eventID, status, len(raw), now, KindCommand)
+				byte_size, delivered_at, order_key, command, sender_kind, sender_id)
+			VALUES ($1, $2::bigint, $3, $8, $4, '{}', true, $5, $6, $7, lpad($2::bigint::text, 20, '0'), $9, $10, $11)
+			RETURNING `+InputColumns, s.SID, seq, "command/"+in.ID.String(), eventID, status, len(raw), now, KindCommand,
+			CommandAnswer, SenderOperator, responder)
 		if err != nil {
 			return fmt.Errorf("session: respond: command: %w", err)
 		}
@@ -238,12 +257,36 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 	if err != nil {
 		return nil, err
 	}
+	if repeated {
+		return out, nil
+	}
 	st.Metrics.Interrupt(string(kind), "answered")
 	if st.Log != nil {
 		st.Log.Info("interrupt answered", "interrupt", iid, "kind", kind, "decision", data.Decision,
 			"action", actionID, "session", id, "responder", responder)
 	}
 	return out, nil
+}
+
+// sameAnswer reports whether an answered interrupt was answered with d (its
+// decision, reason, note and input) by responder.
+func sameAnswer(in *Interrupt, d Command, responder string) (bool, error) {
+	if deref(in.Responder) != responder || len(in.Response) == 0 {
+		return false, nil
+	}
+	var had Command
+	if err := json.Unmarshal(in.Response, &had); err != nil {
+		return false, fmt.Errorf("session: response of %s: %w", in.ID, err)
+	}
+	return had.Decision == d.Decision && had.Reason == d.Reason && had.Note == d.Note &&
+		jsonvalue.Equal(orNull(had.Input), orNull(d.Input)), nil
+}
+
+func orNull(v jsonvalue.Value) jsonvalue.Value {
+	if len(v) == 0 {
+		return jsonvalue.Value("null")
+	}
+	return v
 }
 
 // missing explains a respond to a session that does not exist.

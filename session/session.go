@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/actionsledger/actionsledger/action"
 	"log/slog"
 	"strings"
 	"time"
@@ -48,6 +49,13 @@ type Session struct {
 	// InterruptTurn is the running turn an interrupt asked to end (G9);
 	// nil when none did.
 	InterruptTurn *int
+	// Handoff is the note kept when the session was closed (G5).
+	Handoff *string
+	// PredecessorSID and SuccessorSID link a chain of sessions (G5): a
+	// successor continues a session closed with successor: true, or
+	// retries a FAILED one.
+	PredecessorSID *int64
+	SuccessorSID   *int64
 }
 
 // Running reports whether a worker holds the session's lease at now.
@@ -78,6 +86,15 @@ type Input struct {
 	// with ExecutionID nil, by a responder who skipped the held turn that
 	// took it. Nil while the request waits, and for other kinds.
 	AnsweredAt *time.Time
+	// COMMAND inputs (G1): which command, the message's text (MESSAGE,
+	// HANDOFF), who sent it (stamped by the server), the client's
+	// idempotency key, and when it was promoted to run next (G2).
+	Command        *CommandKind
+	Message        *string
+	SenderKind     *SenderKind
+	SenderID       *string
+	IdempotencyKey *string
+	PromotedAt     *time.Time
 }
 
 // IntakeRecord is an event that matched a trigger but could not start or
@@ -120,6 +137,10 @@ type Store struct {
 	pool  *pgxpool.Pool
 	clock clock.Clock
 
+	// Actions, when set, gives successors (G5) the action's current
+	// version and their own end; without it they keep their predecessor's.
+	Actions *action.Store
+
 	// Log, when set, gets a line per interrupt answered (issue 12);
 	// Metrics, when set, counts them.
 	Log     *slog.Logger
@@ -130,7 +151,8 @@ type Store struct {
 func NewStore(pool *pgxpool.Pool, c clock.Clock) *Store { return &Store{pool: pool, clock: c} }
 
 const sessionColumns = `sid, action_id, id, version, input, state, status, reason, origin_event_id,
-	started_at, ends_at, created_at, updated_at, closed_at, turn_count, lease_expires_at, wait, interrupt_turn`
+	started_at, ends_at, created_at, updated_at, closed_at, turn_count, lease_expires_at, wait, interrupt_turn,
+	handoff, predecessor_sid, successor_sid`
 
 func scanSession(row pgx.Row) (*Session, error) {
 	var s Session
@@ -145,7 +167,7 @@ func scanSession(row pgx.Row) (*Session, error) {
 func (s *Session) dests() []any {
 	return []any{&s.SID, &s.ActionID, &s.ID, &s.Version, &s.Input, &s.State, &s.Status, &s.Reason,
 		&s.OriginEventID, &s.StartedAt, &s.EndsAt, &s.CreatedAt, &s.UpdatedAt, &s.ClosedAt, &s.TurnCount, &s.LeaseExpires,
-		&s.Wait, &s.InterruptTurn}
+		&s.Wait, &s.InterruptTurn, &s.Handoff, &s.PredecessorSID, &s.SuccessorSID}
 }
 
 // utc puts a scanned session's times in UTC.
@@ -217,15 +239,25 @@ func (st *Store) List(ctx context.Context, actionID uuid.UUID, beforeSID int64, 
 
 // InputColumns lists the session_inputs columns ScanInput reads, in order.
 const InputColumns = `sid, seq, identity, kind, event_id, triggers, starts_turn, status, turn, byte_size, delivered_at,
-	execution_id, caller_execution_id, order_key, answered_at`
+	execution_id, caller_execution_id, order_key, answered_at, command, message, sender_kind, sender_id, idempotency_key, promoted_at`
 
 // ScanInput scans a row of InputColumns.
 func ScanInput(row pgx.CollectableRow) (Input, error) {
 	var in Input
-	err := row.Scan(&in.SID, &in.Seq, &in.Identity, &in.Kind, &in.EventID, &in.Triggers, &in.StartsTurn,
-		&in.Status, &in.Turn, &in.ByteSize, &in.DeliveredAt, &in.ExecutionID, &in.CallerExecutionID, &in.OrderKey, &in.AnsweredAt)
-	in.DeliveredAt, in.AnsweredAt = in.DeliveredAt.UTC(), utcPtr(in.AnsweredAt)
+	err := row.Scan(in.dests()...)
+	in.utc()
 	return in, err
+}
+
+// dests are the scan destinations of InputColumns, in its order.
+func (in *Input) dests() []any {
+	return []any{&in.SID, &in.Seq, &in.Identity, &in.Kind, &in.EventID, &in.Triggers, &in.StartsTurn,
+		&in.Status, &in.Turn, &in.ByteSize, &in.DeliveredAt, &in.ExecutionID, &in.CallerExecutionID, &in.OrderKey, &in.AnsweredAt,
+		&in.Command, &in.Message, &in.SenderKind, &in.SenderID, &in.IdempotencyKey, &in.PromotedAt}
+}
+
+func (in *Input) utc() {
+	in.DeliveredAt, in.AnsweredAt, in.PromotedAt = in.DeliveredAt.UTC(), utcPtr(in.AnsweredAt), utcPtr(in.PromotedAt)
 }
 
 // Inputs pages a session's inputs in listing order (delivery order; for a
@@ -277,8 +309,7 @@ func (st *Store) TurnInputs(ctx context.Context, sid int64, turn int) ([]Input, 
 // TurnInputs reads the inputs a turn took through q, in the order the turn
 // had them: delivery order, with firings placed by time (C6).
 func TurnInputs(ctx context.Context, q ledger.Querier, sid int64, turn int) ([]Input, error) {
-	rows, err := q.Query(ctx, `SELECT i.sid, i.seq, i.identity, i.kind, i.event_id, i.triggers, i.starts_turn, i.status, i.turn, i.byte_size, i.delivered_at,
-		i.execution_id, i.caller_execution_id, i.order_key, i.answered_at
+	rows, err := q.Query(ctx, `SELECT `+prefixed("i", InputColumns)+`
 		FROM turn_inputs t JOIN session_inputs i ON i.sid = t.sid AND i.seq = t.seq
 		WHERE t.sid = $1 AND t.turn = $2 ORDER BY i.order_key, i.seq`, sid, turn)
 	if err != nil {
@@ -343,22 +374,57 @@ const MaxReasonLen = 1000
 // and holds end with it (H5): answering them fails with SESSION_CLOSED. Errors: fault.BadInput
 // (reason), fault.NotFound, fault.SessionClosed.
 func (st *Store) Close(ctx context.Context, actionID uuid.UUID, id, reason string) (*Session, error) {
+	return st.CloseWith(ctx, actionID, id, CloseRequest{Reason: reason})
+}
+
+// CloseRequest is how an operator closes a session (I3, G5): the reason,
+// an optional handoff note (at most MaxMessageLen bytes) kept on the
+// session, and whether a successor takes over. By is who closes it (the
+// sender of the successor's HANDOFF input is SYSTEM, on its behalf).
+type CloseRequest struct {
+	Reason    string
+	Handoff   *string
+	Successor bool
+	By        string
+}
+
+// CloseWith closes a session as Close does, in the same transaction
+// keeping req.Handoff on it and, with req.Successor, starting its successor
+// (see startSuccessor): the key routes to it from then on. It returns the
+// closed session. Errors: Close's, and fault.BadInput (handoff).
+func (st *Store) CloseWith(ctx context.Context, actionID uuid.UUID, id string, req CloseRequest) (*Session, error) {
+	reason := req.Reason
 	if strings.TrimSpace(reason) == "" || len(reason) > MaxReasonLen || !utf8.ValidString(reason) || strings.IndexByte(reason, 0) >= 0 {
 		return nil, fault.New(fault.BadInput, "reason", "a reason is 1-%d bytes of text", MaxReasonLen)
 	}
 	if id == "" || len(id) > MaxIDLen {
 		return nil, fault.New(fault.BadInput, "id", "a session id is 1-%d bytes", MaxIDLen)
 	}
+	if req.Handoff != nil {
+		if err := checkText(*req.Handoff, 4*MaxHandoffChars, "handoff"); err != nil {
+			return nil, err
+		}
+		if len([]rune(*req.Handoff)) > MaxHandoffChars {
+			return nil, fault.New(fault.BadInput, "handoff", "a handoff note is at most %d characters", MaxHandoffChars)
+		}
+	}
 	now := st.clock.Now()
 	var s *Session
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
 		var err error
 		s, err = scanSession(tx.QueryRow(ctx, `UPDATE sessions SET status = $5, reason = $3, closed_at = $4,
-			updated_at = $4, next_turn_at = NULL, resume = NULL, wait = NULL, wake_on = NULL
+			updated_at = $4, next_turn_at = NULL, resume = NULL, wait = NULL, wake_on = NULL, handoff = $8
 			WHERE action_id = $1 AND id = $2 AND status IN ($6, $7) RETURNING `+sessionColumns, actionID, id, reason, now,
-			Cancelled, Open, Waiting))
+			Cancelled, Open, Waiting, req.Handoff))
 		if err != nil {
 			return err
+		}
+		if req.Successor {
+			succ, err := st.startSuccessor(ctx, tx, s, req.Handoff, now)
+			if err != nil {
+				return err
+			}
+			s.SuccessorSID = &succ.SID
 		}
 		// H5: closing ends what the session waited on instead of an answer.
 		tag, err := tx.Exec(ctx, `UPDATE session_interrupts SET status = $2 WHERE sid = $1 AND status = 'PENDING'`, s.SID, InterruptClosed)

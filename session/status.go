@@ -45,14 +45,16 @@ const (
 )
 
 // InputStatus is where an input is: PENDING until a turn takes it, then
-// CONSUMED (the turn committed, T6) or RECEIVED (the turn was held, H2).
+// CONSUMED (the turn committed, T6) or RECEIVED (the turn was held, H2);
+// a message deleted while pending is CANCELLED and no turn takes it (G2).
 type InputStatus string
 
 // Input statuses.
 const (
-	InputPending  InputStatus = "PENDING"
-	InputConsumed InputStatus = "CONSUMED"
-	InputReceived InputStatus = "RECEIVED"
+	InputPending   InputStatus = "PENDING"
+	InputConsumed  InputStatus = "CONSUMED"
+	InputReceived  InputStatus = "RECEIVED"
+	InputCancelled InputStatus = "CANCELLED"
 )
 
 // InterruptKind is what a waiting session waits on (P1, H2).

@@ -70,8 +70,12 @@ type InputView struct {
 	Sequence int64             `json:"sequence"`
 	Triggers []string          `json:"triggers,omitempty"`
 	Event    *EventView        `json:"event,omitempty"`
-	// Command is set for a COMMAND input: the answer to an interrupt (P5, H3).
+	// Command is set for a COMMAND input that answers an interrupt (P5, H3).
 	Command *Command `json:"command,omitempty"`
+	// Message is set for a COMMAND input that carries a message or a
+	// handoff note (G1, G5): its command, text (as last edited, G2) and
+	// sender.
+	Message *session.Commanded `json:"message,omitempty"`
 	// Request is set for a REQUEST input: an MCP client's request, which
 	// the turn's output answers (I4).
 	Request *session.Requested `json:"request,omitempty"`

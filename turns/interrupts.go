@@ -63,6 +63,16 @@ func (e *Executor) views(ctx context.Context, inputs []session.Input, known map[
 					}
 					v.Command = &cmd
 				}
+				if in.Kind == session.KindCommand && ev.Type == ledger.CommandedType {
+					var msg session.Commanded
+					if err := json.Unmarshal(ev.Data, &msg); err != nil {
+						return nil, fmt.Errorf("turns: message %s: %w", in.Identity, err)
+					}
+					if in.Message != nil {
+						msg.Message = *in.Message // as edited while it waited (G2)
+					}
+					v.Message = &msg
+				}
 				if in.Kind == session.KindRequest && ev.Type == session.RequestedType {
 					var req session.Requested
 					if err := json.Unmarshal(ev.Data, &req); err != nil {

@@ -417,7 +417,8 @@ func TestH5CloseEndsTheHold(t *testing.T) {
 	require.Equal(t, session.InterruptClosed, ins[0].Status)
 }
 
-// P5, H5 races: two answers at once: exactly one wins.
+// P5, H5 races: two answers at once: exactly one wins; the same answer
+// again by the same responder gets the winner's input (G1), another fails.
 func TestTwoAnswersAtOnce(t *testing.T) {
 	t.Parallel()
 	tool := uuid.New()
@@ -432,27 +433,37 @@ func TestTwoAnswersAtOnce(t *testing.T) {
 	s := b.session(b.act, acct)
 	id := b.execution(b.turn(s.SID, 1).ExecutionID).Approvals[0].String()
 	const n = 6
-	errs := make(chan error, n)
+	type result struct {
+		seq int64
+		err error
+	}
+	res := make(chan result, n)
 	for i := range n {
 		go func() {
 			d := "APPROVE"
 			if i%2 == 1 {
 				d = "DENY"
 			}
-			_, err := b.respond(acct, id, session.Response{Approval: &session.ApprovalResponse{Decision: d}})
-			errs <- err
+			in, err := b.respond(acct, id, session.Response{Approval: &session.ApprovalResponse{Decision: d}})
+			r := result{err: err}
+			if in != nil {
+				r.seq = in.Seq
+			}
+			res <- r
 		}()
 	}
-	ok := 0
+	ok, seqs := 0, map[int64]bool{}
 	for range n {
-		err := <-errs
-		if err == nil {
+		r := <-res
+		if r.err == nil {
 			ok++
+			seqs[r.seq] = true
 		} else {
-			require.Equal(t, fault.AlreadyAnswered, codeOf(err))
+			require.Equal(t, fault.AlreadyAnswered, codeOf(r.err))
 		}
 	}
-	require.Equal(t, 1, ok)
+	require.Equal(t, n/2, ok, "the winning decision, and the same again")
+	require.Len(t, seqs, 1, "one input for them all")
 	require.Equal(t, 1, b.count(`SELECT count(*) FROM session_inputs WHERE sid = $1 AND kind = 'COMMAND'`, s.SID))
 	require.Equal(t, 1, b.count(`SELECT count(*) FROM events WHERE type = 'action_session.responded'`))
 }

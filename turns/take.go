@@ -2,6 +2,7 @@ package turns
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -73,6 +74,29 @@ func plan(sess *session.Session, cs *action.CompiledSession, p *session.Pending,
 		items := make([]item, len(p.Commands))
 		for i := range p.Commands {
 			items[i] = item{row: &p.Commands[i], at: p.Commands[i].DeliveredAt}
+		}
+		return &take{items: items}
+	}
+	if !ended && len(p.Messages) > 0 {
+		// G3: pending messages run in a turn of their own, at most
+		// MaxMessagesPerTurn (and maxInputs), promoted ones first (G2);
+		// trigger deliveries wait for the turn after it.
+		ms := slices.Clone(p.Messages)
+		slices.SortStableFunc(ms, func(a, b session.Input) int {
+			switch {
+			case a.PromotedAt != nil && b.PromotedAt != nil:
+				return b.PromotedAt.Compare(*a.PromotedAt) // the latest promotion first
+			case a.PromotedAt != nil:
+				return -1
+			case b.PromotedAt != nil:
+				return 1
+			}
+			return 0
+		})
+		ms = ms[:min(len(ms), session.MaxMessagesPerTurn, maxInputs(cs))]
+		items := make([]item, len(ms))
+		for i := range ms {
+			items[i] = item{row: &ms[i], at: ms[i].DeliveredAt}
 		}
 		return &take{items: items}
 	}

@@ -139,6 +139,21 @@ type Principal struct {
 	Tokens []auth.TokenInfo `json:"tokens"`
 }
 
+// A COMMAND input's command.
+type SessionCommand struct {
+	Kind CommandKind `json:"kind"`
+	// Null for answers, whose responder is on the interrupt.
+	Sender *session.Sender `json:"sender,omitempty"`
+	// The message or handoff note, as last edited.
+	Message        *string       `json:"message,omitempty"`
+	IdempotencyKey *string       `json:"idempotencyKey,omitempty"`
+	Status         CommandStatus `json:"status"`
+	// When the message was promoted to run next.
+	PromotedAt *time.Time `json:"promotedAt,omitempty"`
+	// Edits, deletion and promotion of the message, oldest first.
+	Changes []session.InputChange `json:"changes"`
+}
+
 // One update of sessionUpdates.
 type SessionUpdate struct {
 	Kind    SessionUpdateKind `json:"kind"`
@@ -301,6 +316,137 @@ func (e *BackfillStatus) UnmarshalJSON(b []byte) error {
 }
 
 func (e BackfillStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// What a COMMAND input carries.
+type CommandKind string
+
+const (
+	// An answer to an interrupt (respondToSession).
+	CommandKindAnswer CommandKind = "ANSWER"
+	// A message for the next turn (sendToSession).
+	CommandKindMessage CommandKind = "MESSAGE"
+	// A predecessor's handoff note: a successor's first input.
+	CommandKindHandoff   CommandKind = "HANDOFF"
+	CommandKindInterrupt CommandKind = "INTERRUPT"
+	CommandKindResume    CommandKind = "RESUME"
+)
+
+var AllCommandKind = []CommandKind{
+	CommandKindAnswer,
+	CommandKindMessage,
+	CommandKindHandoff,
+	CommandKindInterrupt,
+	CommandKindResume,
+}
+
+func (e CommandKind) IsValid() bool {
+	switch e {
+	case CommandKindAnswer, CommandKindMessage, CommandKindHandoff, CommandKindInterrupt, CommandKindResume:
+		return true
+	}
+	return false
+}
+
+func (e CommandKind) String() string {
+	return string(e)
+}
+
+func (e *CommandKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = CommandKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid CommandKind", str)
+	}
+	return nil
+}
+
+func (e CommandKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *CommandKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e CommandKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Where a command stands: PENDING until a turn takes it, DELIVERED while a
+// turn that took it runs or is held, ACCEPTED once a committed turn took it
+// (a control: once applied), FAILED when its session failed without taking
+// it, CANCELLED when it was deleted or its session ended otherwise without
+// taking it.
+type CommandStatus string
+
+const (
+	CommandStatusPending   CommandStatus = "PENDING"
+	CommandStatusDelivered CommandStatus = "DELIVERED"
+	CommandStatusAccepted  CommandStatus = "ACCEPTED"
+	CommandStatusFailed    CommandStatus = "FAILED"
+	CommandStatusCancelled CommandStatus = "CANCELLED"
+)
+
+var AllCommandStatus = []CommandStatus{
+	CommandStatusPending,
+	CommandStatusDelivered,
+	CommandStatusAccepted,
+	CommandStatusFailed,
+	CommandStatusCancelled,
+}
+
+func (e CommandStatus) IsValid() bool {
+	switch e {
+	case CommandStatusPending, CommandStatusDelivered, CommandStatusAccepted, CommandStatusFailed, CommandStatusCancelled:
+		return true
+	}
+	return false
+}
+
+func (e CommandStatus) String() string {
+	return string(e)
+}
+
+func (e *CommandStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = CommandStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid CommandStatus", str)
+	}
+	return nil
+}
+
+func (e CommandStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *CommandStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e CommandStatus) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil
@@ -618,17 +764,20 @@ const (
 	InputStatusConsumed InputStatus = "CONSUMED"
 	// Taken by a held turn.
 	InputStatusReceived InputStatus = "RECEIVED"
+	// A message deleted while it waited: no turn takes it.
+	InputStatusCancelled InputStatus = "CANCELLED"
 )
 
 var AllInputStatus = []InputStatus{
 	InputStatusPending,
 	InputStatusConsumed,
 	InputStatusReceived,
+	InputStatusCancelled,
 }
 
 func (e InputStatus) IsValid() bool {
 	switch e {
-	case InputStatusPending, InputStatusConsumed, InputStatusReceived:
+	case InputStatusPending, InputStatusConsumed, InputStatusReceived, InputStatusCancelled:
 		return true
 	}
 	return false
@@ -965,6 +1114,124 @@ func (e *ReplayProvider) UnmarshalJSON(b []byte) error {
 }
 
 func (e ReplayProvider) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type SenderKind string
+
+const (
+	// A person or client, by its principal.
+	SenderKindOperator SenderKind = "OPERATOR"
+	// Another session's turn.
+	SenderKindAgent SenderKind = "AGENT"
+	// The service itself.
+	SenderKindSystem SenderKind = "SYSTEM"
+)
+
+var AllSenderKind = []SenderKind{
+	SenderKindOperator,
+	SenderKindAgent,
+	SenderKindSystem,
+}
+
+func (e SenderKind) IsValid() bool {
+	switch e {
+	case SenderKindOperator, SenderKindAgent, SenderKindSystem:
+		return true
+	}
+	return false
+}
+
+func (e SenderKind) String() string {
+	return string(e)
+}
+
+func (e *SenderKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = SenderKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid SenderKind", str)
+	}
+	return nil
+}
+
+func (e SenderKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *SenderKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e SenderKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// A control sendToSession applies at once.
+type SessionControl string
+
+const (
+	// End the running turn early: nothing it did commits, its inputs wait for the next turn.
+	SessionControlInterrupt SessionControl = "INTERRUPT"
+	// Wake a session that waits after a failed turn or is parked.
+	SessionControlResume SessionControl = "RESUME"
+)
+
+var AllSessionControl = []SessionControl{
+	SessionControlInterrupt,
+	SessionControlResume,
+}
+
+func (e SessionControl) IsValid() bool {
+	switch e {
+	case SessionControlInterrupt, SessionControlResume:
+		return true
+	}
+	return false
+}
+
+func (e SessionControl) String() string {
+	return string(e)
+}
+
+func (e *SessionControl) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = SessionControl(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid SessionControl", str)
+	}
+	return nil
+}
+
+func (e SessionControl) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *SessionControl) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e SessionControl) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -17,6 +17,7 @@ import (
 	"github.com/actionsledger/actionsledger/internal/text"
 	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/mcp/remote"
+	"github.com/actionsledger/actionsledger/session"
 	"github.com/actionsledger/actionsledger/turns"
 )
 
@@ -655,6 +656,14 @@ func renderInput(in turns.InputView) string {
 			return "The responder asked to run this turn again."
 		}
 		return "Note from the responder: " + c.Note
+	}
+	if m := in.Message; m != nil {
+		// G1, G5: a person's (or another session's) message, or the note
+		// the session before this one handed over.
+		if m.Command == session.CommandHandoff {
+			return "Handoff note from the session this one continues: " + m.Message
+		}
+		return fmt.Sprintf("Message from %s %s: %s", strings.ToLower(string(m.Sender.Kind)), quoteJSON(m.Sender.ID), m.Message)
 	}
 	type event struct {
 		Type       string          `json:"type"`

@@ -70,6 +70,11 @@ const (
 	// TurnNotRunning: an interrupt of a session none of whose turns is
 	// running (G9).
 	TurnNotRunning = "TURN_NOT_RUNNING"
+	// InputNotPending: an edit, delete or promote of a message that a turn
+	// took or that was deleted (G2).
+	InputNotPending = "INPUT_NOT_PENDING"
+	// SessionNotRetryable: retrySession of a session that is not FAILED (G5).
+	SessionNotRetryable = "SESSION_NOT_RETRYABLE"
 	// NotImplemented: the feature is recognised but not available in this build.
 	NotImplemented = "NOT_IMPLEMENTED"
 	// IntrospectionDisabled: the operation selects __schema or __type on a
