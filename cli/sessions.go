@@ -18,6 +18,9 @@ type SessionsCmd struct {
 	Watch  SessionsWatchCmd  `cmd:"" help:"Follow a session live until it ends or waits on an approval or a held turn."`
 	Close  SessionsCloseCmd  `cmd:"" help:"End a session (status CANCELLED) with a reason."`
 	Resume SessionsResumeCmd `cmd:"" help:"Wake a session that waits after a failed turn, or is parked: its pending inputs get a turn at once."`
+	Send   SessionsSendCmd   `cmd:"" help:"Send a session a message (taken by its next turn) or a control (--interrupt ends the running turn early)."`
+	Input  SessionsInputCmd  `cmd:"" help:"Edit, delete or promote a pending message."`
+	Retry  SessionsRetryCmd  `cmd:"" help:"Retry a FAILED session as a new one (its successor), with its pending inputs."`
 }
 
 // sessionStatuses are SessionStatus's values, for --status.
@@ -224,15 +227,39 @@ func printTurn(w io.Writer, tu *client.Turn) {
 	}
 }
 
-// SessionsCloseCmd is `sessions close ACTION ID --reason R`.
+// SessionsCloseCmd is `sessions close ACTION ID --reason R [--handoff NOTE] [--successor]`.
 type SessionsCloseCmd struct {
-	Action string `arg:"" help:"The action's id."`
-	ID     string `arg:"" help:"The session's id."`
-	Reason string `required:"" help:"Why; kept as the session's reason."`
+	Action    string `arg:"" help:"The action's id."`
+	ID        string `arg:"" help:"The session's id."`
+	Reason    string `required:"" help:"Why; kept as the session's reason."`
+	Handoff   string `help:"A note (at most 20,000 characters) kept on the session and given to its successor."`
+	Successor bool   `help:"Start a successor with the same input (id <id>~<n>), the handoff note its first input."`
 }
 
-// Run closes the session (I3).
+// Run closes the session (I3, G5).
 func (c *SessionsCloseCmd) Run(ctx context.Context, env *Env) error {
+	if c.Handoff != "" || c.Successor {
+		var note *string
+		if c.Handoff != "" {
+			note = &c.Handoff
+		}
+		r, err := client.HandOffSession(ctx, env.Client, c.Action, c.ID, c.Reason, note, &c.Successor)
+		if err != nil {
+			return err
+		}
+		s := r.Actions.CloseSession
+		if s == nil {
+			return notFound("session %q of action %s", c.ID, c.Action)
+		}
+		return env.emit(s, func(w io.Writer) error {
+			if s.Successor != nil {
+				_, err := fmt.Fprintf(w, "session %s: %s; successor %s: %s\n", s.Id, s.Status, s.Successor.Id, s.Successor.Status)
+				return err
+			}
+			_, err := fmt.Fprintf(w, "session %s: %s\n", s.Id, s.Status)
+			return err
+		})
+	}
 	r, err := client.CloseSession(ctx, env.Client, c.Action, c.ID, c.Reason)
 	if err != nil {
 		return err
@@ -265,6 +292,141 @@ func (c *SessionsResumeCmd) Run(ctx context.Context, env *Env) error {
 	}
 	return env.emit(s, func(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "session %s: %s\n", s.Id, s.Status)
+		return err
+	})
+}
+
+// SessionsSendCmd is `sessions send ACTION ID (--message M | --interrupt | --resume) --key K` (G1, G9).
+type SessionsSendCmd struct {
+	Action    string `arg:"" help:"The action's id."`
+	ID        string `arg:"" help:"The session's id."`
+	Message   string `short:"m" xor:"what" help:"The message's text (at most 20,000 bytes)."`
+	Interrupt bool   `xor:"what" help:"End the running turn early."`
+	Resume    bool   `xor:"what" help:"Wake a session that waits after a failed turn, or is parked."`
+	Key       string `required:"" help:"Idempotency key: sending again with it returns the first input."`
+}
+
+// Validate needs exactly one of --message, --interrupt and --resume.
+func (c *SessionsSendCmd) Validate() error {
+	if c.Message == "" && !c.Interrupt && !c.Resume {
+		return fmt.Errorf("give --message, --interrupt or --resume")
+	}
+	return nil
+}
+
+// Run sends it and prints the COMMAND input it became.
+func (c *SessionsSendCmd) Run(ctx context.Context, env *Env) error {
+	var msg *string
+	var control *client.SessionControl
+	switch {
+	case c.Interrupt:
+		k := client.SessionControlInterrupt
+		control = &k
+	case c.Resume:
+		k := client.SessionControlResume
+		control = &k
+	default:
+		msg = &c.Message
+	}
+	r, err := client.SendToSession(ctx, env.Client, c.Action, c.ID, msg, control, c.Key)
+	if err != nil {
+		return err
+	}
+	in := r.Actions.SendToSession
+	if in == nil {
+		return notFound("session %q of action %s", c.ID, c.Action)
+	}
+	return env.emit(in, func(w io.Writer) error {
+		status := ""
+		if in.Command != nil {
+			status = string(in.Command.Status)
+		}
+		_, err := fmt.Fprintf(w, "input %d: %s\n", in.Sequence, status)
+		return err
+	})
+}
+
+// SessionsInputCmd is `sessions input (edit|delete|promote) ACTION ID SEQUENCE` (G2).
+type SessionsInputCmd struct {
+	Edit    SessionsInputEditCmd    `cmd:"" help:"Replace a pending message's text."`
+	Delete  SessionsInputDeleteCmd  `cmd:"" help:"Delete a pending message: no turn takes it."`
+	Promote SessionsInputPromoteCmd `cmd:"" help:"Run a pending message next, before the other pending messages."`
+}
+
+// SessionsInputChangeCmd addresses one pending message.
+type SessionsInputChangeCmd struct {
+	Action   string `arg:"" help:"The action's id."`
+	ID       string `arg:"" help:"The session's id."`
+	Sequence int    `arg:"" help:"The message's input sequence."`
+}
+
+// SessionsInputEditCmd is `sessions input edit ACTION ID SEQUENCE --message M`.
+type SessionsInputEditCmd struct {
+	SessionsInputChangeCmd
+	Message string `short:"m" required:"" help:"The new text."`
+}
+
+// Run edits the message.
+func (c *SessionsInputEditCmd) Run(ctx context.Context, env *Env) error {
+	r, err := client.EditSessionInput(ctx, env.Client, c.Action, c.ID, c.Sequence, c.Message)
+	if err != nil {
+		return err
+	}
+	return emitChanged(env, r.Actions.EditSessionInput, "edited")
+}
+
+// SessionsInputDeleteCmd is `sessions input delete ACTION ID SEQUENCE`.
+type SessionsInputDeleteCmd struct{ SessionsInputChangeCmd }
+
+// Run deletes the message.
+func (c *SessionsInputDeleteCmd) Run(ctx context.Context, env *Env) error {
+	r, err := client.DeleteSessionInput(ctx, env.Client, c.Action, c.ID, c.Sequence)
+	if err != nil {
+		return err
+	}
+	return emitChanged(env, r.Actions.DeleteSessionInput, "deleted")
+}
+
+// SessionsInputPromoteCmd is `sessions input promote ACTION ID SEQUENCE`.
+type SessionsInputPromoteCmd struct{ SessionsInputChangeCmd }
+
+// Run promotes the message.
+func (c *SessionsInputPromoteCmd) Run(ctx context.Context, env *Env) error {
+	r, err := client.PromoteSessionInput(ctx, env.Client, c.Action, c.ID, c.Sequence)
+	if err != nil {
+		return err
+	}
+	return emitChanged(env, r.Actions.PromoteSessionInput, "promoted")
+}
+
+func emitChanged[T any](env *Env, in *T, what string) error {
+	if in == nil {
+		return notFound("the session")
+	}
+	return env.emit(in, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "%s\n", what)
+		return err
+	})
+}
+
+// SessionsRetryCmd is `sessions retry ACTION ID` (G5).
+type SessionsRetryCmd struct {
+	Action string `arg:"" help:"The action's id."`
+	ID     string `arg:"" help:"The FAILED session's id."`
+}
+
+// Run retries the session and prints its successor.
+func (c *SessionsRetryCmd) Run(ctx context.Context, env *Env) error {
+	r, err := client.RetrySession(ctx, env.Client, c.Action, c.ID)
+	if err != nil {
+		return err
+	}
+	s := r.Actions.RetrySession
+	if s == nil {
+		return notFound("session %q of action %s", c.ID, c.Action)
+	}
+	return env.emit(s, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "session %s: %s (retries %s)\n", s.Id, s.Status, c.ID)
 		return err
 	})
 }

@@ -431,6 +431,51 @@ func (v *CommandInput) GetSequence() int { return v.Sequence }
 // GetDeliveredAt returns CommandInput.DeliveredAt, and is useful for accessing the field via an interface.
 func (v *CommandInput) GetDeliveredAt() time.Time { return v.DeliveredAt }
 
+// What a COMMAND input carries.
+type CommandKind string
+
+const (
+	// An answer to an interrupt (respondToSession).
+	CommandKindAnswer CommandKind = "ANSWER"
+	// A message for the next turn (sendToSession).
+	CommandKindMessage CommandKind = "MESSAGE"
+	// A predecessor's handoff note: a successor's first input.
+	CommandKindHandoff   CommandKind = "HANDOFF"
+	CommandKindInterrupt CommandKind = "INTERRUPT"
+	CommandKindResume    CommandKind = "RESUME"
+)
+
+var AllCommandKind = []CommandKind{
+	CommandKindAnswer,
+	CommandKindMessage,
+	CommandKindHandoff,
+	CommandKindInterrupt,
+	CommandKindResume,
+}
+
+// Where a command stands: PENDING until a turn takes it, DELIVERED while a
+// turn that took it runs or is held, ACCEPTED once a committed turn took it
+// (a control: once applied), FAILED when its session failed without taking
+// it, CANCELLED when it was deleted or its session ended otherwise without
+// taking it.
+type CommandStatus string
+
+const (
+	CommandStatusPending   CommandStatus = "PENDING"
+	CommandStatusDelivered CommandStatus = "DELIVERED"
+	CommandStatusAccepted  CommandStatus = "ACCEPTED"
+	CommandStatusFailed    CommandStatus = "FAILED"
+	CommandStatusCancelled CommandStatus = "CANCELLED"
+)
+
+var AllCommandStatus = []CommandStatus{
+	CommandStatusPending,
+	CommandStatusDelivered,
+	CommandStatusAccepted,
+	CommandStatusFailed,
+	CommandStatusCancelled,
+}
+
 // CreateActionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
 type CreateActionActionsActionsMutation struct {
 	// Creates an action with a client-chosen id as version 1. Repeating the call
@@ -860,6 +905,74 @@ func (v *DefinitionFieldsTriggersTriggerSessionTriggerSessionRoleStartStartRole)
 	return v.Input
 }
 
+// DeleteSessionInputActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
+type DeleteSessionInputActionsActionsMutation struct {
+	// Deletes a pending message (status CANCELLED: no turn takes it), as editSessionInput may edit it; recorded.
+	DeleteSessionInput *DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInput `json:"deleteSessionInput"`
+}
+
+// GetDeleteSessionInput returns DeleteSessionInputActionsActionsMutation.DeleteSessionInput, and is useful for accessing the field via an interface.
+func (v *DeleteSessionInputActionsActionsMutation) GetDeleteSessionInput() *DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInput {
+	return v.DeleteSessionInput
+}
+
+// DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInput includes the requested fields of the GraphQL type ActionSessionInput.
+type DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInput struct {
+	// Position in the session's delivery order, from 1. A SCHEDULE input is
+	// delivered when the turn that takes it starts, so listings, which
+	// place it among the turn's inputs by its scheduled time, may show its
+	// sequence out of order.
+	Sequence int         `json:"sequence"`
+	Status   InputStatus `json:"status"`
+	// COMMAND inputs: what they carry, who sent them and where they stand; null for other inputs.
+	Command *DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInputCommandSessionCommand `json:"command"`
+}
+
+// GetSequence returns DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInput.Sequence, and is useful for accessing the field via an interface.
+func (v *DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInput) GetSequence() int {
+	return v.Sequence
+}
+
+// GetStatus returns DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInput.Status, and is useful for accessing the field via an interface.
+func (v *DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInput) GetStatus() InputStatus {
+	return v.Status
+}
+
+// GetCommand returns DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInput.Command, and is useful for accessing the field via an interface.
+func (v *DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInput) GetCommand() *DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInputCommandSessionCommand {
+	return v.Command
+}
+
+// DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInputCommandSessionCommand includes the requested fields of the GraphQL type SessionCommand.
+// The GraphQL type's documentation follows.
+//
+// A COMMAND input's command.
+type DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInputCommandSessionCommand struct {
+	Status CommandStatus `json:"status"`
+	// The message or handoff note, as last edited.
+	Message *string `json:"message"`
+}
+
+// GetStatus returns DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInputCommandSessionCommand.Status, and is useful for accessing the field via an interface.
+func (v *DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInputCommandSessionCommand) GetStatus() CommandStatus {
+	return v.Status
+}
+
+// GetMessage returns DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInputCommandSessionCommand.Message, and is useful for accessing the field via an interface.
+func (v *DeleteSessionInputActionsActionsMutationDeleteSessionInputActionSessionInputCommandSessionCommand) GetMessage() *string {
+	return v.Message
+}
+
+// DeleteSessionInputResponse is returned by DeleteSessionInput on success.
+type DeleteSessionInputResponse struct {
+	Actions DeleteSessionInputActionsActionsMutation `json:"actions"`
+}
+
+// GetActions returns DeleteSessionInputResponse.Actions, and is useful for accessing the field via an interface.
+func (v *DeleteSessionInputResponse) GetActions() DeleteSessionInputActionsActionsMutation {
+	return v.Actions
+}
+
 // DryRunActionsActionsQuery includes the requested fields of the GraphQL type ActionsQuery.
 type DryRunActionsActionsQuery struct {
 	// What a proposed definition would have done over past events, without
@@ -1053,6 +1166,77 @@ type DryRunResponse struct {
 // GetActions returns DryRunResponse.Actions, and is useful for accessing the field via an interface.
 func (v *DryRunResponse) GetActions() DryRunActionsActionsQuery { return v.Actions }
 
+// EditSessionInputActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
+type EditSessionInputActionsActionsMutation struct {
+	// Replaces the text of a pending message (by its input's sequence) until a
+	// turn takes it; the change is recorded (SessionCommand.changes). Anything
+	// but a message sent with sendToSession: BAD_USER_INPUT on sequence; a
+	// message a turn took or that was deleted: INPUT_NOT_PENDING. Needs RESPOND.
+	EditSessionInput *EditSessionInputActionsActionsMutationEditSessionInputActionSessionInput `json:"editSessionInput"`
+}
+
+// GetEditSessionInput returns EditSessionInputActionsActionsMutation.EditSessionInput, and is useful for accessing the field via an interface.
+func (v *EditSessionInputActionsActionsMutation) GetEditSessionInput() *EditSessionInputActionsActionsMutationEditSessionInputActionSessionInput {
+	return v.EditSessionInput
+}
+
+// EditSessionInputActionsActionsMutationEditSessionInputActionSessionInput includes the requested fields of the GraphQL type ActionSessionInput.
+type EditSessionInputActionsActionsMutationEditSessionInputActionSessionInput struct {
+	// Position in the session's delivery order, from 1. A SCHEDULE input is
+	// delivered when the turn that takes it starts, so listings, which
+	// place it among the turn's inputs by its scheduled time, may show its
+	// sequence out of order.
+	Sequence int         `json:"sequence"`
+	Status   InputStatus `json:"status"`
+	// COMMAND inputs: what they carry, who sent them and where they stand; null for other inputs.
+	Command *EditSessionInputActionsActionsMutationEditSessionInputActionSessionInputCommandSessionCommand `json:"command"`
+}
+
+// GetSequence returns EditSessionInputActionsActionsMutationEditSessionInputActionSessionInput.Sequence, and is useful for accessing the field via an interface.
+func (v *EditSessionInputActionsActionsMutationEditSessionInputActionSessionInput) GetSequence() int {
+	return v.Sequence
+}
+
+// GetStatus returns EditSessionInputActionsActionsMutationEditSessionInputActionSessionInput.Status, and is useful for accessing the field via an interface.
+func (v *EditSessionInputActionsActionsMutationEditSessionInputActionSessionInput) GetStatus() InputStatus {
+	return v.Status
+}
+
+// GetCommand returns EditSessionInputActionsActionsMutationEditSessionInputActionSessionInput.Command, and is useful for accessing the field via an interface.
+func (v *EditSessionInputActionsActionsMutationEditSessionInputActionSessionInput) GetCommand() *EditSessionInputActionsActionsMutationEditSessionInputActionSessionInputCommandSessionCommand {
+	return v.Command
+}
+
+// EditSessionInputActionsActionsMutationEditSessionInputActionSessionInputCommandSessionCommand includes the requested fields of the GraphQL type SessionCommand.
+// The GraphQL type's documentation follows.
+//
+// A COMMAND input's command.
+type EditSessionInputActionsActionsMutationEditSessionInputActionSessionInputCommandSessionCommand struct {
+	Status CommandStatus `json:"status"`
+	// The message or handoff note, as last edited.
+	Message *string `json:"message"`
+}
+
+// GetStatus returns EditSessionInputActionsActionsMutationEditSessionInputActionSessionInputCommandSessionCommand.Status, and is useful for accessing the field via an interface.
+func (v *EditSessionInputActionsActionsMutationEditSessionInputActionSessionInputCommandSessionCommand) GetStatus() CommandStatus {
+	return v.Status
+}
+
+// GetMessage returns EditSessionInputActionsActionsMutationEditSessionInputActionSessionInputCommandSessionCommand.Message, and is useful for accessing the field via an interface.
+func (v *EditSessionInputActionsActionsMutationEditSessionInputActionSessionInputCommandSessionCommand) GetMessage() *string {
+	return v.Message
+}
+
+// EditSessionInputResponse is returned by EditSessionInput on success.
+type EditSessionInputResponse struct {
+	Actions EditSessionInputActionsActionsMutation `json:"actions"`
+}
+
+// GetActions returns EditSessionInputResponse.Actions, and is useful for accessing the field via an interface.
+func (v *EditSessionInputResponse) GetActions() EditSessionInputActionsActionsMutation {
+	return v.Actions
+}
+
 type ExecutionStatus string
 
 const (
@@ -1217,6 +1401,68 @@ type GetSessionResponse struct {
 
 // GetActions returns GetSessionResponse.Actions, and is useful for accessing the field via an interface.
 func (v *GetSessionResponse) GetActions() GetSessionActionsActionsQuery { return v.Actions }
+
+// HandOffSessionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
+type HandOffSessionActionsActionsMutation struct {
+	// Ends a session by an operator: status CANCELLED with the reason; it takes
+	// no more inputs. handoff (at most 20,000 characters) is kept on the
+	// session (ActionSession.handoff). With successor: true a new session with
+	// the same input starts in the same transaction, at the action's current
+	// version, as the closed one's successor (id <first id>~<n>; the first id
+	// routes to it from then on), with the handoff note as its first input (a
+	// COMMAND input HANDOFF sent by SYSTEM).
+	CloseSession *HandOffSessionActionsActionsMutationCloseSessionActionSession `json:"closeSession"`
+}
+
+// GetCloseSession returns HandOffSessionActionsActionsMutation.CloseSession, and is useful for accessing the field via an interface.
+func (v *HandOffSessionActionsActionsMutation) GetCloseSession() *HandOffSessionActionsActionsMutationCloseSessionActionSession {
+	return v.CloseSession
+}
+
+// HandOffSessionActionsActionsMutationCloseSessionActionSession includes the requested fields of the GraphQL type ActionSession.
+type HandOffSessionActionsActionsMutationCloseSessionActionSession struct {
+	Id     string        `json:"id"`
+	Status SessionStatus `json:"status"`
+	// The session that continues this one; null: none.
+	Successor *HandOffSessionActionsActionsMutationCloseSessionActionSessionSuccessorActionSession `json:"successor"`
+}
+
+// GetId returns HandOffSessionActionsActionsMutationCloseSessionActionSession.Id, and is useful for accessing the field via an interface.
+func (v *HandOffSessionActionsActionsMutationCloseSessionActionSession) GetId() string { return v.Id }
+
+// GetStatus returns HandOffSessionActionsActionsMutationCloseSessionActionSession.Status, and is useful for accessing the field via an interface.
+func (v *HandOffSessionActionsActionsMutationCloseSessionActionSession) GetStatus() SessionStatus {
+	return v.Status
+}
+
+// GetSuccessor returns HandOffSessionActionsActionsMutationCloseSessionActionSession.Successor, and is useful for accessing the field via an interface.
+func (v *HandOffSessionActionsActionsMutationCloseSessionActionSession) GetSuccessor() *HandOffSessionActionsActionsMutationCloseSessionActionSessionSuccessorActionSession {
+	return v.Successor
+}
+
+// HandOffSessionActionsActionsMutationCloseSessionActionSessionSuccessorActionSession includes the requested fields of the GraphQL type ActionSession.
+type HandOffSessionActionsActionsMutationCloseSessionActionSessionSuccessorActionSession struct {
+	Id     string        `json:"id"`
+	Status SessionStatus `json:"status"`
+}
+
+// GetId returns HandOffSessionActionsActionsMutationCloseSessionActionSessionSuccessorActionSession.Id, and is useful for accessing the field via an interface.
+func (v *HandOffSessionActionsActionsMutationCloseSessionActionSessionSuccessorActionSession) GetId() string {
+	return v.Id
+}
+
+// GetStatus returns HandOffSessionActionsActionsMutationCloseSessionActionSessionSuccessorActionSession.Status, and is useful for accessing the field via an interface.
+func (v *HandOffSessionActionsActionsMutationCloseSessionActionSessionSuccessorActionSession) GetStatus() SessionStatus {
+	return v.Status
+}
+
+// HandOffSessionResponse is returned by HandOffSession on success.
+type HandOffSessionResponse struct {
+	Actions HandOffSessionActionsActionsMutation `json:"actions"`
+}
+
+// GetActions returns HandOffSessionResponse.Actions, and is useful for accessing the field via an interface.
+func (v *HandOffSessionResponse) GetActions() HandOffSessionActionsActionsMutation { return v.Actions }
 
 type HoldCause string
 
@@ -2162,6 +2408,74 @@ type PrincipalsResponse struct {
 // GetAuth returns PrincipalsResponse.Auth, and is useful for accessing the field via an interface.
 func (v *PrincipalsResponse) GetAuth() PrincipalsAuthAuthQuery { return v.Auth }
 
+// PromoteSessionInputActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
+type PromoteSessionInputActionsActionsMutation struct {
+	// Promotes a pending message before the other pending messages: the next turn takes it (run this next); recorded.
+	PromoteSessionInput *PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInput `json:"promoteSessionInput"`
+}
+
+// GetPromoteSessionInput returns PromoteSessionInputActionsActionsMutation.PromoteSessionInput, and is useful for accessing the field via an interface.
+func (v *PromoteSessionInputActionsActionsMutation) GetPromoteSessionInput() *PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInput {
+	return v.PromoteSessionInput
+}
+
+// PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInput includes the requested fields of the GraphQL type ActionSessionInput.
+type PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInput struct {
+	// Position in the session's delivery order, from 1. A SCHEDULE input is
+	// delivered when the turn that takes it starts, so listings, which
+	// place it among the turn's inputs by its scheduled time, may show its
+	// sequence out of order.
+	Sequence int         `json:"sequence"`
+	Status   InputStatus `json:"status"`
+	// COMMAND inputs: what they carry, who sent them and where they stand; null for other inputs.
+	Command *PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInputCommandSessionCommand `json:"command"`
+}
+
+// GetSequence returns PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInput.Sequence, and is useful for accessing the field via an interface.
+func (v *PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInput) GetSequence() int {
+	return v.Sequence
+}
+
+// GetStatus returns PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInput.Status, and is useful for accessing the field via an interface.
+func (v *PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInput) GetStatus() InputStatus {
+	return v.Status
+}
+
+// GetCommand returns PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInput.Command, and is useful for accessing the field via an interface.
+func (v *PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInput) GetCommand() *PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInputCommandSessionCommand {
+	return v.Command
+}
+
+// PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInputCommandSessionCommand includes the requested fields of the GraphQL type SessionCommand.
+// The GraphQL type's documentation follows.
+//
+// A COMMAND input's command.
+type PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInputCommandSessionCommand struct {
+	Status CommandStatus `json:"status"`
+	// The message or handoff note, as last edited.
+	Message *string `json:"message"`
+}
+
+// GetStatus returns PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInputCommandSessionCommand.Status, and is useful for accessing the field via an interface.
+func (v *PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInputCommandSessionCommand) GetStatus() CommandStatus {
+	return v.Status
+}
+
+// GetMessage returns PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInputCommandSessionCommand.Message, and is useful for accessing the field via an interface.
+func (v *PromoteSessionInputActionsActionsMutationPromoteSessionInputActionSessionInputCommandSessionCommand) GetMessage() *string {
+	return v.Message
+}
+
+// PromoteSessionInputResponse is returned by PromoteSessionInput on success.
+type PromoteSessionInputResponse struct {
+	Actions PromoteSessionInputActionsActionsMutation `json:"actions"`
+}
+
+// GetActions returns PromoteSessionInputResponse.Actions, and is useful for accessing the field via an interface.
+func (v *PromoteSessionInputResponse) GetActions() PromoteSessionInputActionsActionsMutation {
+	return v.Actions
+}
+
 // PutResult includes the requested fields of the GraphQL type KVValue.
 // The GraphQL type's documentation follows.
 //
@@ -2407,8 +2721,9 @@ type RespondToSessionActionsActionsMutation struct {
 	// of response.approval (for an approval request) and response.hold (for a
 	// held turn). The answer is recorded as an action_session.responded event
 	// with the decision, replacement input, reason or note, and the responder
-	// (the authenticated principal). Each interrupt is answered once: a second
-	// answer fails with ALREADY_ANSWERED, an interrupt the session no longer
+	// (the authenticated principal). Each interrupt is answered once: the same
+	// answer again by the same responder returns the first answer's input, a
+	// different second answer fails with ALREADY_ANSWERED, an interrupt the session no longer
 	// waits on with INTERRUPT_STALE, an approval while a turn is held with
 	// SESSION_HELD, SKIP of a turn that resumed from approval responses with
 	// SKIP_NOT_ALLOWED, a closed session with SESSION_CLOSED and an unknown id
@@ -2527,6 +2842,59 @@ type RetryExecutionResponse struct {
 // GetActions returns RetryExecutionResponse.Actions, and is useful for accessing the field via an interface.
 func (v *RetryExecutionResponse) GetActions() RetryExecutionActionsActionsMutation { return v.Actions }
 
+// RetrySessionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
+type RetrySessionActionsActionsMutation struct {
+	// Retries a FAILED session as a new one: its successor, with the same
+	// input, to which the failed session's pending inputs are delivered again
+	// in their order. A session retried already returns its successor; one
+	// that is not FAILED is SESSION_NOT_RETRYABLE. Needs RESPOND on the action.
+	RetrySession *RetrySessionActionsActionsMutationRetrySessionActionSession `json:"retrySession"`
+}
+
+// GetRetrySession returns RetrySessionActionsActionsMutation.RetrySession, and is useful for accessing the field via an interface.
+func (v *RetrySessionActionsActionsMutation) GetRetrySession() *RetrySessionActionsActionsMutationRetrySessionActionSession {
+	return v.RetrySession
+}
+
+// RetrySessionActionsActionsMutationRetrySessionActionSession includes the requested fields of the GraphQL type ActionSession.
+type RetrySessionActionsActionsMutationRetrySessionActionSession struct {
+	Id     string        `json:"id"`
+	Status SessionStatus `json:"status"`
+	// The session this one continues (closed with a successor, or FAILED and retried); null: none.
+	Predecessor *RetrySessionActionsActionsMutationRetrySessionActionSessionPredecessorActionSession `json:"predecessor"`
+}
+
+// GetId returns RetrySessionActionsActionsMutationRetrySessionActionSession.Id, and is useful for accessing the field via an interface.
+func (v *RetrySessionActionsActionsMutationRetrySessionActionSession) GetId() string { return v.Id }
+
+// GetStatus returns RetrySessionActionsActionsMutationRetrySessionActionSession.Status, and is useful for accessing the field via an interface.
+func (v *RetrySessionActionsActionsMutationRetrySessionActionSession) GetStatus() SessionStatus {
+	return v.Status
+}
+
+// GetPredecessor returns RetrySessionActionsActionsMutationRetrySessionActionSession.Predecessor, and is useful for accessing the field via an interface.
+func (v *RetrySessionActionsActionsMutationRetrySessionActionSession) GetPredecessor() *RetrySessionActionsActionsMutationRetrySessionActionSessionPredecessorActionSession {
+	return v.Predecessor
+}
+
+// RetrySessionActionsActionsMutationRetrySessionActionSessionPredecessorActionSession includes the requested fields of the GraphQL type ActionSession.
+type RetrySessionActionsActionsMutationRetrySessionActionSessionPredecessorActionSession struct {
+	Id string `json:"id"`
+}
+
+// GetId returns RetrySessionActionsActionsMutationRetrySessionActionSessionPredecessorActionSession.Id, and is useful for accessing the field via an interface.
+func (v *RetrySessionActionsActionsMutationRetrySessionActionSessionPredecessorActionSession) GetId() string {
+	return v.Id
+}
+
+// RetrySessionResponse is returned by RetrySession on success.
+type RetrySessionResponse struct {
+	Actions RetrySessionActionsActionsMutation `json:"actions"`
+}
+
+// GetActions returns RetrySessionResponse.Actions, and is useful for accessing the field via an interface.
+func (v *RetrySessionResponse) GetActions() RetrySessionActionsActionsMutation { return v.Actions }
+
 // RevokeTokenAuthAuthMutation includes the requested fields of the GraphQL type AuthMutation.
 type RevokeTokenAuthAuthMutation struct {
 	// Revokes a token; true if it was valid until now, false if unknown or already revoked.
@@ -2544,6 +2912,141 @@ type RevokeTokenResponse struct {
 
 // GetAuth returns RevokeTokenResponse.Auth, and is useful for accessing the field via an interface.
 func (v *RevokeTokenResponse) GetAuth() RevokeTokenAuthAuthMutation { return v.Auth }
+
+// SendToSessionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
+type SendToSessionActionsActionsMutation struct {
+	// Sends a session a message (a COMMAND input MESSAGE, taken by its next
+	// turn: up to 32 messages a turn, before trigger deliveries; a session
+	// waiting on an approval or a hold keeps it pending) or a control
+	// (command: INTERRUPT ends the running turn early; RESUME wakes a session
+	// that waits after a failed turn or is parked), recorded as an
+	// action_session.commanded event with its sender, the authenticated
+	// principal (never taken from the request). Give exactly one of message
+	// (at most 20,000 bytes) and command. The idempotency key (1-200 bytes) is
+	// the input's identity: the same request again returns the first input;
+	// another request with the same key is IDEMPOTENCY_CONFLICT. A closed
+	// session: SESSION_CLOSED; INTERRUPT with no turn running:
+	// TURN_NOT_RUNNING; RESUME of a session that does not wait so:
+	// SESSION_NOT_RESUMABLE. Needs RESPOND on the action.
+	SendToSession *SendToSessionActionsActionsMutationSendToSessionActionSessionInput `json:"sendToSession"`
+}
+
+// GetSendToSession returns SendToSessionActionsActionsMutation.SendToSession, and is useful for accessing the field via an interface.
+func (v *SendToSessionActionsActionsMutation) GetSendToSession() *SendToSessionActionsActionsMutationSendToSessionActionSessionInput {
+	return v.SendToSession
+}
+
+// SendToSessionActionsActionsMutationSendToSessionActionSessionInput includes the requested fields of the GraphQL type ActionSessionInput.
+type SendToSessionActionsActionsMutationSendToSessionActionSessionInput struct {
+	// Position in the session's delivery order, from 1. A SCHEDULE input is
+	// delivered when the turn that takes it starts, so listings, which
+	// place it among the turn's inputs by its scheduled time, may show its
+	// sequence out of order.
+	Sequence int         `json:"sequence"`
+	Status   InputStatus `json:"status"`
+	// COMMAND inputs: what they carry, who sent them and where they stand; null for other inputs.
+	Command *SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommand `json:"command"`
+}
+
+// GetSequence returns SendToSessionActionsActionsMutationSendToSessionActionSessionInput.Sequence, and is useful for accessing the field via an interface.
+func (v *SendToSessionActionsActionsMutationSendToSessionActionSessionInput) GetSequence() int {
+	return v.Sequence
+}
+
+// GetStatus returns SendToSessionActionsActionsMutationSendToSessionActionSessionInput.Status, and is useful for accessing the field via an interface.
+func (v *SendToSessionActionsActionsMutationSendToSessionActionSessionInput) GetStatus() InputStatus {
+	return v.Status
+}
+
+// GetCommand returns SendToSessionActionsActionsMutationSendToSessionActionSessionInput.Command, and is useful for accessing the field via an interface.
+func (v *SendToSessionActionsActionsMutationSendToSessionActionSessionInput) GetCommand() *SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommand {
+	return v.Command
+}
+
+// SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommand includes the requested fields of the GraphQL type SessionCommand.
+// The GraphQL type's documentation follows.
+//
+// A COMMAND input's command.
+type SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommand struct {
+	Kind   CommandKind   `json:"kind"`
+	Status CommandStatus `json:"status"`
+	// Null for answers, whose responder is on the interrupt.
+	Sender *SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommandSender `json:"sender"`
+}
+
+// GetKind returns SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommand.Kind, and is useful for accessing the field via an interface.
+func (v *SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommand) GetKind() CommandKind {
+	return v.Kind
+}
+
+// GetStatus returns SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommand.Status, and is useful for accessing the field via an interface.
+func (v *SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommand) GetStatus() CommandStatus {
+	return v.Status
+}
+
+// GetSender returns SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommand.Sender, and is useful for accessing the field via an interface.
+func (v *SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommand) GetSender() *SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommandSender {
+	return v.Sender
+}
+
+// SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommandSender includes the requested fields of the GraphQL type Sender.
+// The GraphQL type's documentation follows.
+//
+// Who sent a command, as the server stamped it.
+type SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommandSender struct {
+	Kind SenderKind `json:"kind"`
+	Id   string     `json:"id"`
+}
+
+// GetKind returns SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommandSender.Kind, and is useful for accessing the field via an interface.
+func (v *SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommandSender) GetKind() SenderKind {
+	return v.Kind
+}
+
+// GetId returns SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommandSender.Id, and is useful for accessing the field via an interface.
+func (v *SendToSessionActionsActionsMutationSendToSessionActionSessionInputCommandSessionCommandSender) GetId() string {
+	return v.Id
+}
+
+// SendToSessionResponse is returned by SendToSession on success.
+type SendToSessionResponse struct {
+	Actions SendToSessionActionsActionsMutation `json:"actions"`
+}
+
+// GetActions returns SendToSessionResponse.Actions, and is useful for accessing the field via an interface.
+func (v *SendToSessionResponse) GetActions() SendToSessionActionsActionsMutation { return v.Actions }
+
+type SenderKind string
+
+const (
+	// A person or client, by its principal.
+	SenderKindOperator SenderKind = "OPERATOR"
+	// Another session's turn.
+	SenderKindAgent SenderKind = "AGENT"
+	// The service itself.
+	SenderKindSystem SenderKind = "SYSTEM"
+)
+
+var AllSenderKind = []SenderKind{
+	SenderKindOperator,
+	SenderKindAgent,
+	SenderKindSystem,
+}
+
+// A control sendToSession applies at once.
+type SessionControl string
+
+const (
+	// End the running turn early: nothing it did commits, its inputs wait for the next turn.
+	SessionControlInterrupt SessionControl = "INTERRUPT"
+	// Wake a session that waits after a failed turn or is parked.
+	SessionControlResume SessionControl = "RESUME"
+)
+
+var AllSessionControl = []SessionControl{
+	SessionControlInterrupt,
+	SessionControlResume,
+}
 
 // SessionDetail includes the requested fields of the GraphQL type ActionSession.
 type SessionDetail struct {
@@ -3653,6 +4156,22 @@ func (v *__CreateTokenInput) GetPrincipal() string { return v.Principal }
 // GetPolicies returns __CreateTokenInput.Policies, and is useful for accessing the field via an interface.
 func (v *__CreateTokenInput) GetPolicies() []PolicyInput { return v.Policies }
 
+// __DeleteSessionInputInput is used internally by genqlient
+type __DeleteSessionInputInput struct {
+	ActionId string `json:"actionId"`
+	Id       string `json:"id"`
+	Sequence int    `json:"sequence"`
+}
+
+// GetActionId returns __DeleteSessionInputInput.ActionId, and is useful for accessing the field via an interface.
+func (v *__DeleteSessionInputInput) GetActionId() string { return v.ActionId }
+
+// GetId returns __DeleteSessionInputInput.Id, and is useful for accessing the field via an interface.
+func (v *__DeleteSessionInputInput) GetId() string { return v.Id }
+
+// GetSequence returns __DeleteSessionInputInput.Sequence, and is useful for accessing the field via an interface.
+func (v *__DeleteSessionInputInput) GetSequence() int { return v.Sequence }
+
 // __DryRunInput is used internally by genqlient
 type __DryRunInput struct {
 	ActionId string          `json:"actionId"`
@@ -3676,6 +4195,26 @@ func (v *__DryRunInput) GetTo() *string { return v.To }
 
 // GetLimit returns __DryRunInput.Limit, and is useful for accessing the field via an interface.
 func (v *__DryRunInput) GetLimit() *int { return v.Limit }
+
+// __EditSessionInputInput is used internally by genqlient
+type __EditSessionInputInput struct {
+	ActionId string `json:"actionId"`
+	Id       string `json:"id"`
+	Sequence int    `json:"sequence"`
+	Message  string `json:"message"`
+}
+
+// GetActionId returns __EditSessionInputInput.ActionId, and is useful for accessing the field via an interface.
+func (v *__EditSessionInputInput) GetActionId() string { return v.ActionId }
+
+// GetId returns __EditSessionInputInput.Id, and is useful for accessing the field via an interface.
+func (v *__EditSessionInputInput) GetId() string { return v.Id }
+
+// GetSequence returns __EditSessionInputInput.Sequence, and is useful for accessing the field via an interface.
+func (v *__EditSessionInputInput) GetSequence() int { return v.Sequence }
+
+// GetMessage returns __EditSessionInputInput.Message, and is useful for accessing the field via an interface.
+func (v *__EditSessionInputInput) GetMessage() string { return v.Message }
 
 // __GetActionInput is used internally by genqlient
 type __GetActionInput struct {
@@ -3704,6 +4243,30 @@ func (v *__GetSessionInput) GetTurns() *int { return v.Turns }
 
 // GetEntries returns __GetSessionInput.Entries, and is useful for accessing the field via an interface.
 func (v *__GetSessionInput) GetEntries() *int { return v.Entries }
+
+// __HandOffSessionInput is used internally by genqlient
+type __HandOffSessionInput struct {
+	ActionId  string  `json:"actionId"`
+	Id        string  `json:"id"`
+	Reason    string  `json:"reason"`
+	Handoff   *string `json:"handoff"`
+	Successor *bool   `json:"successor"`
+}
+
+// GetActionId returns __HandOffSessionInput.ActionId, and is useful for accessing the field via an interface.
+func (v *__HandOffSessionInput) GetActionId() string { return v.ActionId }
+
+// GetId returns __HandOffSessionInput.Id, and is useful for accessing the field via an interface.
+func (v *__HandOffSessionInput) GetId() string { return v.Id }
+
+// GetReason returns __HandOffSessionInput.Reason, and is useful for accessing the field via an interface.
+func (v *__HandOffSessionInput) GetReason() string { return v.Reason }
+
+// GetHandoff returns __HandOffSessionInput.Handoff, and is useful for accessing the field via an interface.
+func (v *__HandOffSessionInput) GetHandoff() *string { return v.Handoff }
+
+// GetSuccessor returns __HandOffSessionInput.Successor, and is useful for accessing the field via an interface.
+func (v *__HandOffSessionInput) GetSuccessor() *bool { return v.Successor }
 
 // __InboxInput is used internally by genqlient
 type __InboxInput struct {
@@ -3797,6 +4360,22 @@ type __PrincipalsInput struct {
 // GetIncludeRevoked returns __PrincipalsInput.IncludeRevoked, and is useful for accessing the field via an interface.
 func (v *__PrincipalsInput) GetIncludeRevoked() *bool { return v.IncludeRevoked }
 
+// __PromoteSessionInputInput is used internally by genqlient
+type __PromoteSessionInputInput struct {
+	ActionId string `json:"actionId"`
+	Id       string `json:"id"`
+	Sequence int    `json:"sequence"`
+}
+
+// GetActionId returns __PromoteSessionInputInput.ActionId, and is useful for accessing the field via an interface.
+func (v *__PromoteSessionInputInput) GetActionId() string { return v.ActionId }
+
+// GetId returns __PromoteSessionInputInput.Id, and is useful for accessing the field via an interface.
+func (v *__PromoteSessionInputInput) GetId() string { return v.Id }
+
+// GetSequence returns __PromoteSessionInputInput.Sequence, and is useful for accessing the field via an interface.
+func (v *__PromoteSessionInputInput) GetSequence() int { return v.Sequence }
+
 // __PutValueInput is used internally by genqlient
 type __PutValueInput struct {
 	Namespace      string          `json:"namespace"`
@@ -3877,6 +4456,18 @@ func (v *__RetryExecutionInput) GetActionId() string { return v.ActionId }
 // GetId returns __RetryExecutionInput.Id, and is useful for accessing the field via an interface.
 func (v *__RetryExecutionInput) GetId() string { return v.Id }
 
+// __RetrySessionInput is used internally by genqlient
+type __RetrySessionInput struct {
+	ActionId string `json:"actionId"`
+	Id       string `json:"id"`
+}
+
+// GetActionId returns __RetrySessionInput.ActionId, and is useful for accessing the field via an interface.
+func (v *__RetrySessionInput) GetActionId() string { return v.ActionId }
+
+// GetId returns __RetrySessionInput.Id, and is useful for accessing the field via an interface.
+func (v *__RetrySessionInput) GetId() string { return v.Id }
+
 // __RevokeTokenInput is used internally by genqlient
 type __RevokeTokenInput struct {
 	Id string `json:"id"`
@@ -3884,6 +4475,30 @@ type __RevokeTokenInput struct {
 
 // GetId returns __RevokeTokenInput.Id, and is useful for accessing the field via an interface.
 func (v *__RevokeTokenInput) GetId() string { return v.Id }
+
+// __SendToSessionInput is used internally by genqlient
+type __SendToSessionInput struct {
+	ActionId       string          `json:"actionId"`
+	Id             string          `json:"id"`
+	Message        *string         `json:"message"`
+	Command        *SessionControl `json:"command"`
+	IdempotencyKey string          `json:"idempotencyKey"`
+}
+
+// GetActionId returns __SendToSessionInput.ActionId, and is useful for accessing the field via an interface.
+func (v *__SendToSessionInput) GetActionId() string { return v.ActionId }
+
+// GetId returns __SendToSessionInput.Id, and is useful for accessing the field via an interface.
+func (v *__SendToSessionInput) GetId() string { return v.Id }
+
+// GetMessage returns __SendToSessionInput.Message, and is useful for accessing the field via an interface.
+func (v *__SendToSessionInput) GetMessage() *string { return v.Message }
+
+// GetCommand returns __SendToSessionInput.Command, and is useful for accessing the field via an interface.
+func (v *__SendToSessionInput) GetCommand() *SessionControl { return v.Command }
+
+// GetIdempotencyKey returns __SendToSessionInput.IdempotencyKey, and is useful for accessing the field via an interface.
+func (v *__SendToSessionInput) GetIdempotencyKey() string { return v.IdempotencyKey }
 
 // __SessionUpdatesInput is used internally by genqlient
 type __SessionUpdatesInput struct {
@@ -4131,6 +4746,51 @@ func CreateToken(
 	return data_, err_
 }
 
+// The mutation executed by DeleteSessionInput.
+const DeleteSessionInput_Operation = `
+mutation DeleteSessionInput ($actionId: UUID!, $id: String!, $sequence: Int!) {
+	actions {
+		deleteSessionInput(actionId: $actionId, id: $id, sequence: $sequence) {
+			sequence
+			status
+			command {
+				status
+				message
+			}
+		}
+	}
+}
+`
+
+func DeleteSessionInput(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	actionId string,
+	id string,
+	sequence int,
+) (data_ *DeleteSessionInputResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "DeleteSessionInput",
+		Query:  DeleteSessionInput_Operation,
+		Variables: &__DeleteSessionInputInput{
+			ActionId: actionId,
+			Id:       id,
+			Sequence: sequence,
+		},
+	}
+
+	data_ = &DeleteSessionInputResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
 // The query executed by DryRun.
 const DryRun_Operation = `
 query DryRun ($actionId: UUID!, $input: ActionInput!, $from: String!, $to: String, $limit: Int) {
@@ -4194,6 +4854,54 @@ func DryRun(
 	}
 
 	data_ = &DryRunResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by EditSessionInput.
+const EditSessionInput_Operation = `
+mutation EditSessionInput ($actionId: UUID!, $id: String!, $sequence: Int!, $message: String!) {
+	actions {
+		editSessionInput(actionId: $actionId, id: $id, sequence: $sequence, message: $message) {
+			sequence
+			status
+			command {
+				status
+				message
+			}
+		}
+	}
+}
+`
+
+// G2: change a pending message.
+func EditSessionInput(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	actionId string,
+	id string,
+	sequence int,
+	message string,
+) (data_ *EditSessionInputResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "EditSessionInput",
+		Query:  EditSessionInput_Operation,
+		Variables: &__EditSessionInputInput{
+			ActionId: actionId,
+			Id:       id,
+			Sequence: sequence,
+			Message:  message,
+		},
+	}
+
+	data_ = &EditSessionInputResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(
@@ -4466,6 +5174,56 @@ func GetSession(
 	}
 
 	data_ = &GetSessionResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by HandOffSession.
+const HandOffSession_Operation = `
+mutation HandOffSession ($actionId: UUID!, $id: String!, $reason: String!, $handoff: String, $successor: Boolean) {
+	actions {
+		closeSession(actionId: $actionId, id: $id, reason: $reason, handoff: $handoff, successor: $successor) {
+			id
+			status
+			successor {
+				id
+				status
+			}
+		}
+	}
+}
+`
+
+// G5: close with a handoff note and a successor; retry a FAILED session.
+func HandOffSession(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	actionId string,
+	id string,
+	reason string,
+	handoff *string,
+	successor *bool,
+) (data_ *HandOffSessionResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "HandOffSession",
+		Query:  HandOffSession_Operation,
+		Variables: &__HandOffSessionInput{
+			ActionId:  actionId,
+			Id:        id,
+			Reason:    reason,
+			Handoff:   handoff,
+			Successor: successor,
+		},
+	}
+
+	data_ = &HandOffSessionResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(
@@ -4879,6 +5637,51 @@ func Principals(
 	return data_, err_
 }
 
+// The mutation executed by PromoteSessionInput.
+const PromoteSessionInput_Operation = `
+mutation PromoteSessionInput ($actionId: UUID!, $id: String!, $sequence: Int!) {
+	actions {
+		promoteSessionInput(actionId: $actionId, id: $id, sequence: $sequence) {
+			sequence
+			status
+			command {
+				status
+				message
+			}
+		}
+	}
+}
+`
+
+func PromoteSessionInput(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	actionId string,
+	id string,
+	sequence int,
+) (data_ *PromoteSessionInputResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "PromoteSessionInput",
+		Query:  PromoteSessionInput_Operation,
+		Variables: &__PromoteSessionInputInput{
+			ActionId: actionId,
+			Id:       id,
+			Sequence: sequence,
+		},
+	}
+
+	data_ = &PromoteSessionInputResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
 // The mutation executed by PutValue.
 const PutValue_Operation = `
 mutation PutValue ($namespace: String!, $key: String!, $value: JSON!, $idempotencyKey: String) {
@@ -5117,6 +5920,48 @@ func RetryExecution(
 	return data_, err_
 }
 
+// The mutation executed by RetrySession.
+const RetrySession_Operation = `
+mutation RetrySession ($actionId: UUID!, $id: String!) {
+	actions {
+		retrySession(actionId: $actionId, id: $id) {
+			id
+			status
+			predecessor {
+				id
+			}
+		}
+	}
+}
+`
+
+func RetrySession(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	actionId string,
+	id string,
+) (data_ *RetrySessionResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "RetrySession",
+		Query:  RetrySession_Operation,
+		Variables: &__RetrySessionInput{
+			ActionId: actionId,
+			Id:       id,
+		},
+	}
+
+	data_ = &RetrySessionResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
 // The mutation executed by RevokeToken.
 const RevokeToken_Operation = `
 mutation RevokeToken ($id: UUID!) {
@@ -5140,6 +5985,60 @@ func RevokeToken(
 	}
 
 	data_ = &RevokeTokenResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by SendToSession.
+const SendToSession_Operation = `
+mutation SendToSession ($actionId: UUID!, $id: String!, $message: String, $command: SessionControl, $idempotencyKey: String!) {
+	actions {
+		sendToSession(actionId: $actionId, id: $id, message: $message, command: $command, idempotencyKey: $idempotencyKey) {
+			sequence
+			status
+			command {
+				kind
+				status
+				sender {
+					kind
+					id
+				}
+			}
+		}
+	}
+}
+`
+
+// G1, G9: a message or a control sent to a session.
+func SendToSession(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	actionId string,
+	id string,
+	message *string,
+	command *SessionControl,
+	idempotencyKey string,
+) (data_ *SendToSessionResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "SendToSession",
+		Query:  SendToSession_Operation,
+		Variables: &__SendToSessionInput{
+			ActionId:       actionId,
+			Id:             id,
+			Message:        message,
+			Command:        command,
+			IdempotencyKey: idempotencyKey,
+		},
+	}
+
+	data_ = &SendToSessionResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(

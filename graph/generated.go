@@ -4619,8 +4619,9 @@ type ActionsMutation {
   of response.approval (for an approval request) and response.hold (for a
   held turn). The answer is recorded as an action_session.responded event
   with the decision, replacement input, reason or note, and the responder
-  (the authenticated principal). Each interrupt is answered once: a second
-  answer fails with ALREADY_ANSWERED, an interrupt the session no longer
+  (the authenticated principal). Each interrupt is answered once: the same
+  answer again by the same responder returns the first answer's input, a
+  different second answer fails with ALREADY_ANSWERED, an interrupt the session no longer
   waits on with INTERRUPT_STALE, an approval while a turn is held with
   SESSION_HELD, SKIP of a turn that resumed from approval responses with
   SKIP_NOT_ALLOWED, a closed session with SESSION_CLOSED and an unknown id
