@@ -200,7 +200,16 @@ func TestAgentApprovalAndHeldTurnEndToEnd(t *testing.T) {
 	require.Equal(t, "COMMAND", approved.Actions.RespondToSession.Kind)
 	require.Equal(t, "PENDING", approved.Actions.RespondToSession.Status)
 	require.Equal(t, "command/"+ap.InterruptID, approved.Actions.RespondToSession.Identity)
-	r := e.do(t, example(t, "approve.graphql"), map[string]any{"actionId": actionID, "interruptId": ap.InterruptID})
+	// G1: the same answer again returns the first; another is refused.
+	var repeated struct {
+		Actions struct {
+			RespondToSession struct{ Identity string }
+		}
+	}
+	e.ok(t, example(t, "approve.graphql"), map[string]any{"actionId": actionID, "interruptId": ap.InterruptID}, &repeated)
+	require.Equal(t, approved.Actions.RespondToSession.Identity, repeated.Actions.RespondToSession.Identity)
+	r := e.do(t, `mutation($a: UUID!, $i: String!) { actions { respondToSession(actionId: $a, id: "3f0c9f8e-account", interruptId: $i,
+		response: { approval: { decision: DENY, reason: "changed my mind" } }) { identity } } }`, map[string]any{"a": actionID, "i": ap.InterruptID})
 	requireError(t, r, "ALREADY_ANSWERED", "interruptId")
 
 	e.step(t)
@@ -257,8 +266,11 @@ func TestAgentApprovalAndHeldTurnEndToEnd(t *testing.T) {
 	require.Equal(t, "RETRY", s.turnN(t, 3).Execution.Invocation.Hold.Response.Decision)
 	require.Equal(t, "The transfer was reviewed; continue monitoring.", s.turnN(t, 3).Execution.Invocation.Hold.Response.Note)
 
-	// Each hold is answered once (H5).
-	r = e.do(t, example(t, "retry_held_turn.graphql"), map[string]any{"actionId": actionID, "interruptId": hold.InterruptID})
+	// Each hold is answered once (H5): the same answer again returns the
+	// first (G1), a different one is refused.
+	e.ok(t, example(t, "retry_held_turn.graphql"), map[string]any{"actionId": actionID, "interruptId": hold.InterruptID}, nil)
+	r = e.do(t, `mutation($a: UUID!, $i: String!) { actions { respondToSession(actionId: $a, id: "3f0c9f8e-account", interruptId: $i,
+		response: { hold: { decision: SKIP } }) { identity } } }`, map[string]any{"a": actionID, "i": hold.InterruptID})
 	requireError(t, r, "ALREADY_ANSWERED", "interruptId")
 }
 

@@ -117,7 +117,11 @@ func TestTurnScopedFailureAndResumeEndToEnd_G10(t *testing.T) {
 	poll(t, "turn 3 commits", func() bool {
 		v = read()
 		n := v.Actions.Action.Session.Turns.Nodes
-		return len(n) == 3 && n[0].Status == "COMPLETED" && v.Actions.Action.Session.Status == "OPEN"
+		consumed := true
+		for _, in := range v.Actions.Action.Session.Inputs.Nodes {
+			consumed = consumed && in.Status == "CONSUMED"
+		}
+		return len(n) == 3 && n[0].Status == "COMPLETED" && v.Actions.Action.Session.Status == "OPEN" && consumed
 	})
 	s = v.Actions.Action.Session
 	require.Equal(t, "OPEN", s.Status)
