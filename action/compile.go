@@ -174,7 +174,18 @@ type CompiledSession struct {
 	// Park is how a turn whose retries ran out on a transient cause pauses
 	// the session (G4); nil: such a turn fails the session (T7).
 	Park *CompiledPark
+	// Singleton: session.concurrency is 1 (G7); SlotKey names a session's
+	// slot (nil: one per action).
+	Singleton bool
+	SlotKey   *expr.Program
+	// ArchiveAfter archives sessions idle this long (G6); 0: never.
+	ArchiveAfter time.Duration
+	// Title renders a session's display title (G8); nil: none.
+	Title *expr.Program
 }
+
+// MaxTitleLen is the longest display title, in characters (G8).
+const MaxTitleLen = 64
 
 // CompiledPark is a checked session.park (G4).
 type CompiledPark struct {
@@ -634,6 +645,30 @@ func (c *compiler) session(sd *SessionDef, schema *inputschema.Schema, triggers 
 	}
 	if sd.Park != nil {
 		cs.Park = c.park(sd.Park, triggers)
+	}
+	if sd.Concurrency != nil {
+		if *sd.Concurrency != 1 {
+			c.fail("session.concurrency", fault.InvalidAction, "session.concurrency is 1 (a singleton) or omitted (no limit)")
+		}
+		cs.Singleton = true
+	}
+	if sd.ConcurrencyKey != nil {
+		if sd.Concurrency == nil {
+			c.fail("session.concurrencyKey", fault.InvalidAction, "concurrencyKey names a singleton's slot: set concurrency: 1 too")
+		}
+		if p := c.program(expr.SessionID, *sd.ConcurrencyKey, "session.concurrencyKey"); p != nil {
+			c.checkPaths(p, schema, "session.concurrencyKey")
+			cs.SlotKey = p
+		}
+	}
+	if sd.ArchiveAfterInactive != nil {
+		cs.ArchiveAfter = c.duration("session.archiveAfterInactive", *sd.ArchiveAfterInactive, time.Minute, 10*365*24*time.Hour)
+	}
+	if sd.DisplayTitle != nil {
+		if p := c.program(expr.SessionID, *sd.DisplayTitle, "session.displayTitle"); p != nil {
+			c.checkPaths(p, schema, "session.displayTitle")
+			cs.Title = p
+		}
 	}
 	if sd.Ends != nil {
 		if p := c.program(expr.Ends, *sd.Ends, "session.ends"); p != nil {

@@ -136,6 +136,16 @@ type SessionDef struct {
 	Schedule    []ScheduleEntry `json:"schedule,omitempty"`
 	Turns       *Turns          `json:"turns,omitempty"`
 	Park        *Park           `json:"park,omitempty"`
+	// Concurrency 1 makes the action a singleton (G7): at most one live
+	// session per slot; ConcurrencyKey (CEL over session.input) names the
+	// slot, one per action when omitted.
+	Concurrency    *int    `json:"concurrency,omitempty"`
+	ConcurrencyKey *string `json:"concurrencyKey,omitempty"`
+	// ArchiveAfterInactive archives sessions idle this long (G6).
+	ArchiveAfterInactive *string `json:"archiveAfterInactive,omitempty"`
+	// DisplayTitle is a CEL expression over session.input giving each
+	// session's title (G8).
+	DisplayTitle *string `json:"displayTitle,omitempty"`
 }
 
 // Park lets a turn whose retries ran out on a transient cause (a timeout,

@@ -2132,7 +2132,9 @@ func (v *ListSessionsActionsActionsQuery) GetAction() *ListSessionsActionsAction
 // ListSessionsActionsActionsQueryAction includes the requested fields of the GraphQL type Action.
 type ListSessionsActionsActionsQueryAction struct {
 	Id string `json:"id"`
-	// Sessions, newest first. first: 1-500, default 100.
+	// Sessions, newest first. first: 1-500, default 100. archived: false (the
+	// default) leaves archived sessions out, true lists only them, null lists
+	// both.
 	Sessions ListSessionsActionsActionsQueryActionSessionsActionSessionConnection `json:"sessions"`
 }
 

@@ -95,7 +95,7 @@ type ComplexityRoot struct {
 		McpEndpoint        func(childComplexity int) int
 		Schedules          func(childComplexity int) int
 		Session            func(childComplexity int, id string) int
-		Sessions           func(childComplexity int, first *int, after *string, status *model.SessionStatus) int
+		Sessions           func(childComplexity int, first *int, after *string, status *model.SessionStatus, archived *bool) int
 		Status             func(childComplexity int) int
 		TriggerDiagnostics func(childComplexity int) int
 		UpdatedAt          func(childComplexity int) int
@@ -122,31 +122,34 @@ type ComplexityRoot struct {
 	}
 
 	ActionSession struct {
-		Action      func(childComplexity int) int
-		Approvals   func(childComplexity int, status *model.InterruptStatus) int
-		Clock       func(childComplexity int) int
-		CreatedAt   func(childComplexity int) int
-		EndsAt      func(childComplexity int) int
-		Handoff     func(childComplexity int) int
-		Holds       func(childComplexity int, status *model.InterruptStatus) int
-		ID          func(childComplexity int) int
-		Input       func(childComplexity int) int
-		Inputs      func(childComplexity int, first *int, after *string, status *model.InputStatus) int
-		Origin      func(childComplexity int) int
-		Park        func(childComplexity int) int
-		Parks       func(childComplexity int) int
-		Predecessor func(childComplexity int) int
-		Reason      func(childComplexity int) int
-		Resumable   func(childComplexity int) int
-		Running     func(childComplexity int) int
-		StartedAt   func(childComplexity int) int
-		State       func(childComplexity int) int
-		Status      func(childComplexity int) int
-		Successor   func(childComplexity int) int
-		Turn        func(childComplexity int, number int) int
-		Turns       func(childComplexity int, first *int, after *string) int
-		UpdatedAt   func(childComplexity int) int
-		Version     func(childComplexity int) int
+		Action        func(childComplexity int) int
+		AmbientStatus func(childComplexity int) int
+		Approvals     func(childComplexity int, status *model.InterruptStatus) int
+		ArchivedAt    func(childComplexity int) int
+		Clock         func(childComplexity int) int
+		CreatedAt     func(childComplexity int) int
+		DisplayTitle  func(childComplexity int) int
+		EndsAt        func(childComplexity int) int
+		Handoff       func(childComplexity int) int
+		Holds         func(childComplexity int, status *model.InterruptStatus) int
+		ID            func(childComplexity int) int
+		Input         func(childComplexity int) int
+		Inputs        func(childComplexity int, first *int, after *string, status *model.InputStatus) int
+		Origin        func(childComplexity int) int
+		Park          func(childComplexity int) int
+		Parks         func(childComplexity int) int
+		Predecessor   func(childComplexity int) int
+		Reason        func(childComplexity int) int
+		Resumable     func(childComplexity int) int
+		Running       func(childComplexity int) int
+		StartedAt     func(childComplexity int) int
+		State         func(childComplexity int) int
+		Status        func(childComplexity int) int
+		Successor     func(childComplexity int) int
+		Turn          func(childComplexity int, number int) int
+		Turns         func(childComplexity int, first *int, after *string) int
+		UpdatedAt     func(childComplexity int) int
+		Version       func(childComplexity int) int
 	}
 
 	ActionSessionConnection struct {
@@ -204,6 +207,7 @@ type ComplexityRoot struct {
 	}
 
 	ActionsMutation struct {
+		ArchiveSession      func(childComplexity int, actionID uuid.UUID, id string) int
 		CallTool            func(childComplexity int, actionID uuid.UUID, input jsonvalue.Value) int
 		CancelBackfill      func(childComplexity int, actionID uuid.UUID, version int) int
 		CloseSession        func(childComplexity int, actionID uuid.UUID, id string, reason string, handoff *string, successor *bool) int
@@ -218,6 +222,7 @@ type ComplexityRoot struct {
 		RetrySession        func(childComplexity int, actionID uuid.UUID, id string) int
 		SendToSession       func(childComplexity int, actionID uuid.UUID, id string, message *string, command *model.SessionControl, idempotencyKey string) int
 		SetActionStatus     func(childComplexity int, id uuid.UUID, status model.ActionStatus) int
+		UnarchiveSession    func(childComplexity int, actionID uuid.UUID, id string) int
 		UpdateAction        func(childComplexity int, id uuid.UUID, input action.Definition, from *string) int
 	}
 
@@ -627,12 +632,16 @@ type ComplexityRoot struct {
 	}
 
 	SessionDefinition struct {
-		Ends        func(childComplexity int) int
-		ID          func(childComplexity int) int
-		InputSchema func(childComplexity int) int
-		Park        func(childComplexity int) int
-		Schedule    func(childComplexity int) int
-		Turns       func(childComplexity int) int
+		ArchiveAfterInactive func(childComplexity int) int
+		Concurrency          func(childComplexity int) int
+		ConcurrencyKey       func(childComplexity int) int
+		DisplayTitle         func(childComplexity int) int
+		Ends                 func(childComplexity int) int
+		ID                   func(childComplexity int) int
+		InputSchema          func(childComplexity int) int
+		Park                 func(childComplexity int) int
+		Schedule             func(childComplexity int) int
+		Turns                func(childComplexity int) int
 	}
 
 	SessionUpdate struct {
@@ -760,7 +769,7 @@ type ActionResolver interface {
 	Status(ctx context.Context, obj *action.Action) (model.ActionStatus, error)
 
 	Session(ctx context.Context, obj *action.Action, id string) (*session.Session, error)
-	Sessions(ctx context.Context, obj *action.Action, first *int, after *string, status *model.SessionStatus) (*model.ActionSessionConnection, error)
+	Sessions(ctx context.Context, obj *action.Action, first *int, after *string, status *model.SessionStatus, archived *bool) (*model.ActionSessionConnection, error)
 	IntakeRecords(ctx context.Context, obj *action.Action, first *int, after *string) (*model.IntakeRecordConnection, error)
 	TriggerDiagnostics(ctx context.Context, obj *action.Action) ([]session.Diagnostic, error)
 	Executions(ctx context.Context, obj *action.Action, first *int, after *string, status *model.ExecutionStatus) (*model.ExecutionConnection, error)
@@ -825,6 +834,8 @@ type ActionsMutationResolver interface {
 	SetActionStatus(ctx context.Context, obj *model.ActionsMutation, id uuid.UUID, status model.ActionStatus) (*action.Action, error)
 	CloseSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, reason string, handoff *string, successor *bool) (*session.Session, error)
 	RetrySession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string) (*session.Session, error)
+	ArchiveSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string) (*session.Session, error)
+	UnarchiveSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string) (*session.Session, error)
 	SendToSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, message *string, command *model.SessionControl, idempotencyKey string) (*session.Input, error)
 	EditSessionInput(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, sequence int, message string) (*session.Input, error)
 	DeleteSessionInput(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, sequence int) (*session.Input, error)
@@ -1138,7 +1149,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Action.Sessions(childComplexity, args["first"].(*int), args["after"].(*string), args["status"].(*model.SessionStatus)), true
+		return e.ComplexityRoot.Action.Sessions(childComplexity, args["first"].(*int), args["after"].(*string), args["status"].(*model.SessionStatus), args["archived"].(*bool)), true
 	case "Action.status":
 		if e.ComplexityRoot.Action.Status == nil {
 			break
@@ -1255,6 +1266,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSession.Action(childComplexity), true
+	case "ActionSession.ambientStatus":
+		if e.ComplexityRoot.ActionSession.AmbientStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSession.AmbientStatus(childComplexity), true
 	case "ActionSession.approvals":
 		if e.ComplexityRoot.ActionSession.Approvals == nil {
 			break
@@ -1266,6 +1283,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSession.Approvals(childComplexity, args["status"].(*model.InterruptStatus)), true
+	case "ActionSession.archivedAt":
+		if e.ComplexityRoot.ActionSession.ArchivedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSession.ArchivedAt(childComplexity), true
 	case "ActionSession.clock":
 		if e.ComplexityRoot.ActionSession.Clock == nil {
 			break
@@ -1278,6 +1301,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSession.CreatedAt(childComplexity), true
+	case "ActionSession.displayTitle":
+		if e.ComplexityRoot.ActionSession.DisplayTitle == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSession.DisplayTitle(childComplexity), true
 	case "ActionSession.endsAt":
 		if e.ComplexityRoot.ActionSession.EndsAt == nil {
 			break
@@ -1647,6 +1676,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ActionVersion.Version(childComplexity), true
 
+	case "ActionsMutation.archiveSession":
+		if e.ComplexityRoot.ActionsMutation.ArchiveSession == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_archiveSession_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.ArchiveSession(childComplexity, args["actionId"].(uuid.UUID), args["id"].(string)), true
 	case "ActionsMutation.callTool":
 		if e.ComplexityRoot.ActionsMutation.CallTool == nil {
 			break
@@ -1801,6 +1841,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionsMutation.SetActionStatus(childComplexity, args["id"].(uuid.UUID), args["status"].(model.ActionStatus)), true
+	case "ActionsMutation.unarchiveSession":
+		if e.ComplexityRoot.ActionsMutation.UnarchiveSession == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_unarchiveSession_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.UnarchiveSession(childComplexity, args["actionId"].(uuid.UUID), args["id"].(string)), true
 	case "ActionsMutation.updateAction":
 		if e.ComplexityRoot.ActionsMutation.UpdateAction == nil {
 			break
@@ -3506,6 +3557,30 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SessionCommand.Status(childComplexity), true
 
+	case "SessionDefinition.archiveAfterInactive":
+		if e.ComplexityRoot.SessionDefinition.ArchiveAfterInactive == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionDefinition.ArchiveAfterInactive(childComplexity), true
+	case "SessionDefinition.concurrency":
+		if e.ComplexityRoot.SessionDefinition.Concurrency == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionDefinition.Concurrency(childComplexity), true
+	case "SessionDefinition.concurrencyKey":
+		if e.ComplexityRoot.SessionDefinition.ConcurrencyKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionDefinition.ConcurrencyKey(childComplexity), true
+	case "SessionDefinition.displayTitle":
+		if e.ComplexityRoot.SessionDefinition.DisplayTitle == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionDefinition.DisplayTitle(childComplexity), true
 	case "SessionDefinition.ends":
 		if e.ComplexityRoot.SessionDefinition.Ends == nil {
 			break
@@ -4564,6 +4639,15 @@ type ActionsMutation {
   that is not FAILED is SESSION_NOT_RETRYABLE. Needs RESPOND on the action.
   """
   retrySession(actionId: UUID!, id: String!): ActionSession
+  # Spec: G6
+  """
+  Archives a session: it is hidden from lists (Action.sessions, archived
+  false) and nothing else changes: its status, turns and singleton slot are
+  as they were, and a new input shows it again. Needs CLOSE on the action.
+  """
+  archiveSession(actionId: UUID!, id: String!): ActionSession
+  "Shows an archived session in lists again. Needs CLOSE on the action."
+  unarchiveSession(actionId: UUID!, id: String!): ActionSession
   # Spec: G1, G9
   """
   Sends a session a message (a COMMAND input MESSAGE, taken by its next
@@ -4823,8 +4907,13 @@ type Action {
   "When the action last got a new version or status."
   updatedAt: Time!
   session(id: String!): ActionSession
-  "Sessions, newest first. first: 1-500, default 100."
-  sessions(first: Int, after: String, status: SessionStatus): ActionSessionConnection!
+  # Spec: G6
+  """
+  Sessions, newest first. first: 1-500, default 100. archived: false (the
+  default) leaves archived sessions out, true lists only them, null lists
+  both.
+  """
+  sessions(first: Int, after: String, status: SessionStatus, archived: Boolean = false): ActionSessionConnection!
   # Spec: S5
   "Events that matched a trigger but could not start or resume a session, newest first."
   intakeRecords(first: Int, after: String): IntakeRecordConnection!
@@ -5092,6 +5181,11 @@ type SessionDefinition {
   # Spec: G4
   "How a turn whose retries ran out on a transient cause pauses the session instead of failing it; null: it fails the session."
   park: ParkDefinition
+  # Spec: G6, G7, G8
+  concurrency: Int
+  concurrencyKey: String
+  archiveAfterInactive: String
+  displayTitle: String
 }
 
 # Spec: G4
@@ -5318,6 +5412,26 @@ input SessionInput {
   passes, which fails it. Omitted: such a turn fails the session.
   """
   park: ParkInput
+  # Spec: G7
+  """
+  1 makes the action a singleton: a new session starts only while no live
+  (OPEN or WAITING) session holds its slot; otherwise the start is an
+  intake record slot_taken naming the live session. A final status frees
+  the slot. Omitted: no limit. Larger limits are not supported.
+  """
+  concurrency: Int
+  "CEL over session.input giving a singleton's slot (a string): one live session per value. Omitted: one slot per action."
+  concurrencyKey: String
+  # Spec: G6
+  """
+  Archive sessions inactive this long (a duration, at least 1m, e.g. 72h):
+  OPEN or WAITING, nothing pending, no turn running, not updated since.
+  Omitted: never.
+  """
+  archiveAfterInactive: String
+  # Spec: G8
+  "CEL over session.input giving each session's title (a string, cut to 64 characters), rendered when it starts."
+  displayTitle: String
 }
 
 # Spec: G4
@@ -5419,6 +5533,14 @@ type ActionSession {
   # Spec: C1
   "The session clock's entries (its version's session.schedule) in definition order, each with its next firing; empty when it has none."
   clock: [ClockEntry!]!
+  # Spec: G6
+  "When the session was archived (hidden from lists; it works as before); null: not archived."
+  archivedAt: Time
+  # Spec: G8
+  "The title session.displayTitle gave the session when it started; null: none."
+  displayTitle: String
+  "The one-line status its turns last reported (a Starlark turn's ambient_status, an agent's last words); null: none."
+  ambientStatus: String
   # Spec: G5
   "The handoff note kept when the session was closed; null: none."
   handoff: String
@@ -6038,6 +6160,12 @@ func (ec *executionContext) childFields_ActionSession(ctx context.Context, field
 		return ec.fieldContext_ActionSession_holds(ctx, field)
 	case "clock":
 		return ec.fieldContext_ActionSession_clock(ctx, field)
+	case "archivedAt":
+		return ec.fieldContext_ActionSession_archivedAt(ctx, field)
+	case "displayTitle":
+		return ec.fieldContext_ActionSession_displayTitle(ctx, field)
+	case "ambientStatus":
+		return ec.fieldContext_ActionSession_ambientStatus(ctx, field)
 	case "handoff":
 		return ec.fieldContext_ActionSession_handoff(ctx, field)
 	case "predecessor":
@@ -6176,6 +6304,10 @@ func (ec *executionContext) childFields_ActionsMutation(ctx context.Context, fie
 		return ec.fieldContext_ActionsMutation_closeSession(ctx, field)
 	case "retrySession":
 		return ec.fieldContext_ActionsMutation_retrySession(ctx, field)
+	case "archiveSession":
+		return ec.fieldContext_ActionsMutation_archiveSession(ctx, field)
+	case "unarchiveSession":
+		return ec.fieldContext_ActionsMutation_unarchiveSession(ctx, field)
 	case "sendToSession":
 		return ec.fieldContext_ActionsMutation_sendToSession(ctx, field)
 	case "editSessionInput":
@@ -6998,6 +7130,14 @@ func (ec *executionContext) childFields_SessionDefinition(ctx context.Context, f
 		return ec.fieldContext_SessionDefinition_turns(ctx, field)
 	case "park":
 		return ec.fieldContext_SessionDefinition_park(ctx, field)
+	case "concurrency":
+		return ec.fieldContext_SessionDefinition_concurrency(ctx, field)
+	case "concurrencyKey":
+		return ec.fieldContext_SessionDefinition_concurrencyKey(ctx, field)
+	case "archiveAfterInactive":
+		return ec.fieldContext_SessionDefinition_archiveAfterInactive(ctx, field)
+	case "displayTitle":
+		return ec.fieldContext_SessionDefinition_displayTitle(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SessionDefinition", field.Name)
 }
@@ -7531,6 +7671,14 @@ func (ec *executionContext) field_Action_sessions_args(ctx context.Context, rawA
 		return nil, err
 	}
 	args["status"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "archived",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["archived"] = arg3
 	return args, nil
 }
 
@@ -7545,6 +7693,28 @@ func (ec *executionContext) field_Action_versionAt_args(ctx context.Context, raw
 		return nil, err
 	}
 	args["number"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_archiveSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
 	return args, nil
 }
 
@@ -7965,6 +8135,28 @@ func (ec *executionContext) field_ActionsMutation_setActionStatus_args(ctx conte
 		return nil, err
 	}
 	args["status"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_unarchiveSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
 	return args, nil
 }
 
@@ -8915,7 +9107,7 @@ func (ec *executionContext) _Action_sessions(ctx context.Context, field graphql.
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Action().Sessions(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["status"].(*model.SessionStatus))
+			return ec.Resolvers.Action().Sessions(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["status"].(*model.SessionStatus), fc.Args["archived"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.ActionSessionConnection) graphql.Marshaler {
@@ -10083,6 +10275,75 @@ func (ec *executionContext) fieldContext_ActionSession_clock(_ context.Context, 
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _ActionSession_archivedAt(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSession_archivedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ArchivedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSession_archivedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActionSession", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ActionSession_displayTitle(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSession_displayTitle(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DisplayTitle, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSession_displayTitle(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActionSession", field, false, false, "String")
+}
+
+func (ec *executionContext) _ActionSession_ambientStatus(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSession_ambientStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AmbientStatus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSession_ambientStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActionSession", field, false, false, "String")
 }
 
 func (ec *executionContext) _ActionSession_handoff(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
@@ -11489,6 +11750,94 @@ func (ec *executionContext) fieldContext_ActionsMutation_retrySession(ctx contex
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_ActionsMutation_retrySession_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionsMutation_archiveSession(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_archiveSession(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsMutation().ArchiveSession(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Session) graphql.Marshaler {
+			return ec.marshalOActionSession2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSession(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_archiveSession(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSession(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_archiveSession_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionsMutation_unarchiveSession(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_unarchiveSession(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsMutation().UnarchiveSession(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Session) graphql.Marshaler {
+			return ec.marshalOActionSession2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSession(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_unarchiveSession(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSession(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_unarchiveSession_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -19019,6 +19368,98 @@ func (ec *executionContext) fieldContext_SessionDefinition_park(_ context.Contex
 	return fc, nil
 }
 
+func (ec *executionContext) _SessionDefinition_concurrency(ctx context.Context, field graphql.CollectedField, obj *action.SessionDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionDefinition_concurrency(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Concurrency, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionDefinition_concurrency(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionDefinition", field, false, false, "Int")
+}
+
+func (ec *executionContext) _SessionDefinition_concurrencyKey(ctx context.Context, field graphql.CollectedField, obj *action.SessionDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionDefinition_concurrencyKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ConcurrencyKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionDefinition_concurrencyKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionDefinition", field, false, false, "String")
+}
+
+func (ec *executionContext) _SessionDefinition_archiveAfterInactive(ctx context.Context, field graphql.CollectedField, obj *action.SessionDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionDefinition_archiveAfterInactive(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ArchiveAfterInactive, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionDefinition_archiveAfterInactive(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionDefinition", field, false, false, "String")
+}
+
+func (ec *executionContext) _SessionDefinition_displayTitle(ctx context.Context, field graphql.CollectedField, obj *action.SessionDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionDefinition_displayTitle(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DisplayTitle, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionDefinition_displayTitle(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionDefinition", field, false, false, "String")
+}
+
 func (ec *executionContext) _SessionUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *model.SessionUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -22475,7 +22916,7 @@ func (ec *executionContext) unmarshalInputSessionInput(ctx context.Context, obj 
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"inputSchema", "id", "ends", "schedule", "turns", "park"}
+	fieldsInOrder := [...]string{"inputSchema", "id", "ends", "schedule", "turns", "park", "concurrency", "concurrencyKey", "archiveAfterInactive", "displayTitle"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -22524,6 +22965,34 @@ func (ec *executionContext) unmarshalInputSessionInput(ctx context.Context, obj 
 				return it, err
 			}
 			it.Park = data
+		case "concurrency":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("concurrency"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Concurrency = data
+		case "concurrencyKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("concurrencyKey"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ConcurrencyKey = data
+		case "archiveAfterInactive":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("archiveAfterInactive"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ArchiveAfterInactive = data
+		case "displayTitle":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("displayTitle"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DisplayTitle = data
 		}
 	}
 	return it, nil
@@ -23421,6 +23890,21 @@ func (ec *executionContext) _ActionSession(ctx context.Context, sel ast.Selectio
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._ActionSession_clock(ctx, field, obj)
 				})
+		case "archivedAt":
+			out.Values[i] = ec._ActionSession_archivedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "displayTitle":
+			out.Values[i] = ec._ActionSession_displayTitle(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "ambientStatus":
+			out.Values[i] = ec._ActionSession_ambientStatus(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "handoff":
 			out.Values[i] = ec._ActionSession_handoff(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
@@ -23875,6 +24359,16 @@ func (ec *executionContext) _ActionsMutation(ctx context.Context, sel ast.Select
 			}
 		case "retrySession":
 			out.Values[i] = ec._ActionsMutation_retrySession(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "archiveSession":
+			out.Values[i] = ec._ActionsMutation_archiveSession(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "unarchiveSession":
+			out.Values[i] = ec._ActionsMutation_unarchiveSession(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -26770,6 +27264,26 @@ func (ec *executionContext) _SessionDefinition(ctx context.Context, sel ast.Sele
 			}
 		case "park":
 			out.Values[i] = ec._SessionDefinition_park(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "concurrency":
+			out.Values[i] = ec._SessionDefinition_concurrency(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "concurrencyKey":
+			out.Values[i] = ec._SessionDefinition_concurrencyKey(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "archiveAfterInactive":
+			out.Values[i] = ec._SessionDefinition_archiveAfterInactive(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "displayTitle":
+			out.Values[i] = ec._SessionDefinition_displayTitle(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

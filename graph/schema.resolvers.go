@@ -73,7 +73,7 @@ func (r *actionResolver) Session(ctx context.Context, obj *action.Action, id str
 }
 
 // Sessions is the resolver for the sessions field.
-func (r *actionResolver) Sessions(ctx context.Context, obj *action.Action, first *int, after *string, status *model.SessionStatus) (*model.ActionSessionConnection, error) {
+func (r *actionResolver) Sessions(ctx context.Context, obj *action.Action, first *int, after *string, status *model.SessionStatus, archived *bool) (*model.ActionSessionConnection, error) {
 	var st *session.Status
 	if status != nil {
 		v := session.Status(*status)
@@ -84,7 +84,7 @@ func (r *actionResolver) Sessions(ctx context.Context, obj *action.Action, first
 		if err != nil {
 			return nil, err
 		}
-		return r.SessionStore.List(ctx, obj.ID, before, limit, st)
+		return r.SessionStore.List(ctx, obj.ID, before, limit, st, archived)
 	}, func(s *session.Session) string { return strconv.FormatInt(s.SID, 10) })
 	if err != nil {
 		return nil, err
@@ -425,6 +425,16 @@ func (r *actionsMutationResolver) CloseSession(ctx context.Context, obj *model.A
 // RetrySession is the resolver for the retrySession field.
 func (r *actionsMutationResolver) RetrySession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string) (*session.Session, error) {
 	return r.SessionStore.Retry(ctx, actionID, id)
+}
+
+// ArchiveSession is the resolver for the archiveSession field.
+func (r *actionsMutationResolver) ArchiveSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string) (*session.Session, error) {
+	return r.SessionStore.Archive(ctx, actionID, id, true)
+}
+
+// UnarchiveSession is the resolver for the unarchiveSession field.
+func (r *actionsMutationResolver) UnarchiveSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string) (*session.Session, error) {
+	return r.SessionStore.Archive(ctx, actionID, id, false)
 }
 
 // SendToSession is the resolver for the sendToSession field.

@@ -153,7 +153,9 @@ type App struct {
 	// Firings runs the clocks of schedule triggers (A4).
 	Firings *action.Firings
 	// Parks resumes and expires parked sessions (G4).
-	Parks    *session.ParkLoop
+	Parks *session.ParkLoop
+	// Archiver archives inactive sessions (G6).
+	Archiver *session.Archiver
 	Executor *turns.Executor
 	Tools    *tools.Service
 	Auth     *auth.Store
@@ -269,6 +271,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Firings = action.NewFirings(pool, a.Actions, a.Clock, log)
 	a.Firings.Metrics = a.Metrics
 	a.Parks = session.NewParkLoop(pool, a.Clock, log)
+	a.Archiver = session.NewArchiver(pool, a.Clock, log)
 	a.Executor = turns.NewExecutor(pool, a.Actions, a.Kinds, a.Clock, log, turns.Config{
 		Workers: cfg.Workers, Lease: cfg.Lease, Poll: cfg.Poll, LiveDelay: cfg.LiveDelay})
 	a.Executor.Metrics, a.Executor.Tracer, a.Executor.Notifier = a.Metrics, a.tracer, notifier
@@ -427,6 +430,7 @@ func (a *App) Run(ctx context.Context) error {
 	run("timers", func() error { return a.Timers.Run(ctx, timersWake, a.cfg.Poll) })
 	run("schedule triggers", func() error { return a.Firings.Run(ctx, firingsWake, a.cfg.Poll) })
 	run("parks", func() error { return a.Parks.Run(ctx, nil, a.cfg.Poll) })
+	run("archiver", func() error { return a.Archiver.Run(ctx, max(a.cfg.Poll, 10*time.Second)) })
 	run("executor", func() error { return a.Executor.Run(ctx, turnsWake) })
 	if a.cfg.VacuumEvery >= 0 {
 		k := &pgmaint.Keeper{Pool: a.Pool, Every: a.cfg.VacuumEvery, Log: a.log}

@@ -141,6 +141,9 @@ var fieldRules = map[string]rule{
 	"ActionsMutation.deleteSessionInput":  actionArg(auth.Respond, "actionId"),
 	"ActionsMutation.promoteSessionInput": actionArg(auth.Respond, "actionId"),
 	"ActionsMutation.retrySession":        actionArg(auth.Respond, "actionId"),
+	// G6: archiving manages sessions as closing does.
+	"ActionsMutation.archiveSession":   actionArg(auth.Close, "actionId"),
+	"ActionsMutation.unarchiveSession": actionArg(auth.Close, "actionId"),
 	// T9: a replay runs the action's code (and, when LIVE, its model calls).
 	"ActionsMutation.replayExecution": actionArg(auth.Write, "actionId"),
 

@@ -525,7 +525,7 @@ func complexity() graph.ComplexityRoot {
 	c.LedgerQuery.Values = func(cc int, _ string, first *int, _ *string) int { return page(cc, first) }
 	c.ActionsQuery.Actions = func(cc int, first *int, _ *string) int { return page(cc, first) }
 	c.ActionsQuery.Inbox = func(cc int, first *int, _ *string, _ *model.InterruptKind, _ *uuid.UUID) int { return page(cc, first) }
-	c.Action.Sessions = func(cc int, first *int, _ *string, _ *model.SessionStatus) int { return page(cc, first) }
+	c.Action.Sessions = func(cc int, first *int, _ *string, _ *model.SessionStatus, _ *bool) int { return page(cc, first) }
 	c.Action.IntakeRecords = func(cc int, first *int, _ *string) int { return page(cc, first) }
 	c.ActionSession.Turns = func(cc int, first *int, _ *string) int { return page(cc, first) }
 	c.ActionSession.Inputs = func(cc int, first *int, _ *string, _ *model.InputStatus) int { return page(cc, first) }

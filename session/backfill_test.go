@@ -38,7 +38,7 @@ type sessionView struct {
 
 func (f *fixture) sessionViews(actionID uuid.UUID) []sessionView {
 	f.t.Helper()
-	ss, err := f.app.Sessions.List(f.ctx, actionID, 0, 500, nil)
+	ss, err := f.app.Sessions.List(f.ctx, actionID, 0, 500, nil, nil)
 	require.NoError(f.t, err)
 	var out []sessionView
 	for _, s := range ss {

@@ -333,10 +333,26 @@ func (b *batch) start(ctx context.Context, a scope, t *action.CompiledTrigger, e
 	if err != nil {
 		return "", false, false, b.intake(ctx, a, t, ev, &id, ReasonEndsFailed, "session.ends: "+err.Error())
 	}
+	slot, err := slotOf(ctx, a.Session, input)
+	if err != nil {
+		return "", false, false, b.intake(ctx, a, t, ev, &id, ReasonSlotKeyFailed, "session.concurrencyKey: "+err.Error())
+	}
+	if slot != nil {
+		// G7: a new session of a singleton needs its slot free; a start for
+		// a session that exists goes on as below.
+		holder, err := slotHolder(ctx, b.tx, a.ActionID, id, *slot)
+		if err != nil {
+			return "", false, false, err
+		}
+		if holder != "" {
+			return "", false, false, b.intake(ctx, a, t, ev, &id, ReasonSlotTaken, SlotTakenMessage(holder))
+		}
+	}
 	var sid int64
-	err = b.tx.QueryRow(ctx, `INSERT INTO sessions (action_id, id, version, input, status, origin_event_id, started_at, ends_at, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, 'OPEN', $5, $6, $7, $8, $8) ON CONFLICT (action_id, id) DO NOTHING RETURNING sid`,
-		a.ActionID, id, a.Version, []byte(raw), ev.ID, ev.CommitTime, endsAt, b.now).Scan(&sid)
+	err = b.tx.QueryRow(ctx, `INSERT INTO sessions (action_id, id, version, input, status, origin_event_id, started_at, ends_at, created_at, updated_at,
+			slot, display_title)
+		VALUES ($1, $2, $3, $4, 'OPEN', $5, $6, $7, $8, $8, $9, $10) ON CONFLICT (action_id, id) DO NOTHING RETURNING sid`,
+		a.ActionID, id, a.Version, []byte(raw), ev.ID, ev.CommitTime, endsAt, b.now, slot, titleOf(ctx, a.Session, input)).Scan(&sid)
 	if err == nil {
 		b.changed.Session(sid)
 		return id, true, true, b.startTimer(ctx, a.Session, sid, Clock{StartedAt: ev.CommitTime, EndsAt: endsAt})
@@ -472,7 +488,7 @@ x AS (
 	 WHERE h.had IS NULL
 	WINDOW w AS (PARTITION BY s.sid ORDER BY d.ord ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)),
 u AS (
-	UPDATE sessions s SET input_count = s.input_count + g.n, updated_at = $10,
+	UPDATE sessions s SET input_count = s.input_count + g.n, updated_at = $10, archived_at = NULL,
 	       next_turn_at = CASE WHEN g.wakes THEN coalesce(s.next_turn_at,
 	           CASE WHEN s.ends_at <= $10 THEN $10 ELSE g.window_first END) ELSE s.next_turn_at END,
 	       status = CASE WHEN g.wakes THEN 'OPEN' ELSE s.status END,

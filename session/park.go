@@ -225,7 +225,7 @@ const wakeSet = `status = 'OPEN', reason = NULL, wait = NULL, wake_on = NULL`
 // an OPEN session becomes runnable at once, and a session WAITING after a
 // turn that failed with scope TURN (G10) is woken (OPEN, runnable); a
 // session waiting on interrupts (P3) or parked (G4) keeps the input
-// pending. Every path that delivers an input outside the dispatcher uses
+// pending. An archived session is shown again (G6). Every path that delivers an input outside the dispatcher uses
 // it.
 func WakeOnInput(now string) string {
 	return `input_count = input_count + 1, updated_at = ` + now + `,
@@ -233,7 +233,8 @@ func WakeOnInput(now string) string {
 		status = CASE WHEN wait = 'INPUT' THEN 'OPEN' ELSE status END,
 		reason = CASE WHEN wait = 'INPUT' THEN NULL ELSE reason END,
 		wake_on = CASE WHEN wait = 'INPUT' THEN NULL ELSE wake_on END,
-		wait = CASE WHEN wait = 'INPUT' THEN NULL ELSE wait END`
+		wait = CASE WHEN wait = 'INPUT' THEN NULL ELSE wait END,
+		archived_at = NULL`
 }
 
 // DefaultParkBatch is how many due parks one transaction handles.

@@ -218,7 +218,7 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 			status = InputConsumed
 		}
 		var seq int64
-		if err := tx.QueryRow(ctx, `UPDATE sessions SET input_count = input_count + 1, status = $4, reason = NULL,
+		if err := tx.QueryRow(ctx, `UPDATE sessions SET input_count = input_count + 1, status = $4, reason = NULL, archived_at = NULL,
 				resume = CASE WHEN $3 THEN NULL ELSE resume END, next_turn_at = $2, updated_at = $2
 			WHERE sid = $1 RETURNING input_count`, s.SID, now, skip, Open).Scan(&seq); err != nil {
 			return fmt.Errorf("session: respond: %w", err)

@@ -56,6 +56,14 @@ type Session struct {
 	// retries a FAILED one.
 	PredecessorSID *int64
 	SuccessorSID   *int64
+	// ArchivedAt hides the session from lists (G6); nil: shown.
+	ArchivedAt *time.Time
+	// Slot is the singleton slot the session holds while not final (G7).
+	Slot *string
+	// DisplayTitle (G8) is rendered from session.displayTitle at creation;
+	// AmbientStatus is the one-line status its turns last reported.
+	DisplayTitle  *string
+	AmbientStatus *string
 }
 
 // Running reports whether a worker holds the session's lease at now.
@@ -120,6 +128,8 @@ const (
 	ReasonSessionClosed   = "session_closed"    // S2: a closed session id never starts again
 	ReasonSessionNotFound = "session_not_found" // a resume named no session
 	ReasonEndsFailed      = "ends_failed"       // E1: session.ends failed for the input or did not give a timestamp
+	ReasonSlotTaken       = "slot_taken"        // G7: a singleton's live session holds the slot
+	ReasonSlotKeyFailed   = "slot_key_failed"   // G7: session.concurrencyKey failed for the input
 )
 
 // Diagnostic counts a trigger predicate's evaluation failures (each a non-match).
@@ -152,7 +162,7 @@ func NewStore(pool *pgxpool.Pool, c clock.Clock) *Store { return &Store{pool: po
 
 const sessionColumns = `sid, action_id, id, version, input, state, status, reason, origin_event_id,
 	started_at, ends_at, created_at, updated_at, closed_at, turn_count, lease_expires_at, wait, interrupt_turn,
-	handoff, predecessor_sid, successor_sid`
+	handoff, predecessor_sid, successor_sid, archived_at, slot, display_title, ambient_status`
 
 func scanSession(row pgx.Row) (*Session, error) {
 	var s Session
@@ -167,13 +177,13 @@ func scanSession(row pgx.Row) (*Session, error) {
 func (s *Session) dests() []any {
 	return []any{&s.SID, &s.ActionID, &s.ID, &s.Version, &s.Input, &s.State, &s.Status, &s.Reason,
 		&s.OriginEventID, &s.StartedAt, &s.EndsAt, &s.CreatedAt, &s.UpdatedAt, &s.ClosedAt, &s.TurnCount, &s.LeaseExpires,
-		&s.Wait, &s.InterruptTurn, &s.Handoff, &s.PredecessorSID, &s.SuccessorSID}
+		&s.Wait, &s.InterruptTurn, &s.Handoff, &s.PredecessorSID, &s.SuccessorSID, &s.ArchivedAt, &s.Slot, &s.DisplayTitle, &s.AmbientStatus}
 }
 
 // utc puts a scanned session's times in UTC.
 func (s *Session) utc() {
 	s.StartedAt, s.CreatedAt, s.UpdatedAt = s.StartedAt.UTC(), s.CreatedAt.UTC(), s.UpdatedAt.UTC()
-	s.EndsAt, s.ClosedAt = utcPtr(s.EndsAt), utcPtr(s.ClosedAt)
+	s.EndsAt, s.ClosedAt, s.ArchivedAt = utcPtr(s.EndsAt), utcPtr(s.ClosedAt), utcPtr(s.ArchivedAt)
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -214,14 +224,16 @@ func BySID(ctx context.Context, q ledger.Querier, sid int64) (*Session, error) {
 }
 
 // List pages an action's sessions, newest first, before internal key
-// beforeSID (0 for the start), optionally of one status.
-func (st *Store) List(ctx context.Context, actionID uuid.UUID, beforeSID int64, first int, status *Status) ([]*Session, error) {
+// beforeSID (0 for the start), optionally of one status, and archived or
+// not (G6; nil: both).
+func (st *Store) List(ctx context.Context, actionID uuid.UUID, beforeSID int64, first int, status *Status, archived *bool) ([]*Session, error) {
 	if beforeSID <= 0 {
 		beforeSID = 1<<63 - 1
 	}
 	rows, err := st.pool.Query(ctx, `SELECT `+sessionColumns+` FROM sessions
-		WHERE action_id = $1 AND sid < $2 AND ($4::text IS NULL OR status = $4) ORDER BY sid DESC LIMIT $3`,
-		actionID, beforeSID, first, status)
+		WHERE action_id = $1 AND sid < $2 AND ($4::text IS NULL OR status = $4)
+		  AND ($5::boolean IS NULL OR (archived_at IS NOT NULL) = $5) ORDER BY sid DESC LIMIT $3`,
+		actionID, beforeSID, first, status, archived)
 	if err != nil {
 		return nil, fmt.Errorf("session: list: %w", err)
 	}

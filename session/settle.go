@@ -169,6 +169,8 @@ type Committed struct {
 	Reason *string
 	// Resume is the continuation a turn that ends WAITING leaves (P1); nil otherwise.
 	Resume jsonvalue.Value
+	// AmbientStatus, when set, replaces the session's ambient status (G8).
+	AmbientStatus *string
 	// Due: the session needs another turn at once whatever is pending (its
 	// end has come, E4, or a firing that starts turns is due, C4).
 	Due bool
@@ -233,6 +235,7 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 		setResume       = make([]bool, n)
 		resumes         = make([]*string, n)
 		touch, closes   = make([]bool, n), make([]bool, n)
+		ambients        = make([]*string, n)
 		due             = make([]bool, n)
 		notice          = &res.Notice
 		// REQUEST inputs answered (I4): by sessions whose turn finished
@@ -255,6 +258,7 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 			setState[i], states[i], statuses[i] = true, jsonText(c.State), c.Status
 			setReason[i], reasons[i] = true, c.Reason
 			setResume[i], resumes[i] = true, jsonText(c.Resume)
+			ambients[i] = c.AmbientStatus
 			touch[i], closes[i], due[i] = true, c.Status.Final(), c.Due
 			consume(InputConsumed)
 			committedSIDs = append(committedSIDs, s.SID)
@@ -320,14 +324,15 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 			closed_at = CASE WHEN u.closes THEN $13::timestamptz ELSE s.closed_at END,
 			next_turn_at = CASE WHEN u.status = $14 AND (u.due OR EXISTS (
 				SELECT 1 FROM session_inputs i WHERE i.sid = s.sid AND i.status = 'PENDING' AND i.starts_turn)) THEN $13::timestamptz END,
-			lease_owner = NULL, lease_expires_at = NULL, wait = NULL, wake_on = NULL, interrupt_turn = NULL, interrupted_by = NULL
+			lease_owner = NULL, lease_expires_at = NULL, wait = NULL, wake_on = NULL, interrupt_turn = NULL, interrupted_by = NULL,
+			ambient_status = coalesce(u.ambient, s.ambient_status)
 		  FROM unnest($1::bigint[], $2::bigint[], $3::boolean[], $4::text[], $5::text[], $6::boolean[], $7::text[], $8::boolean[],
-		              $9::text[], $10::boolean[], $11::boolean[], $12::boolean[])
-		       AS u (sid, token, set_state, state, status, set_reason, reason, set_resume, resume, touch, closes, due)
+		              $9::text[], $10::boolean[], $11::boolean[], $12::boolean[], $18::text[])
+		       AS u (sid, token, set_state, state, status, set_reason, reason, set_resume, resume, touch, closes, due, ambient)
 		 WHERE s.sid = u.sid AND s.lease_token = u.token
 		RETURNING s.sid, s.next_turn_at IS NOT NULL`,
 		sids, tokens, setState, states, statuses, setReason, reasons, setResume, resumes, touch, closes, due,
-		now, Open, Completed, Failed, Cancelled).Query(func(rows pgx.Rows) error {
+		now, Open, Completed, Failed, Cancelled, ambients).Query(func(rows pgx.Rows) error {
 		var sid int64
 		var runnable bool
 		_, err := pgx.ForEachRow(rows, []any{&sid, &runnable}, func() error {

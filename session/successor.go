@@ -77,10 +77,11 @@ func (st *Store) startSuccessor(ctx context.Context, tx pgx.Tx, pred *Session, n
 			}
 		}
 	}
+	// The slot (G7) passes on: the predecessor is final by now.
 	succ, err := scanSession(tx.QueryRow(ctx, `INSERT INTO sessions (action_id, id, version, input, status, started_at, ends_at,
-			created_at, updated_at, predecessor_sid)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $6, $6, $8) RETURNING `+sessionColumns,
-		pred.ActionID, id, version, []byte(pred.Input), Open, now, ends, pred.SID))
+			created_at, updated_at, predecessor_sid, slot, display_title)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $6, $6, $8, $9, $10) RETURNING `+sessionColumns,
+		pred.ActionID, id, version, []byte(pred.Input), Open, now, ends, pred.SID, pred.Slot, pred.DisplayTitle))
 	if err != nil {
 		return nil, fmt.Errorf("session: successor %q: %w", id, err)
 	}

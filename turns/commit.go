@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -282,6 +283,16 @@ func (e *Executor) decide(f *finished, fc *session.Fenced, now time.Time, w *tur
 	return st
 }
 
+// ambient cleans a reported ambient status (G8): one line, at most
+// MaxAmbientStatus characters.
+func ambient(s string) string {
+	s = strings.Join(strings.Fields(strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "")), " ")
+	if r := []rune(s); len(r) > MaxAmbientStatus {
+		s = string(r[:MaxAmbientStatus-1]) + "…"
+	}
+	return s
+}
+
 // parks reports whether a turn whose run ended with runErr parks its
 // session (G4): the session has a park block and the run's retries ran
 // out on a transient cause (a timeout or an error not marked Permanent).
@@ -306,6 +317,9 @@ func (e *Executor) decideCommitted(f *finished, fc *session.Fenced, now time.Tim
 		reason = &r
 	}
 	cm := &session.Committed{State: out.State, Status: status, Reason: reason}
+	if a := ambient(out.AmbientStatus); a != "" {
+		cm.AmbientStatus = &a
+	}
 	if len(out.Approvals) > 0 {
 		// P1, P2: the requests the session now waits on. New ones are
 		// raised; one listed again keeps its row: still PENDING, or

@@ -110,6 +110,9 @@ type Outcome struct {
 	// Scope, with Status FAILED, is ScopeSession (the default) or
 	// ScopeTurn: the turn fails, the session survives WAITING (G10).
 	Scope     string          `json:"scope,omitempty"`
+	// AmbientStatus, when set, becomes the session's one-line status
+	// (G8), cut to MaxAmbientStatus characters, with the turn's commit.
+	AmbientStatus string `json:"ambient_status,omitempty"`
 	Output    jsonvalue.Value `json:"output"`
 	Approvals []Approval      `json:"approvals,omitempty"`
 	Resume    jsonvalue.Value `json:"resume,omitempty"`
@@ -253,6 +256,9 @@ func IsPermanent(err error) bool {
 	var p permanentError
 	return errors.As(err, &p)
 }
+
+// MaxAmbientStatus is the longest ambient status kept, in characters (G8).
+const MaxAmbientStatus = 200
 
 // Failure scopes (G10): how far a failed turn reaches. A SESSION failure
 // (the default, T7) fails the session; a TURN failure fails only the turn:

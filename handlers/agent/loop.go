@@ -483,7 +483,12 @@ func (l *loop) outcome(c provider.ToolCall) (out *turns.Outcome, problem string)
 		}
 		state = jsonvalue.Value(raw)
 	}
-	o := &turns.Outcome{State: state, Status: status, Reason: reason, Output: l.output(nil)}
+	// G8: the session's one-line status is the agent's last words, or its reason.
+	ambient := firstLine(l.text)
+	if ambient == "" {
+		ambient = reason
+	}
+	o := &turns.Outcome{State: state, Status: status, Reason: reason, Output: l.output(nil), AmbientStatus: ambient}
 	l.rec.Add("outcome", map[string]any{"status": o.Status, "reason": o.Reason, "state": o.State})
 	return o, ""
 }
@@ -739,8 +744,9 @@ func (l *loop) wait(r *resumeState) (*turns.Outcome, error) {
 	}
 	out := &turns.Outcome{
 		State: l.req.State, Status: statusWaiting, Approvals: approvals, Resume: raw,
-		Reason: fmt.Sprintf("waiting for approval of %d tool call(s)", len(approvals)),
-		Output: l.output(map[string]any{"waiting_for": ids}),
+		Reason:        fmt.Sprintf("waiting for approval of %d tool call(s)", len(approvals)),
+		Output:        l.output(map[string]any{"waiting_for": ids}),
+		AmbientStatus: fmt.Sprintf("waiting for approval of %d tool call(s)", len(approvals)),
 	}
 	l.rec.Add("outcome", map[string]any{"status": out.Status, "reason": out.Reason, "interrupt_ids": ids})
 	return out, nil
@@ -889,4 +895,14 @@ func (l *loop) answer(ctx context.Context, r *resumeState, c *turns.Command) err
 	r.Results[p.Index] = res
 	r.Pending = append(r.Pending[:i:i], r.Pending[i+1:]...)
 	return nil
+}
+
+// firstLine is the first non-blank line of s, trimmed.
+func firstLine(s string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if t := strings.TrimSpace(line); t != "" {
+			return t
+		}
+	}
+	return ""
 }

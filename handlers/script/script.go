@@ -183,17 +183,17 @@ func (h *turnHandler) Run(ctx context.Context, req *turns.Request) (*turns.Outco
 }
 
 // outcome reads turn()'s result: an object with status and optional state,
-// output, reason and scope (G10), nothing else. Without a session (issue 15) status is
+// output, reason, scope (G10) and ambient_status (G8), nothing else. Without a session (issue 15) status is
 // optional too.
 func outcome(raw jsonvalue.Value, needStatus bool) (*turns.Outcome, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, errors.New("turn() must return a dict with status and optionally state, output, reason and scope")
+		return nil, errors.New("turn() must return a dict with status and optionally state, output, reason, scope and ambient_status")
 	}
 	o := &turns.Outcome{}
 	for k, v := range m {
 		switch k {
-		case "status", "reason", "scope":
+		case "status", "reason", "scope", "ambient_status":
 			var s string
 			if err := json.Unmarshal(v, &s); err != nil {
 				return nil, fmt.Errorf("%s must be a string", k)
@@ -203,6 +203,8 @@ func outcome(raw jsonvalue.Value, needStatus bool) (*turns.Outcome, error) {
 				o.Status = s
 			case "reason":
 				o.Reason = s
+			case "ambient_status":
+				o.AmbientStatus = s // G8: the session's one-line status
 			default:
 				o.Scope = s // G10: TURN fails only the turn
 			}
@@ -211,7 +213,7 @@ func outcome(raw jsonvalue.Value, needStatus bool) (*turns.Outcome, error) {
 		case "output":
 			o.Output = jsonvalue.Value(v)
 		default:
-			return nil, fmt.Errorf("unknown key %q in turn()'s result (allowed: status, state, output, reason, scope)", k)
+			return nil, fmt.Errorf("unknown key %q in turn()'s result (allowed: status, state, output, reason, scope, ambient_status)", k)
 		}
 	}
 	if o.Status == "" && needStatus {
