@@ -109,13 +109,13 @@ type Outcome struct {
 	Reason string          `json:"reason,omitempty"`
 	// Scope, with Status FAILED, is ScopeSession (the default) or
 	// ScopeTurn: the turn fails, the session survives WAITING (G10).
-	Scope     string          `json:"scope,omitempty"`
+	Scope string `json:"scope,omitempty"`
 	// AmbientStatus, when set, becomes the session's one-line status
 	// (G8), cut to MaxAmbientStatus characters, with the turn's commit.
-	AmbientStatus string `json:"ambient_status,omitempty"`
-	Output    jsonvalue.Value `json:"output"`
-	Approvals []Approval      `json:"approvals,omitempty"`
-	Resume    jsonvalue.Value `json:"resume,omitempty"`
+	AmbientStatus string          `json:"ambient_status,omitempty"`
+	Output        jsonvalue.Value `json:"output"`
+	Approvals     []Approval      `json:"approvals,omitempty"`
+	Resume        jsonvalue.Value `json:"resume,omitempty"`
 }
 
 // Approval is a gated tool call a turn paused before (P1).
