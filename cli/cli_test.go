@@ -192,8 +192,16 @@ func TestSessionsListGetClose(t *testing.T) {
 	openAccount(t, r)
 
 	out := r.ok(t, "sessions", "list", monitorID)
-	require.Regexp(t, `(?m)^ID\s+STATUS\s+VERSION\s+RUNNING\s+STARTED\s+UPDATED\s+REASON$`, out)
+	require.Regexp(t, `(?m)^ID\s+STATUS\s+VERSION\s+RUNNING\s+STARTED\s+UPDATED\s+TITLE\s+REASON / STATUS LINE$`, out)
 	require.Regexp(t, `(?m)^acc1\s+OPEN\s+1\s+-\s`, out)
+	// G6: archived sessions are listed only with --archived.
+	require.Equal(t, "session acc1: archived\n", r.ok(t, "sessions", "archive", monitorID, "acc1"))
+	var hidden []struct{ ID string }
+	r.okJSON(t, &hidden, "sessions", "list", monitorID)
+	require.Empty(t, hidden)
+	r.okJSON(t, &hidden, "sessions", "list", monitorID, "--archived")
+	require.Equal(t, []struct{ ID string }{{"acc1"}}, hidden)
+	require.Equal(t, "session acc1: shown in lists\n", r.ok(t, "sessions", "unarchive", monitorID, "acc1"))
 	var list []struct{ ID, Status string }
 	r.okJSON(t, &list, "sessions", "list", monitorID, "--status", "open")
 	require.Equal(t, []struct{ ID, Status string }{{"acc1", "OPEN"}}, list)

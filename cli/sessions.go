@@ -7,20 +7,25 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/alecthomas/kong"
 
 	"github.com/actionsledger/actionsledger/client"
 )
 
 // SessionsCmd groups the session commands (issue 12, CLI).
 type SessionsCmd struct {
-	List   SessionsListCmd   `cmd:"" help:"List an action's sessions, newest first."`
-	Get    SessionsGetCmd    `cmd:"" help:"Show a session: status, state, what it waits on, pending inputs, and its turns with inputs and transcripts."`
-	Watch  SessionsWatchCmd  `cmd:"" help:"Follow a session live until it ends or waits on an approval or a held turn."`
-	Close  SessionsCloseCmd  `cmd:"" help:"End a session (status CANCELLED) with a reason."`
-	Resume SessionsResumeCmd `cmd:"" help:"Wake a session that waits after a failed turn, or is parked: its pending inputs get a turn at once."`
-	Send   SessionsSendCmd   `cmd:"" help:"Send a session a message (taken by its next turn) or a control (--interrupt ends the running turn early)."`
-	Input  SessionsInputCmd  `cmd:"" help:"Edit, delete or promote a pending message."`
-	Retry  SessionsRetryCmd  `cmd:"" help:"Retry a FAILED session as a new one (its successor), with its pending inputs."`
+	List      SessionsListCmd    `cmd:"" help:"List an action's sessions, newest first."`
+	Get       SessionsGetCmd     `cmd:"" help:"Show a session: status, state, what it waits on, pending inputs, and its turns with inputs and transcripts."`
+	Watch     SessionsWatchCmd   `cmd:"" help:"Follow a session live until it ends or waits on an approval or a held turn."`
+	Close     SessionsCloseCmd   `cmd:"" help:"End a session (status CANCELLED) with a reason."`
+	Resume    SessionsResumeCmd  `cmd:"" help:"Wake a session that waits after a failed turn, or is parked: its pending inputs get a turn at once."`
+	Send      SessionsSendCmd    `cmd:"" help:"Send a session a message (taken by its next turn) or a control (--interrupt ends the running turn early)."`
+	Input     SessionsInputCmd   `cmd:"" help:"Edit, delete or promote a pending message."`
+	Retry     SessionsRetryCmd   `cmd:"" help:"Retry a FAILED session as a new one (its successor), with its pending inputs."`
+	Archive   SessionsArchiveCmd `cmd:"" help:"Hide a session from lists (nothing else changes; a new input shows it again)."`
+	Unarchive SessionsArchiveCmd `cmd:"" help:"Show an archived session in lists again."`
 }
 
 // sessionStatuses are SessionStatus's values, for --status.
@@ -33,9 +38,10 @@ func final(s client.SessionStatus) bool {
 
 // SessionsListCmd is `sessions list ACTION [--status S]`.
 type SessionsListCmd struct {
-	Action string `arg:"" help:"The action's id."`
-	Status string `placeholder:"STATUS" help:"Only sessions in this status: OPEN, WAITING, COMPLETED, FAILED or CANCELLED."`
-	Limit  int    `default:"100" help:"Most sessions to list; 0 lists them all."`
+	Action   string `arg:"" help:"The action's id."`
+	Status   string `placeholder:"STATUS" help:"Only sessions in this status: OPEN, WAITING, COMPLETED, FAILED or CANCELLED."`
+	Limit    int    `default:"100" help:"Most sessions to list; 0 lists them all."`
+	Archived bool   `help:"List only archived sessions (hidden otherwise)."`
 }
 
 // Validate checks --status and --limit.
@@ -60,7 +66,8 @@ func (c *SessionsListCmd) Run(ctx context.Context, env *Env) error {
 	var after *string
 	more := false
 	for {
-		r, err := client.ListSessions(ctx, env.Client, c.Action, pageSize(c.Limit, len(all)), after, status)
+		archived := c.Archived
+		r, err := client.ListSessions(ctx, env.Client, c.Action, pageSize(c.Limit, len(all)), after, status, &archived)
 		if err != nil {
 			return err
 		}
@@ -79,13 +86,17 @@ func (c *SessionsListCmd) Run(ctx context.Context, env *Env) error {
 		all = []client.SessionSummary{}
 	}
 	return env.emit(all, func(w io.Writer) error {
-		t := newTable(w, "ID", "STATUS", "VERSION", "RUNNING", "STARTED", "UPDATED", "REASON")
+		t := newTable(w, "ID", "STATUS", "VERSION", "RUNNING", "STARTED", "UPDATED", "TITLE", "REASON / STATUS LINE")
 		for _, s := range all {
 			running := ""
 			if s.Running {
 				running = "yes"
 			}
-			t.row(s.Id, string(s.Status), strconv.Itoa(s.Version), running, stamp(s.StartedAt), stamp(s.UpdatedAt), clip(str(s.Reason), 60))
+			line := str(s.Reason)
+			if line == "" {
+				line = str(s.AmbientStatus)
+			}
+			t.row(s.Id, string(s.Status), strconv.Itoa(s.Version), running, stamp(s.StartedAt), stamp(s.UpdatedAt), clip(str(s.DisplayTitle), 40), clip(line, 60))
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -427,6 +438,47 @@ func (c *SessionsRetryCmd) Run(ctx context.Context, env *Env) error {
 	}
 	return env.emit(s, func(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "session %s: %s (retries %s)\n", s.Id, s.Status, c.ID)
+		return err
+	})
+}
+
+// SessionsArchiveCmd is `sessions archive|unarchive ACTION ID` (G6).
+type SessionsArchiveCmd struct {
+	Action string `arg:"" help:"The action's id."`
+	ID     string `arg:"" help:"The session's id."`
+}
+
+// Run archives the session, or shows it again for `sessions unarchive`.
+func (c *SessionsArchiveCmd) Run(ctx context.Context, env *Env, kctx *kong.Context) error {
+	var archivedAt *time.Time
+	var found bool
+	if strings.HasPrefix(kctx.Selected().Name, "unarchive") {
+		r, err := client.UnarchiveSession(ctx, env.Client, c.Action, c.ID)
+		if err != nil {
+			return err
+		}
+		if s := r.Actions.UnarchiveSession; s != nil {
+			archivedAt, found = s.ArchivedAt, true
+		}
+	} else {
+		r, err := client.ArchiveSession(ctx, env.Client, c.Action, c.ID)
+		if err != nil {
+			return err
+		}
+		if s := r.Actions.ArchiveSession; s != nil {
+			archivedAt, found = s.ArchivedAt, true
+		}
+	}
+	if !found {
+		return notFound("session %q of action %s", c.ID, c.Action)
+	}
+	out := map[string]any{"id": c.ID, "archivedAt": archivedAt}
+	return env.emit(out, func(w io.Writer) error {
+		if archivedAt == nil {
+			_, err := fmt.Fprintf(w, "session %s: shown in lists\n", c.ID)
+			return err
+		}
+		_, err := fmt.Fprintf(w, "session %s: archived\n", c.ID)
 		return err
 	})
 }

@@ -339,6 +339,48 @@ func (v *ApprovalResponseInput) GetReason() *string { return v.Reason }
 // GetInput returns ApprovalResponseInput.Input, and is useful for accessing the field via an interface.
 func (v *ApprovalResponseInput) GetInput() *json.RawMessage { return v.Input }
 
+// ArchiveSessionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
+type ArchiveSessionActionsActionsMutation struct {
+	// Archives a session: it is hidden from lists (Action.sessions, archived
+	// false) and nothing else changes: its status, turns and singleton slot are
+	// as they were, and a new input shows it again. Needs CLOSE on the action.
+	ArchiveSession *ArchiveSessionActionsActionsMutationArchiveSessionActionSession `json:"archiveSession"`
+}
+
+// GetArchiveSession returns ArchiveSessionActionsActionsMutation.ArchiveSession, and is useful for accessing the field via an interface.
+func (v *ArchiveSessionActionsActionsMutation) GetArchiveSession() *ArchiveSessionActionsActionsMutationArchiveSessionActionSession {
+	return v.ArchiveSession
+}
+
+// ArchiveSessionActionsActionsMutationArchiveSessionActionSession includes the requested fields of the GraphQL type ActionSession.
+type ArchiveSessionActionsActionsMutationArchiveSessionActionSession struct {
+	Id     string        `json:"id"`
+	Status SessionStatus `json:"status"`
+	// When the session was archived (hidden from lists; it works as before); null: not archived.
+	ArchivedAt *time.Time `json:"archivedAt"`
+}
+
+// GetId returns ArchiveSessionActionsActionsMutationArchiveSessionActionSession.Id, and is useful for accessing the field via an interface.
+func (v *ArchiveSessionActionsActionsMutationArchiveSessionActionSession) GetId() string { return v.Id }
+
+// GetStatus returns ArchiveSessionActionsActionsMutationArchiveSessionActionSession.Status, and is useful for accessing the field via an interface.
+func (v *ArchiveSessionActionsActionsMutationArchiveSessionActionSession) GetStatus() SessionStatus {
+	return v.Status
+}
+
+// GetArchivedAt returns ArchiveSessionActionsActionsMutationArchiveSessionActionSession.ArchivedAt, and is useful for accessing the field via an interface.
+func (v *ArchiveSessionActionsActionsMutationArchiveSessionActionSession) GetArchivedAt() *time.Time {
+	return v.ArchivedAt
+}
+
+// ArchiveSessionResponse is returned by ArchiveSession on success.
+type ArchiveSessionResponse struct {
+	Actions ArchiveSessionActionsActionsMutation `json:"actions"`
+}
+
+// GetActions returns ArchiveSessionResponse.Actions, and is useful for accessing the field via an interface.
+func (v *ArchiveSessionResponse) GetActions() ArchiveSessionActionsActionsMutation { return v.Actions }
+
 type BackfillStatus string
 
 const (
@@ -3328,6 +3370,12 @@ type SessionSummary struct {
 	// Commit time of the session's origin.
 	StartedAt time.Time `json:"startedAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+	// The title session.displayTitle gave the session when it started; null: none.
+	DisplayTitle *string `json:"displayTitle"`
+	// The one-line status its turns last reported (a Starlark turn's ambient_status, an agent's last words); null: none.
+	AmbientStatus *string `json:"ambientStatus"`
+	// When the session was archived (hidden from lists; it works as before); null: not archived.
+	ArchivedAt *time.Time `json:"archivedAt"`
 }
 
 // GetId returns SessionSummary.Id, and is useful for accessing the field via an interface.
@@ -3350,6 +3398,15 @@ func (v *SessionSummary) GetStartedAt() time.Time { return v.StartedAt }
 
 // GetUpdatedAt returns SessionSummary.UpdatedAt, and is useful for accessing the field via an interface.
 func (v *SessionSummary) GetUpdatedAt() time.Time { return v.UpdatedAt }
+
+// GetDisplayTitle returns SessionSummary.DisplayTitle, and is useful for accessing the field via an interface.
+func (v *SessionSummary) GetDisplayTitle() *string { return v.DisplayTitle }
+
+// GetAmbientStatus returns SessionSummary.AmbientStatus, and is useful for accessing the field via an interface.
+func (v *SessionSummary) GetAmbientStatus() *string { return v.AmbientStatus }
+
+// GetArchivedAt returns SessionSummary.ArchivedAt, and is useful for accessing the field via an interface.
+func (v *SessionSummary) GetArchivedAt() *time.Time { return v.ArchivedAt }
 
 // SessionUpdate includes the requested fields of the GraphQL type SessionUpdate.
 // The GraphQL type's documentation follows.
@@ -4067,6 +4124,50 @@ var AllTurnStatus = []TurnStatus{
 	TurnStatusCancelled,
 }
 
+// UnarchiveSessionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
+type UnarchiveSessionActionsActionsMutation struct {
+	// Shows an archived session in lists again. Needs CLOSE on the action.
+	UnarchiveSession *UnarchiveSessionActionsActionsMutationUnarchiveSessionActionSession `json:"unarchiveSession"`
+}
+
+// GetUnarchiveSession returns UnarchiveSessionActionsActionsMutation.UnarchiveSession, and is useful for accessing the field via an interface.
+func (v *UnarchiveSessionActionsActionsMutation) GetUnarchiveSession() *UnarchiveSessionActionsActionsMutationUnarchiveSessionActionSession {
+	return v.UnarchiveSession
+}
+
+// UnarchiveSessionActionsActionsMutationUnarchiveSessionActionSession includes the requested fields of the GraphQL type ActionSession.
+type UnarchiveSessionActionsActionsMutationUnarchiveSessionActionSession struct {
+	Id     string        `json:"id"`
+	Status SessionStatus `json:"status"`
+	// When the session was archived (hidden from lists; it works as before); null: not archived.
+	ArchivedAt *time.Time `json:"archivedAt"`
+}
+
+// GetId returns UnarchiveSessionActionsActionsMutationUnarchiveSessionActionSession.Id, and is useful for accessing the field via an interface.
+func (v *UnarchiveSessionActionsActionsMutationUnarchiveSessionActionSession) GetId() string {
+	return v.Id
+}
+
+// GetStatus returns UnarchiveSessionActionsActionsMutationUnarchiveSessionActionSession.Status, and is useful for accessing the field via an interface.
+func (v *UnarchiveSessionActionsActionsMutationUnarchiveSessionActionSession) GetStatus() SessionStatus {
+	return v.Status
+}
+
+// GetArchivedAt returns UnarchiveSessionActionsActionsMutationUnarchiveSessionActionSession.ArchivedAt, and is useful for accessing the field via an interface.
+func (v *UnarchiveSessionActionsActionsMutationUnarchiveSessionActionSession) GetArchivedAt() *time.Time {
+	return v.ArchivedAt
+}
+
+// UnarchiveSessionResponse is returned by UnarchiveSession on success.
+type UnarchiveSessionResponse struct {
+	Actions UnarchiveSessionActionsActionsMutation `json:"actions"`
+}
+
+// GetActions returns UnarchiveSessionResponse.Actions, and is useful for accessing the field via an interface.
+func (v *UnarchiveSessionResponse) GetActions() UnarchiveSessionActionsActionsMutation {
+	return v.Actions
+}
+
 // UpdateActionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
 type UpdateActionActionsActionsMutation struct {
 	// Stores a new definition as the action's next version, validated as
@@ -4113,6 +4214,18 @@ func (v *__AppendEventInput) GetData() json.RawMessage { return v.Data }
 
 // GetIdempotencyKey returns __AppendEventInput.IdempotencyKey, and is useful for accessing the field via an interface.
 func (v *__AppendEventInput) GetIdempotencyKey() *string { return v.IdempotencyKey }
+
+// __ArchiveSessionInput is used internally by genqlient
+type __ArchiveSessionInput struct {
+	ActionId string `json:"actionId"`
+	Id       string `json:"id"`
+}
+
+// GetActionId returns __ArchiveSessionInput.ActionId, and is useful for accessing the field via an interface.
+func (v *__ArchiveSessionInput) GetActionId() string { return v.ActionId }
+
+// GetId returns __ArchiveSessionInput.Id, and is useful for accessing the field via an interface.
+func (v *__ArchiveSessionInput) GetId() string { return v.Id }
 
 // __CloseSessionInput is used internally by genqlient
 type __CloseSessionInput struct {
@@ -4340,6 +4453,7 @@ type __ListSessionsInput struct {
 	First    *int           `json:"first"`
 	After    *string        `json:"after"`
 	Status   *SessionStatus `json:"status"`
+	Archived *bool          `json:"archived"`
 }
 
 // GetActionId returns __ListSessionsInput.ActionId, and is useful for accessing the field via an interface.
@@ -4353,6 +4467,9 @@ func (v *__ListSessionsInput) GetAfter() *string { return v.After }
 
 // GetStatus returns __ListSessionsInput.Status, and is useful for accessing the field via an interface.
 func (v *__ListSessionsInput) GetStatus() *SessionStatus { return v.Status }
+
+// GetArchived returns __ListSessionsInput.Archived, and is useful for accessing the field via an interface.
+func (v *__ListSessionsInput) GetArchived() *bool { return v.Archived }
 
 // __PrincipalsInput is used internally by genqlient
 type __PrincipalsInput struct {
@@ -4514,6 +4631,18 @@ func (v *__SessionUpdatesInput) GetActionId() string { return v.ActionId }
 // GetId returns __SessionUpdatesInput.Id, and is useful for accessing the field via an interface.
 func (v *__SessionUpdatesInput) GetId() string { return v.Id }
 
+// __UnarchiveSessionInput is used internally by genqlient
+type __UnarchiveSessionInput struct {
+	ActionId string `json:"actionId"`
+	Id       string `json:"id"`
+}
+
+// GetActionId returns __UnarchiveSessionInput.ActionId, and is useful for accessing the field via an interface.
+func (v *__UnarchiveSessionInput) GetActionId() string { return v.ActionId }
+
+// GetId returns __UnarchiveSessionInput.Id, and is useful for accessing the field via an interface.
+func (v *__UnarchiveSessionInput) GetId() string { return v.Id }
+
 // __UpdateActionInput is used internally by genqlient
 type __UpdateActionInput struct {
 	Id    string          `json:"id"`
@@ -4601,6 +4730,47 @@ func AppendEvent(
 	}
 
 	data_ = &AppendEventResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by ArchiveSession.
+const ArchiveSession_Operation = `
+mutation ArchiveSession ($actionId: UUID!, $id: String!) {
+	actions {
+		archiveSession(actionId: $actionId, id: $id) {
+			id
+			status
+			archivedAt
+		}
+	}
+}
+`
+
+// G6: archive or show a session again.
+func ArchiveSession(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	actionId string,
+	id string,
+) (data_ *ArchiveSessionResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "ArchiveSession",
+		Query:  ArchiveSession_Operation,
+		Variables: &__ArchiveSessionInput{
+			ActionId: actionId,
+			Id:       id,
+		},
+	}
+
+	data_ = &ArchiveSessionResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(
@@ -5539,11 +5709,11 @@ func ListExecutions(
 
 // The query executed by ListSessions.
 const ListSessions_Operation = `
-query ListSessions ($actionId: UUID!, $first: Int, $after: String, $status: SessionStatus) {
+query ListSessions ($actionId: UUID!, $first: Int, $after: String, $status: SessionStatus, $archived: Boolean) {
 	actions {
 		action(id: $actionId) {
 			id
-			sessions(first: $first, after: $after, status: $status) {
+			sessions(first: $first, after: $after, status: $status, archived: $archived) {
 				nodes {
 					id
 					version
@@ -5552,6 +5722,9 @@ query ListSessions ($actionId: UUID!, $first: Int, $after: String, $status: Sess
 					running
 					startedAt
 					updatedAt
+					displayTitle
+					ambientStatus
+					archivedAt
 				}
 				pageInfo {
 					hasNextPage
@@ -5570,6 +5743,7 @@ func ListSessions(
 	first *int,
 	after *string,
 	status *SessionStatus,
+	archived *bool,
 ) (data_ *ListSessionsResponse, err_ error) {
 	req_ := &graphql.Request{
 		OpName: "ListSessions",
@@ -5579,6 +5753,7 @@ func ListSessions(
 			First:    first,
 			After:    after,
 			Status:   status,
+			Archived: archived,
 		},
 	}
 
@@ -6145,6 +6320,46 @@ func SessionUpdatesForwardData(interfaceChan interface{}, jsonRawMsg json.RawMes
 	}
 	dataChan_ <- wsResp
 	return nil
+}
+
+// The mutation executed by UnarchiveSession.
+const UnarchiveSession_Operation = `
+mutation UnarchiveSession ($actionId: UUID!, $id: String!) {
+	actions {
+		unarchiveSession(actionId: $actionId, id: $id) {
+			id
+			status
+			archivedAt
+		}
+	}
+}
+`
+
+func UnarchiveSession(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	actionId string,
+	id string,
+) (data_ *UnarchiveSessionResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "UnarchiveSession",
+		Query:  UnarchiveSession_Operation,
+		Variables: &__UnarchiveSessionInput{
+			ActionId: actionId,
+			Id:       id,
+		},
+	}
+
+	data_ = &UnarchiveSessionResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
 }
 
 // The mutation executed by UpdateAction.
