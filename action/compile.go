@@ -182,6 +182,10 @@ type CompiledSession struct {
 	ArchiveAfter time.Duration
 	// Title renders a session's display title (G8); nil: none.
 	Title *expr.Program
+	// DebounceQuiet and DebounceMax hold trigger deliveries (G3): a turn
+	// takes them once DebounceQuiet has passed since the newest pending
+	// one or DebounceMax since the oldest; 0: no debounce.
+	DebounceQuiet, DebounceMax time.Duration
 }
 
 // MaxTitleLen is the longest display title, in characters (G8).
@@ -641,6 +645,16 @@ func (c *compiler) session(sd *SessionDef, schema *inputschema.Schema, triggers 
 		}
 		if t.Window != nil {
 			cs.Window = c.window(*t.Window)
+		}
+		if d := t.Debounce; d != nil {
+			cs.DebounceQuiet = c.duration("session.turns.debounce.quiet", d.Quiet, time.Millisecond, MaxWindow)
+			cs.DebounceMax = c.duration("session.turns.debounce.max", d.Max, time.Millisecond, MaxWindow)
+			if cs.DebounceMax > 0 && cs.DebounceQuiet > cs.DebounceMax {
+				c.fail("session.turns.debounce.max", fault.InvalidAction, "max (%s) is at least quiet (%s)", cs.DebounceMax, cs.DebounceQuiet)
+			}
+			if t.Window != nil {
+				c.fail("session.turns.debounce", fault.InvalidAction, "give window or debounce, not both")
+			}
 		}
 	}
 	if sd.Park != nil {

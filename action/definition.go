@@ -174,4 +174,13 @@ type Turns struct {
 	MaxInputs *int     `json:"maxInputs,omitempty"`
 	MaxBytes  *int     `json:"maxBytes,omitempty"`
 	Window    *string  `json:"window,omitempty"`
+	// Debounce holds trigger deliveries until Quiet has passed since the
+	// newest or Max since the oldest (G3).
+	Debounce *Debounce `json:"debounce,omitempty"`
+}
+
+// Debounce is turns.debounce (G3): durations in Go syntax.
+type Debounce struct {
+	Quiet string `json:"quiet"`
+	Max   string `json:"max"`
 }

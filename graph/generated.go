@@ -296,6 +296,11 @@ type ComplexityRoot struct {
 		Limit func(childComplexity int) int
 	}
 
+	Debounce struct {
+		Max   func(childComplexity int) int
+		Quiet func(childComplexity int) int
+	}
+
 	DryRun struct {
 		Complete      func(childComplexity int) int
 		Diagnostics   func(childComplexity int) int
@@ -744,6 +749,7 @@ type ComplexityRoot struct {
 	}
 
 	TurnsDefinition struct {
+		Debounce  func(childComplexity int) int
 		MaxBytes  func(childComplexity int) int
 		MaxInputs func(childComplexity int) int
 		On        func(childComplexity int) int
@@ -2182,6 +2188,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Concurrency.Limit(childComplexity), true
+
+	case "Debounce.max":
+		if e.ComplexityRoot.Debounce.Max == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Debounce.Max(childComplexity), true
+	case "Debounce.quiet":
+		if e.ComplexityRoot.Debounce.Quiet == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Debounce.Quiet(childComplexity), true
 
 	case "DryRun.complete":
 		if e.ComplexityRoot.DryRun.Complete == nil {
@@ -3999,6 +4018,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.TriggerSessionRole.Start(childComplexity), true
 
+	case "TurnsDefinition.debounce":
+		if e.ComplexityRoot.TurnsDefinition.Debounce == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TurnsDefinition.Debounce(childComplexity), true
 	case "TurnsDefinition.maxBytes":
 		if e.ComplexityRoot.TurnsDefinition.MaxBytes == nil {
 			break
@@ -4055,6 +4080,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ActionInput", ec.unmarshalInputActionInput),
 			graphql.NewInputUnmarshaler("ApprovalResponseInput", ec.unmarshalInputApprovalResponseInput),
 			graphql.NewInputUnmarshaler("ConcurrencyInput", ec.unmarshalInputConcurrencyInput),
+			graphql.NewInputUnmarshaler("DebounceInput", ec.unmarshalInputDebounceInput),
 			graphql.NewInputUnmarshaler("EventInput", ec.unmarshalInputEventInput),
 			graphql.NewInputUnmarshaler("HoldResponseInput", ec.unmarshalInputHoldResponseInput),
 			graphql.NewInputUnmarshaler("MCPServeInput", ec.unmarshalInputMCPServeInput),
@@ -5218,6 +5244,8 @@ type TurnsDefinition {
   # Spec: T4
   "Delays the first turn after the session was idle."
   window: String
+  # Spec: G3
+  debounce: Debounce
 }
 
 input ActionInput {
@@ -5476,6 +5504,31 @@ input TurnsInput {
   started by a clock firing or by the session's end never waits.
   """
   window: String
+  # Spec: G3
+  """
+  Holds trigger deliveries that would start a turn until quiet has passed
+  since the newest held one or max since the oldest, so a burst becomes one
+  turn (e.g. { quiet: "2.5s", max: "5s" }; each 1ms to 24h, quiet at most
+  max; not with window). Messages, answers and requests never wait; a turn
+  they start leaves held deliveries for the turn after it, which a clock
+  firing that starts a turn takes along.
+  """
+  debounce: DebounceInput
+}
+
+# Spec: G3
+input DebounceInput {
+  quiet: String!
+  max: String!
+}
+
+# Spec: G3
+"turns.debounce: a burst of trigger deliveries becomes one turn."
+type Debounce {
+  "Eligible once this long has passed since the newest held delivery."
+  quiet: String!
+  "Or once this long has passed since the oldest."
+  max: String!
 }
 
 type TriggerDiagnostic {
@@ -6470,6 +6523,16 @@ func (ec *executionContext) childFields_Concurrency(ctx context.Context, field g
 	return nil, fmt.Errorf("no field named %q was found under type Concurrency", field.Name)
 }
 
+func (ec *executionContext) childFields_Debounce(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "quiet":
+		return ec.fieldContext_Debounce_quiet(ctx, field)
+	case "max":
+		return ec.fieldContext_Debounce_max(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Debounce", field.Name)
+}
+
 func (ec *executionContext) childFields_DryRun(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "from":
@@ -7338,6 +7401,8 @@ func (ec *executionContext) childFields_TurnsDefinition(ctx context.Context, fie
 		return ec.fieldContext_TurnsDefinition_maxBytes(ctx, field)
 	case "window":
 		return ec.fieldContext_TurnsDefinition_window(ctx, field)
+	case "debounce":
+		return ec.fieldContext_TurnsDefinition_debounce(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TurnsDefinition", field.Name)
 }
@@ -13479,6 +13544,52 @@ func (ec *executionContext) _Concurrency_key(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_Concurrency_key(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Concurrency", field, false, false, "String")
+}
+
+func (ec *executionContext) _Debounce_quiet(ctx context.Context, field graphql.CollectedField, obj *action.Debounce) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Debounce_quiet(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Quiet, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Debounce_quiet(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Debounce", field, false, false, "String")
+}
+
+func (ec *executionContext) _Debounce_max(ctx context.Context, field graphql.CollectedField, obj *action.Debounce) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Debounce_max(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Max, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Debounce_max(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Debounce", field, false, false, "String")
 }
 
 func (ec *executionContext) _DryRun_from(ctx context.Context, field graphql.CollectedField, obj *session.DryRun) (ret graphql.Marshaler) {
@@ -21103,6 +21214,38 @@ func (ec *executionContext) fieldContext_TurnsDefinition_window(_ context.Contex
 	return graphql.NewScalarFieldContext("TurnsDefinition", field, false, false, "String")
 }
 
+func (ec *executionContext) _TurnsDefinition_debounce(ctx context.Context, field graphql.CollectedField, obj *action.Turns) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TurnsDefinition_debounce(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Debounce, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *action.Debounce) graphql.Marshaler {
+			return ec.marshalODebounce2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐDebounce(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TurnsDefinition_debounce(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TurnsDefinition",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Debounce(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Viewer_id(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -22464,6 +22607,55 @@ func UnmarshalConcurrencyInput(ctx context.Context, raw any) (action.Concurrency
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputDebounceInput(ctx context.Context, obj any) (action.Debounce, error) {
+	var it action.Debounce
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"quiet", "max"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "quiet":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("quiet"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Quiet = data
+		case "max":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("max"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Max = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalDebounceInput unmarshals raw into the DebounceInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalDebounceInput(ctx context.Context, raw any) (action.Debounce, error) {
+	var out action.Debounce
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "DebounceInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputEventInput(ctx context.Context, obj any) (ledger.EventInput, error) {
 	var it ledger.EventInput
 	if obj == nil {
@@ -23394,7 +23586,7 @@ func (ec *executionContext) unmarshalInputTurnsInput(ctx context.Context, obj an
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"on", "maxInputs", "maxBytes", "window"}
+	fieldsInOrder := [...]string{"on", "maxInputs", "maxBytes", "window", "debounce"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -23429,6 +23621,13 @@ func (ec *executionContext) unmarshalInputTurnsInput(ctx context.Context, obj an
 				return it, err
 			}
 			it.Window = data
+		case "debounce":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("debounce"))
+			data, err := ec.unmarshalODebounceInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐDebounce(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Debounce = data
 		}
 	}
 	return it, nil
@@ -24892,6 +25091,44 @@ func (ec *executionContext) _Concurrency(ctx context.Context, sel ast.SelectionS
 		case "key":
 			out.Values[i] = ec._Concurrency_key(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var debounceImplementors = []string{"Debounce"}
+
+func (ec *executionContext) _Debounce(ctx context.Context, sel ast.SelectionSet, obj *action.Debounce) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, debounceImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Debounce")
+		case "quiet":
+			out.Values[i] = ec._Debounce_quiet(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "max":
+			out.Values[i] = ec._Debounce_max(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -28001,6 +28238,11 @@ func (ec *executionContext) _TurnsDefinition(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "debounce":
+			out.Values[i] = ec._TurnsDefinition_debounce(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -30051,6 +30293,21 @@ func (ec *executionContext) unmarshalOConcurrencyInput2ᚖgithubᚗcomᚋactions
 		return nil, nil
 	}
 	res, err := ec.unmarshalInputConcurrencyInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalODebounce2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐDebounce(ctx context.Context, sel ast.SelectionSet, v *action.Debounce) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Debounce(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalODebounceInput2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋactionᚐDebounce(ctx context.Context, v any) (*action.Debounce, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputDebounceInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 

@@ -470,12 +470,13 @@ func (b *batch) deliver(_ context.Context, a scope, tg *target, ev ledger.Event)
 // ordinals) with their session and its next turn time.
 const deliverSQL = `
 WITH d AS (
-	SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::boolean[], $5::text[], $6::uuid[], $7::text[], $8::int[], $9::timestamptz[])
-	       WITH ORDINALITY AS d (action_id, id, version, starts, identity, event_id, triggers, size, window_end, ord)),
+	SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::boolean[], $5::text[], $6::uuid[], $7::text[], $8::int[], $9::timestamptz[],
+	                     $11::timestamptz[], $12::bigint[])
+	       WITH ORDINALITY AS d (action_id, id, version, starts, identity, event_id, triggers, size, window_end, quiet_end, max_us, ord)),
 x AS (
 	SELECT d.*, s.sid, s.wait, row_number() OVER w AS rn, count(*) OVER w AS n, k.wakes AS wakes_row,
 	       bool_or(k.wakes) OVER w AS wakes,
-	       min(d.window_end) OVER w AS window_first
+	       min(d.window_end) OVER w AS window_first, max(d.quiet_end) OVER w AS quiet_last, max(d.max_us) OVER w AS max_wait
 	  FROM d
 	  -- G5: an id whose session has a successor routes to the newest.
 	  JOIN LATERAL (SELECT sid, version, status, wait, wake_on FROM sessions s WHERE s.sid = (
@@ -489,13 +490,19 @@ x AS (
 	WINDOW w AS (PARTITION BY s.sid ORDER BY d.ord ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)),
 u AS (
 	UPDATE sessions s SET input_count = s.input_count + g.n, updated_at = $10, archived_at = NULL,
-	       next_turn_at = CASE WHEN g.wakes THEN coalesce(s.next_turn_at,
-	           CASE WHEN s.ends_at <= $10 THEN $10 ELSE g.window_first END) ELSE s.next_turn_at END,
+	       next_turn_at = CASE WHEN NOT g.wakes THEN s.next_turn_at
+	           -- G3: held deliveries become eligible once quiet has passed since the newest or max since the oldest;
+	           -- a session already due (a message waits, or the time came) stays due.
+	           WHEN g.quiet_last IS NOT NULL AND (s.ends_at IS NULL OR s.ends_at > $10) THEN
+	               CASE WHEN s.next_turn_at <= $10 THEN s.next_turn_at
+	                    ELSE least(g.quiet_last, coalesce((SELECT min(o.delivered_at) FROM session_inputs o
+	                        WHERE o.sid = s.sid AND o.status = 'PENDING' AND o.kind = 'EVENT'), $10) + g.max_wait * interval '1 microsecond') END
+	           ELSE coalesce(s.next_turn_at, CASE WHEN s.ends_at <= $10 THEN $10 ELSE g.window_first END) END,
 	       status = CASE WHEN g.wakes THEN 'OPEN' ELSE s.status END,
 	       reason = CASE WHEN g.wakes AND s.wait IS NOT NULL THEN NULL ELSE s.reason END,
 	       wait = CASE WHEN g.wakes THEN NULL ELSE s.wait END,
 	       wake_on = CASE WHEN g.wakes THEN NULL ELSE s.wake_on END
-	  FROM (SELECT DISTINCT sid, n, wakes, window_first FROM x) g
+	  FROM (SELECT DISTINCT sid, n, wakes, window_first, quiet_last, max_wait FROM x) g
 	 WHERE s.sid = g.sid AND s.status IN ('OPEN', 'WAITING')
 	RETURNING s.sid, s.input_count - g.n AS base, s.next_turn_at),
 -- G4: a delivery by a trigger the park names resumes it.
@@ -526,6 +533,7 @@ func (b *batch) flushDeliveries(ctx context.Context) error {
 	starts := make([]bool, n)
 	eventIDs := make([]string, n)
 	windows := make([]time.Time, n)
+	quietEnds, maxUs := make([]*time.Time, n), make([]*int64, n)
 	for i, dl := range b.deliveries {
 		tj, err := json.Marshal(dl.tg.triggers)
 		if err != nil {
@@ -536,8 +544,14 @@ func (b *batch) flushDeliveries(ctx context.Context) error {
 		// T4: an input that finds the session idle starts its turn after
 		// the window; after the session's end nothing waits (E3).
 		windows[i] = b.now.Add(dl.a.Session.Window)
+		if cs := dl.a.Session; cs.DebounceQuiet > 0 && dl.starts {
+			// G3: a delivery that would start a turn is held.
+			q, m := b.now.Add(cs.DebounceQuiet), cs.DebounceMax.Microseconds()
+			quietEnds[i], maxUs[i] = &q, &m
+		}
 	}
-	rows, err := b.tx.Query(ctx, deliverSQL, actionIDs, ids, versions, starts, identities, eventIDs, triggers, sizes, windows, b.now)
+	rows, err := b.tx.Query(ctx, deliverSQL, actionIDs, ids, versions, starts, identities, eventIDs, triggers, sizes, windows, b.now,
+		quietEnds, maxUs)
 	if err != nil {
 		return fmt.Errorf("deliver: %w", err)
 	}

@@ -182,6 +182,21 @@ func QueueStandDown(b *pgx.Batch, leases []Lease) {
 		 WHERE s.sid = u.sid AND s.lease_token = u.token`, sids, tokens)
 }
 
+// QueueHold queues, for sessions a claim in this transaction leased whose
+// trigger deliveries the debounce holds (G3), the end of their lease and
+// their next turn at until, with a timer that wakes the executor then.
+func QueueHold(b *pgx.Batch, leases []Lease, until []time.Time) {
+	if len(leases) == 0 {
+		return
+	}
+	sids, tokens := leaseArrays(leases)
+	b.Queue(`UPDATE sessions s SET lease_owner = NULL, lease_expires_at = NULL, next_turn_at = u.until
+		  FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[]) AS u (sid, token, until)
+		 WHERE s.sid = u.sid AND s.lease_token = u.token`, sids, tokens, until)
+	b.Queue(`INSERT INTO session_timers (sid, due_at) SELECT * FROM unnest($1::bigint[], $2::timestamptz[])
+		ON CONFLICT (sid) DO UPDATE SET due_at = least(session_timers.due_at, EXCLUDED.due_at)`, sids, until)
+}
+
 // QueueCompleteAtEnd queues, for sessions a claim in this transaction
 // leased whose end has come with nothing pending, their completion (E5):
 // COMPLETED with reason ended and no turn; their timers go; ann gets the

@@ -175,6 +175,9 @@ func (e *Executor) claim(ctx context.Context, n int) (_ []*claim, leased int, er
 		case tk.ended:
 			w.ended = append(w.ended, cl.Lease) // E5: the end has come with nothing pending
 			continue
+		case !tk.notBefore.IsZero():
+			w.held, w.heldUntil = append(w.held, cl.Lease), append(w.heldUntil, tk.notBefore) // G3: debounced
+			continue
 		}
 		c.turn, c.execID, c.final, c.endsAt, c.attempt = cl.Session.TurnCount+1, uuid.New(), tk.final, cl.Session.EndsAt, 1
 		c.inputs = w.start(c, cl.InputCount, tk.items)
@@ -330,6 +333,10 @@ type claimWrites struct {
 	now       time.Time
 	starts    []session.StartTurn
 	standDown []session.Lease
+	// held are sessions whose trigger deliveries the debounce holds until
+	// heldUntil (G3).
+	held      []session.Lease
+	heldUntil []time.Time
 	ended     []session.Lease
 	reclaimed []*claim
 	fired     []ledger.NewEvent
@@ -378,6 +385,7 @@ func (w *claimWrites) start(c *claim, count int64, items []item) []session.Input
 func (w *claimWrites) queue(b *pgx.Batch, cs []*claim) {
 	session.QueueStartTurns(b, w.now, w.starts, &w.ann)
 	session.QueueStandDown(b, w.standDown)
+	session.QueueHold(b, w.held, w.heldUntil)
 	session.QueueCompleteAtEnd(b, w.now, w.ended, &w.ann)
 	for _, c := range w.reclaimed {
 		b.Queue(`UPDATE executions SET attempts = $2, trace_id = coalesce($3, trace_id) WHERE id = $1`, c.execID, c.attempt, traceIDOf(c.span))

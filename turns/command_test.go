@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/actionsledger/actionsledger/action"
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/session"
 	"github.com/actionsledger/actionsledger/turns"
@@ -332,4 +334,75 @@ func TestG5RetryAFailedSession(t *testing.T) {
 	require.True(t, b.runOnce(b.ex))
 	require.Equal(t, []string{first, second}, viewIdentities(seen.all()[0].Inputs))
 	require.Equal(t, session.Open, b.session(actionID, acct+"~2").Status)
+}
+
+// G3: with turns.debounce, trigger deliveries wait until quiet has passed
+// since the newest or max since the oldest; a message does not wait and
+// runs alone, leaving the held deliveries for the turn after it.
+func TestG3DebounceHoldsDeliveries(t *testing.T) {
+	t.Parallel()
+	seen := &calls{}
+	b := setup(t, func(ctx context.Context, req *turns.Request) (*turns.Outcome, error) {
+		seen.add(req)
+		return countOutcome(req, "")
+	})
+	ex := b.executor("p", turns.Config{})
+	actionID := b.probeMonitor(func(d *action.Definition) {
+		d.Session.Turns.Debounce = &action.Debounce{Quiet: "2500ms", Max: "5s"}
+	})
+	acct := b.openAccount()
+	b.dispatch()
+	e1 := b.entry(acct, 1)
+	b.dispatch()
+	require.False(t, b.runOnce(ex), "held")
+	b.clock.Advance(2 * time.Second)
+	e2 := b.entry(acct, 2)
+	b.dispatch()
+	b.clock.Advance(2 * time.Second) // 4s after the first, 2s after the newest
+	require.False(t, b.runOnce(ex), "still held: quiet not over, max not reached")
+	_, err := b.send(actionID, acct, "now", "look now")
+	require.NoError(t, err)
+	require.True(t, b.runOnce(ex), "a message does not wait")
+	require.Equal(t, []string{"look now"}, messages(&seen.all()[0]))
+	require.Len(t, seen.all()[0].Inputs, 1, "held deliveries do not ride with it")
+	require.False(t, b.runOnce(ex), "the deliveries are still held")
+	b.clock.Advance(500 * time.Millisecond) // quiet over since the newest
+	require.True(t, b.runOnce(ex))
+	require.Equal(t, []string{e1, e2}, viewIdentities(seen.all()[1].Inputs))
+
+	// max: deliveries every 2s never leave a quiet 2.5s; 5s after the oldest they run.
+	e3 := b.entry(acct, 3)
+	b.dispatch()
+	b.clock.Advance(2 * time.Second)
+	e4 := b.entry(acct, 4)
+	b.dispatch()
+	b.clock.Advance(2 * time.Second)
+	e5 := b.entry(acct, 5)
+	b.dispatch()
+	require.False(t, b.runOnce(ex))
+	b.clock.Advance(time.Second) // 5s after e3
+	require.True(t, b.runOnce(ex))
+	require.Equal(t, []string{e3, e4, e5}, viewIdentities(seen.all()[2].Inputs))
+}
+
+// G3: the debounce block is checked when the action is stored.
+func TestG3DebounceDefinitionIsChecked(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	for _, c := range []struct {
+		d     action.Debounce
+		field string
+	}{
+		{action.Debounce{Quiet: "soon", Max: "5s"}, "session.turns.debounce.quiet"},
+		{action.Debounce{Quiet: "6s", Max: "5s"}, "session.turns.debounce.max"},
+		{action.Debounce{Quiet: "1s", Max: "48h"}, "session.turns.debounce.max"},
+	} {
+		def := monitor(t)
+		def.Kind = probeKind
+		d := c.d
+		def.Session.Turns.Debounce = &d
+		_, err := b.actions.Create(b.ctx, uuid.New(), def)
+		require.Equal(t, fault.InvalidAction, fault.CodeOf(err), "%+v: %v", c.d, err)
+		require.Equal(t, c.field, fault.As(err).Field, "%+v", c.d)
+	}
 }

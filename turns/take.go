@@ -22,6 +22,9 @@ type take struct {
 	// ended: the end has come and nothing is pending; the session completes
 	// with no turn (E5).
 	ended bool
+	// notBefore: the pending trigger deliveries are held by the debounce
+	// until then (G3); no turn now.
+	notBefore time.Time
 }
 
 // item is one input of a turn: a pending input row, or a firing that the
@@ -62,9 +65,11 @@ func plan(sess *session.Session, cs *action.CompiledSession, p *session.Pending,
 		firings = clk.Due(cs, now)
 	}
 	starts := ended || p.Starts
+	firingStarts := false
 	for _, f := range firings {
-		starts = starts || f.StartsTurn
+		firingStarts = firingStarts || f.StartsTurn
 	}
+	starts = starts || firingStarts
 	if !starts {
 		return nil
 	}
@@ -99,6 +104,11 @@ func plan(sess *session.Session, cs *action.CompiledSession, p *session.Pending,
 			items[i] = item{row: &ms[i], at: ms[i].DeliveredAt}
 		}
 		return &take{items: items}
+	}
+	if !ended && !firingStarts && cs.DebounceQuiet > 0 {
+		if at := debounced(cs, p.Inputs); now.Before(at) {
+			return &take{notBefore: at}
+		}
 	}
 	limit := maxInputs(cs)
 	pending := p.Inputs
@@ -140,6 +150,36 @@ func plan(sess *session.Session, cs *action.CompiledSession, p *session.Pending,
 		}
 	}
 	return &take{items: items[:n], final: ended && n == len(items)}
+}
+
+// debounced is when the pending trigger deliveries become eligible (G3):
+// DebounceQuiet after the newest that starts a turn, or DebounceMax after
+// the oldest, whichever comes first; zero when none is held (a request
+// pending is never held, nor what comes with it).
+func debounced(cs *action.CompiledSession, pending []session.Input) time.Time {
+	var oldest, newest time.Time
+	for _, in := range pending {
+		if in.Kind == session.KindRequest {
+			return time.Time{}
+		}
+		if in.Kind != session.KindEvent || !in.StartsTurn {
+			continue
+		}
+		if oldest.IsZero() || in.DeliveredAt.Before(oldest) {
+			oldest = in.DeliveredAt
+		}
+		if in.DeliveredAt.After(newest) {
+			newest = in.DeliveredAt
+		}
+	}
+	if oldest.IsZero() {
+		return time.Time{}
+	}
+	at := newest.Add(cs.DebounceQuiet)
+	if m := oldest.Add(cs.DebounceMax); m.Before(at) {
+		at = m
+	}
+	return at
 }
 
 // merge places firings among pending inputs by time (C6): a firing comes
