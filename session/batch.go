@@ -474,20 +474,34 @@ WITH d AS (
 	                     $11::timestamptz[], $12::bigint[])
 	       WITH ORDINALITY AS d (action_id, id, version, starts, identity, event_id, triggers, size, window_end, quiet_end, max_us, ord)),
 x AS (
-	SELECT d.*, s.sid, s.wait, row_number() OVER w AS rn, count(*) OVER w AS n, k.wakes AS wakes_row,
-	       bool_or(k.wakes) OVER w AS wakes,
+	SELECT d.*, s.sid, row_number() OVER w AS rn, count(*) OVER w AS n,
 	       min(d.window_end) OVER w AS window_first, max(d.quiet_end) OVER w AS quiet_last, max(d.max_us) OVER w AS max_wait
 	  FROM d
 	  -- G5: an id whose session has a successor routes to the newest.
-	  JOIN LATERAL (SELECT sid, version, status, wait, wake_on FROM sessions s WHERE s.sid = (
+	  JOIN LATERAL (SELECT sid, version, status FROM sessions s WHERE s.sid = (
 	       SELECT coalesce(r.route_sid, r.sid) FROM sessions r WHERE r.action_id = d.action_id AND r.id = d.id)) s
 	       ON s.version = d.version AND s.status IN ('OPEN', 'WAITING')
-	  -- G10, G4: what makes the session runnable: OPEN, or WAITING after a failed turn for any input, or parked for its resumeOn triggers.
-	  CROSS JOIN LATERAL (SELECT (d.starts AND (s.status = 'OPEN' OR s.wait = 'INPUT'))
-	                             OR (s.wait = 'PARK' AND d.triggers::jsonb ?| s.wake_on) AS wakes) k
 	  LEFT JOIN LATERAL (SELECT true AS had FROM session_inputs i WHERE i.sid = s.sid AND i.identity = d.identity LIMIT 1) h ON true
 	 WHERE h.had IS NULL
 	WINDOW w AS (PARTITION BY s.sid ORDER BY d.ord ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)),
+-- The sessions' rows, locked in sid order and read as they are now (a
+-- turn may have settled since the statement's snapshot): what wakes a
+-- session is decided on them.
+lk AS (
+	SELECT s.sid, s.status, s.wait, s.wake_on FROM sessions s WHERE s.sid IN (SELECT sid FROM x) ORDER BY s.sid FOR NO KEY UPDATE),
+-- G10, G4: a delivery wakes a session that is OPEN (one that starts a turn),
+-- WAITING after a failed turn (any that starts a turn), or parked (one of
+-- its resumeOn triggers, whether or not it starts a turn).
+k AS (
+	SELECT x.sid, x.ord, x.event_id,
+	       coalesce((x.starts AND (lk.status = 'OPEN' OR lk.wait = 'INPUT'))
+	                OR (lk.wait = 'PARK' AND x.triggers::jsonb ?| lk.wake_on), false) AS wakes,
+	       coalesce(lk.wait = 'PARK' AND x.triggers::jsonb ?| lk.wake_on, false) AS resumes
+	  FROM x JOIN lk ON lk.sid = x.sid),
+g AS (
+	SELECT x.sid, x.n, x.window_first, x.quiet_last, x.max_wait, bool_or(k.wakes) AS wakes
+	  FROM x JOIN k ON k.sid = x.sid AND k.ord = x.ord
+	 GROUP BY x.sid, x.n, x.window_first, x.quiet_last, x.max_wait),
 u AS (
 	UPDATE sessions s SET input_count = s.input_count + g.n, updated_at = $10, archived_at = NULL,
 	       next_turn_at = CASE WHEN NOT g.wakes THEN s.next_turn_at
@@ -502,13 +516,13 @@ u AS (
 	       reason = CASE WHEN g.wakes AND s.wait IS NOT NULL THEN NULL ELSE s.reason END,
 	       wait = CASE WHEN g.wakes THEN NULL ELSE s.wait END,
 	       wake_on = CASE WHEN g.wakes THEN NULL ELSE s.wake_on END
-	  FROM (SELECT DISTINCT sid, n, wakes, window_first, quiet_last, max_wait FROM x) g
+	  FROM g
 	 WHERE s.sid = g.sid AND s.status IN ('OPEN', 'WAITING')
 	RETURNING s.sid, s.input_count - g.n AS base, s.next_turn_at),
 -- G4: a delivery by a trigger the park names resumes it.
 p AS (
 	UPDATE session_parks p SET status = 'RESUMED', resolution = 'event', resolved_by = e.event_id::text, resolved_at = $10
-	  FROM (SELECT DISTINCT ON (sid) sid, event_id FROM x WHERE x.wait = 'PARK' AND x.wakes_row ORDER BY sid, ord) e
+	  FROM (SELECT DISTINCT ON (sid) sid, event_id FROM k WHERE k.resumes ORDER BY sid, ord) e
 	 WHERE p.sid = e.sid AND p.status = 'PARKED'
 	RETURNING p.sid),
 i AS (

@@ -32,7 +32,7 @@ func TestDeliveryAndSettlePlansProbeByKey(t *testing.T) {
 			sql string
 			n   int
 		}{
-			"deliver":       {deliverSQL, 10},
+			"deliver":       {deliverSQL, 12},
 			"settle inputs": {settleInputsSQL, 4},
 		} {
 			plan := pgtest.GenericPlan(t, tx, q.sql, q.n)

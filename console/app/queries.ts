@@ -56,6 +56,19 @@ export const respondMutation = `mutation Respond($a: UUID!, $s: String!, $i: Str
 export const closeMutation = `mutation CloseSession($a: UUID!, $s: String!, $reason: String!) {
   actions { closeSession(actionId: $a, id: $s, reason: $reason) { status reason } } }`;
 
+export const sendMutation = `mutation Send($a: UUID!, $s: String!, $m: String, $c: SessionControl, $k: String!) {
+  actions { sendToSession(actionId: $a, id: $s, message: $m, command: $c, idempotencyKey: $k) { sequence } } }`;
+
+export const deleteMutation = `mutation DeleteInput($a: UUID!, $s: String!, $n: Int!) {
+  actions { deleteSessionInput(actionId: $a, id: $s, sequence: $n) { sequence } } }`;
+
+export const promoteMutation = `mutation PromoteInput($a: UUID!, $s: String!, $n: Int!) {
+  actions { promoteSessionInput(actionId: $a, id: $s, sequence: $n) { sequence } } }`;
+
+export const archiveMutation = `mutation Archive($a: UUID!, $s: String!) { actions { archiveSession(actionId: $a, id: $s) { archivedAt } } }`;
+
+export const unarchiveMutation = `mutation Unarchive($a: UUID!, $s: String!) { actions { unarchiveSession(actionId: $a, id: $s) { archivedAt } } }`;
+
 export const resumeMutation = `mutation ResumeSession($a: UUID!, $s: String!) {
   actions { resumeSession(actionId: $a, id: $s) { status } } }`;
 

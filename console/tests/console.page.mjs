@@ -695,6 +695,18 @@ try {
   await waitingAfter(2);
   await page.locator('[data-turn="2"]').waitFor();
   check(true, 'Resume now runs the turn again (it fails again here, and the page shows turn 2 live)');
+  // A message from the composer (G1): it wakes the session, and a turn takes it with the pending note.
+  await page.getByLabel(/Message to the session/).fill('The notes service is back.');
+  await page.getByRole('button', { name: 'Send message' }).click();
+  await page.getByText('Message sent').waitFor();
+  await waitingAfter(3);
+  const sent = await gql(`query($a: UUID!) { actions { action(id: $a) { session(id: "t1") { inputs { nodes { command { kind sender { kind id } message } } } } } } }`, { a: notesId });
+  const msg = sent.actions.action.session.inputs.nodes.find((n) => n.command?.kind === 'MESSAGE');
+  check(msg?.command.message === 'The notes service is back.' && msg.command.sender.kind === 'OPERATOR' && msg.command.sender.id === 'admin', 'a message sent from the session page is a COMMAND input sent by the signed-in operator', JSON.stringify(msg));
+  await page.getByRole('button', { name: 'Archive' }).click();
+  await page.locator('.title-line .tag', { hasText: 'archived' }).waitFor();
+  check(true, 'archiving the session from its page marks it archived');
+  await screen(page, 'session-steer');
 
   // Nothing from anywhere else.
   phase = 'origin';

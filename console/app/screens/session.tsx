@@ -13,17 +13,18 @@ import { AnswerForm, type Answered } from '../answer';
 import { ago, stamp, took } from '../format';
 import { useNow, useQuery, useSubscription, useTitle } from '../hooks';
 import { paths } from '../links';
-import { closeMutation, resumeMutation } from '../queries';
+import { archiveMutation, closeMutation, deleteMutation, promoteMutation, resumeMutation, sendMutation, unarchiveMutation } from '../queries';
 import { useConsole } from '../session';
 import { conversation, mergeEntries, type Entry, type Message } from '../transcript';
 import { Json, Loading, Problem, Status, useNotify, Value, When } from '../ui';
 
-const inputFields = `identity kind status sequence triggers deliveredAt turn event { id eventType position data }`;
+const inputFields = `identity kind status sequence triggers deliveredAt turn event { id eventType position data }
+  command { kind status message sender { kind id } promotedAt }`;
 
 const sessionQuery = `query Session($a: UUID!, $s: String!, $turns: Int!, $focus: Int!) { actions { action(id: $a) {
   id status definition { name kind }
   session(id: $s) {
-    id version status reason input state startedAt endsAt createdAt updatedAt running resumable
+    id version status reason input state startedAt endsAt createdAt updatedAt running resumable archivedAt displayTitle ambientStatus
     park { turn cause reason parkedAt expiresAt resumeAt resumeOn }
     origin { id eventType position }
     clock { name cron timezone every startsTurn lastTaken due next }
@@ -42,6 +43,7 @@ fragment Turn on ActionSessionTurn {
 }`;
 
 interface Input {
+  command: null | { kind: string; status: string; message: string | null; sender: null | { kind: string; id: string }; promotedAt: string | null };
   identity: string;
   kind: string;
   status: string;
@@ -140,6 +142,9 @@ interface Session {
   updatedAt: string;
   running: boolean;
   resumable: boolean;
+  archivedAt: string | null;
+  displayTitle: string | null;
+  ambientStatus: string | null;
   park: Park | null;
   origin: null | { id: string; eventType: string; position: string };
   clock: ClockEntry[];
@@ -262,7 +267,15 @@ export function SessionScreen() {
           Session <span className="mono">{s.id}</span>
         </h1>
         <Status value={s.status} running={s.running} />
+        {s.archivedAt ? <span className="tag">archived</span> : null}
       </div>
+      {s.displayTitle || s.ambientStatus ? (
+        <p className="lede">
+          {s.displayTitle ? <strong>{s.displayTitle}</strong> : null}
+          {s.displayTitle && s.ambientStatus ? ' · ' : null}
+          {s.ambientStatus ? <span className="muted">{s.ambientStatus}</span> : null}
+        </p>
+      ) : null}
       <p className="crumbs">
         <Link to={paths.action(action.id)}>{action.definition.name}</Link> · <Link to={paths.sessions(action.id)}>its sessions</Link>
         {' · '}
@@ -317,6 +330,7 @@ export function SessionScreen() {
               <dd>{s.origin ? <>{s.origin.eventType} at position {s.origin.position}</> : '—'}</dd>
             </div>
           </dl>
+          {can.close(action.id) ? <ArchiveButton actionId={action.id} sessionId={s.id} archived={s.archivedAt !== null} onDone={q.refetch} /> : null}
           {can.close(action.id) && !final(s.status) ? <CloseSession actionId={action.id} sessionId={s.id} onClosed={q.refetch} /> : null}
         </section>
         <section aria-labelledby="input">
@@ -329,7 +343,12 @@ export function SessionScreen() {
 
       <section aria-labelledby="pending">
         <h2 id="pending">Pending inputs ({s.inputs.nodes.length}{s.inputs.pageInfo.hasNextPage ? '+' : ''})</h2>
-        {s.inputs.nodes.length === 0 ? <p className="muted">None: every input delivered has been taken by a turn.</p> : <Inputs inputs={s.inputs.nodes} now={now} />}
+        {s.inputs.nodes.length === 0 ? (
+          <p className="muted">None: every input delivered has been taken by a turn.</p>
+        ) : (
+          <Inputs inputs={s.inputs.nodes} now={now} steer={can.respond(action.id) ? { actionId: action.id, sessionId: s.id, onChange: q.refetch } : undefined} />
+        )}
+        {can.respond(action.id) && !final(s.status) ? <Composer actionId={action.id} sessionId={s.id} running={s.running} onSent={q.refetch} /> : null}
       </section>
 
       {s.clock.length > 0 ? (
@@ -598,12 +617,133 @@ function CloseSession({ actionId, sessionId, onClosed }: { actionId: string; ses
   );
 }
 
-function Inputs({ inputs, now }: { inputs: Input[]; now: number }) {
+/** Sends the session a message, or interrupts its running turn (G1, G9). */
+function Composer({ actionId, sessionId, running, onSent }: { actionId: string; sessionId: string; running: boolean; onSent: () => void }) {
+  const { token } = useConsole();
+  const notify = useNotify();
+  const [text, setText] = useState('');
+  // One key per message composed: sending it again after an error is the same request.
+  const key = useRef(crypto.randomUUID());
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<APIError | null>(null);
+  const send = async (vars: Record<string, unknown>, done: string) => {
+    setBusy(true);
+    setError(null);
+    try {
+      await request(sendMutation, { a: actionId, s: sessionId, ...vars }, token);
+      notify(done, 'ok');
+      onSent();
+      return true;
+    } catch (err) {
+      setError(err as APIError);
+      return false;
+    } finally {
+      setBusy(false);
+    }
+  };
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    if (!text.trim()) {
+      setError(new APIError([{ message: 'Write a message first.', extensions: { code: '' } }]));
+      return;
+    }
+    if (await send({ m: text, c: null, k: key.current }, 'Message sent: the next turn takes it.')) {
+      setText('');
+      key.current = crypto.randomUUID();
+    }
+  };
+  return (
+    <form className="composer" onSubmit={submit} aria-label="Send the session a message">
+      <label htmlFor="composer-text">Message to the session (its next turn reads it; a running turn is not interrupted)</label>
+      <textarea id="composer-text" rows={2} value={text} onChange={(e) => setText(e.target.value)} disabled={busy} />
+      <div className="buttons">
+        <button type="submit" disabled={busy}>
+          Send message
+        </button>
+        {running ? (
+          <button type="button" className="danger" disabled={busy} onClick={() => void send({ m: null, c: 'INTERRUPT', k: crypto.randomUUID() }, 'Interrupt sent: the running turn ends without committing.')}>
+            Interrupt the running turn
+          </button>
+        ) : null}
+      </div>
+      <Problem error={error} what="Not sent" />
+    </form>
+  );
+}
+
+/** Archives the session or shows it again (G6). */
+function ArchiveButton({ actionId, sessionId, archived, onDone }: { actionId: string; sessionId: string; archived: boolean; onDone: () => void }) {
+  const { token } = useConsole();
+  const notify = useNotify();
+  const [error, setError] = useState<APIError | null>(null);
+  const click = async () => {
+    try {
+      await request(archived ? unarchiveMutation : archiveMutation, { a: actionId, s: sessionId }, token);
+      notify(archived ? `Session ${sessionId} is shown in lists again.` : `Session ${sessionId} is archived: hidden from lists, working as before.`, 'ok');
+      onDone();
+    } catch (err) {
+      setError(err as APIError);
+    }
+  };
+  return (
+    <>
+      <button type="button" onClick={() => void click()}>
+        {archived ? 'Unarchive' : 'Archive'}
+      </button>
+      <Problem error={error} what="Not changed" />
+    </>
+  );
+}
+
+interface Steer {
+  actionId: string;
+  sessionId: string;
+  onChange: () => void;
+}
+
+/** Delete or run next a pending message (G2). */
+function MessageControls({ input, steer }: { input: Input; steer: Steer }) {
+  const { token } = useConsole();
+  const notify = useNotify();
+  const [error, setError] = useState<APIError | null>(null);
+  const act = async (mutation: string, done: string) => {
+    try {
+      await request(mutation, { a: steer.actionId, s: steer.sessionId, n: input.sequence }, token);
+      notify(done, 'ok');
+      steer.onChange();
+    } catch (err) {
+      setError(err as APIError);
+    }
+  };
+  return (
+    <span className="buttons inline">
+      <button type="button" onClick={() => void act(promoteMutation, 'The message runs next.')}>
+        Run next
+      </button>
+      <button type="button" className="danger" onClick={() => void act(deleteMutation, 'The message is deleted.')}>
+        Delete
+      </button>
+      <Problem error={error} what="Not changed" />
+    </span>
+  );
+}
+
+function Inputs({ inputs, now, steer }: { inputs: Input[]; now: number; steer?: Steer }) {
   return (
     <ul className="inputs">
       {inputs.map((i) => (
         <li key={i.identity}>
-          <span className="tag">{i.kind}</span> <span className="mono">{i.event?.eventType ?? i.identity}</span>
+          <span className="tag">{i.command?.kind ?? i.kind}</span>{' '}
+          {i.command?.message ? (
+            <>
+              <span>{i.command.message}</span>
+              {i.command.sender ? <span className="muted"> · from {i.command.sender.id}</span> : null}
+              {i.command.promotedAt ? <span className="muted"> · runs next</span> : null}
+              {steer && i.command.kind === 'MESSAGE' && i.status === 'PENDING' ? <MessageControls input={i} steer={steer} /> : null}
+            </>
+          ) : (
+            <span className="mono">{i.event?.eventType ?? i.identity}</span>
+          )}
           {i.triggers.length ? <span className="muted"> · trigger {i.triggers.join(', ')}</span> : null}
           <span className="muted">
             {' '}
