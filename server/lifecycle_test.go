@@ -56,7 +56,9 @@ func TestG7_G6_G8_LifecycleEndToEnd(t *testing.T) {
 	var recs struct {
 		Actions struct {
 			Action struct {
-				IntakeRecords struct{ Nodes []struct{ Reason, Message string } }
+				IntakeRecords struct {
+					Nodes []struct{ Reason, Message string }
+				}
 			}
 		}
 	}
