@@ -186,7 +186,13 @@ type CompiledSession struct {
 	// takes them once DebounceQuiet has passed since the newest pending
 	// one or DebounceMax since the oldest; 0: no debounce.
 	DebounceQuiet, DebounceMax time.Duration
+	// MaxUSD is session.maxPerSessionUsd (G8): each new session's spend
+	// cap in US dollars; nil: none.
+	MaxUSD *float64
 }
+
+// MaxSessionUSD bounds session.maxPerSessionUsd (US dollars).
+const MaxSessionUSD = 1_000_000
 
 // MaxTitleLen is the longest display title, in characters (G8).
 const MaxTitleLen = 64
@@ -677,6 +683,13 @@ func (c *compiler) session(sd *SessionDef, schema *inputschema.Schema, triggers 
 	}
 	if sd.ArchiveAfterInactive != nil {
 		cs.ArchiveAfter = c.duration("session.archiveAfterInactive", *sd.ArchiveAfterInactive, time.Minute, 10*365*24*time.Hour)
+	}
+	if v := sd.MaxPerSessionUsd; v != nil {
+		if !(*v > 0 && *v <= MaxSessionUSD) {
+			c.fail("session.maxPerSessionUsd", fault.BadInput, "maxPerSessionUsd is a number of US dollars above 0 and at most %d", MaxSessionUSD)
+		} else {
+			cs.MaxUSD = v
+		}
 	}
 	if sd.DisplayTitle != nil {
 		if p := c.program(expr.SessionID, *sd.DisplayTitle, "session.displayTitle"); p != nil {

@@ -146,6 +146,9 @@ type SessionDef struct {
 	// DisplayTitle is a CEL expression over session.input giving each
 	// session's title (G8).
 	DisplayTitle *string `json:"displayTitle,omitempty"`
+	// MaxPerSessionUsd caps what each session's model calls may cost, in
+	// US dollars (G8); copied into a session when it is created.
+	MaxPerSessionUsd *float64 `json:"maxPerSessionUsd,omitempty"`
 }
 
 // Park lets a turn whose retries ran out on a transient cause (a timeout,

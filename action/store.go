@@ -75,6 +75,11 @@ func (s *Store) RedactConfig(kind string, config jsonvalue.Value) jsonvalue.Valu
 
 // Store keeps action versions and a cache of their compiled form.
 type Store struct {
+	// BudgetCheck, when set, refuses a definition with a spend cap
+	// (session.maxPerSessionUsd, G8) whose handler calls no model the
+	// server can price; its error is the reason.
+	BudgetCheck func(kind string, config jsonvalue.Value) error
+
 	pool  *pgxpool.Pool
 	clock clock.Clock
 	kinds Kinds
@@ -200,6 +205,11 @@ func (s *Store) prepare(ctx context.Context, def Definition) (string, Definition
 	raw, err := json.Marshal(def)
 	if err != nil {
 		return "", def, nil, nil, fmt.Errorf("action: encode definition: %w", err)
+	}
+	if comp.Session != nil && comp.Session.MaxUSD != nil && s.BudgetCheck != nil {
+		if err := s.BudgetCheck(def.Kind, def.Config); err != nil {
+			return "", def, nil, nil, fault.New(fault.InvalidAction, "session.maxPerSessionUsd", "%v", err)
+		}
 	}
 	comp.Author = p.ID
 	return p.ID, def, comp, raw, nil

@@ -26,6 +26,8 @@ type SessionsCmd struct {
 	Retry     SessionsRetryCmd   `cmd:"" help:"Retry a FAILED session as a new one (its successor), with its pending inputs."`
 	Archive   SessionsArchiveCmd `cmd:"" help:"Hide a session from lists (nothing else changes; a new input shows it again)."`
 	Unarchive SessionsArchiveCmd `cmd:"" help:"Show an archived session in lists again."`
+	Start     SessionsStartCmd   `cmd:"" help:"Start a session by hand with a session input, as a start trigger would (a singleton's held slot is refused)."`
+	Budget    SessionsBudgetCmd  `cmd:"" help:"Set a live session's spend cap in US dollars (--max, or --no-cap); --retry runs a turn held for its budget again."`
 }
 
 // sessionStatuses are SessionStatus's values, for --status.
@@ -150,6 +152,17 @@ func printSession(w io.Writer, actionID string, s *client.SessionDetail) error {
 		fmt.Fprintf(w, "ends:     %s\n", stamp(*s.EndsAt))
 	}
 	fmt.Fprintf(w, "updated:  %s\ninput:    %s\nstate:    %s\n", stamp(s.UpdatedAt), compact(s.Input), compact(rawPtr(s.State)))
+	if u := s.Usage; u.ModelCalls > 0 || s.Budget.MaxUsd != nil {
+		limit := "no cap"
+		if s.Budget.MaxUsd != nil {
+			limit = fmt.Sprintf("cap $%.2f", *s.Budget.MaxUsd)
+			if s.Budget.Exhausted {
+				limit += ", reached"
+			}
+		}
+		fmt.Fprintf(w, "spend:    $%.4f (%s); %d model calls, %d input and %d output tokens\n", s.Budget.SpentUsd, limit,
+			u.ModelCalls, u.InputTokens, u.OutputTokens)
+	}
 	printInterrupts(w, actionID, s.Id, &s.PendingInterrupts)
 	if n := s.Inputs.Nodes; len(n) > 0 {
 		fmt.Fprintf(w, "pending inputs (%d):\n", len(n))
@@ -479,6 +492,87 @@ func (c *SessionsArchiveCmd) Run(ctx context.Context, env *Env, kctx *kong.Conte
 			return err
 		}
 		_, err := fmt.Fprintf(w, "session %s: archived\n", c.ID)
+		return err
+	})
+}
+
+// SessionsBudgetCmd is `sessions budget ACTION ID --max USD|--no-cap
+// [--retry]` (G8).
+type SessionsBudgetCmd struct {
+	Action string   `arg:"" help:"The action's id."`
+	ID     string   `arg:"" help:"The session's id."`
+	Max    *float64 `help:"The new cap in US dollars (above 0)." xor:"cap" required:""`
+	NoCap  bool     `name:"no-cap" help:"Remove the cap." xor:"cap" required:""`
+	Retry  bool     `help:"Then answer the session's pending BUDGET holds with RETRY."`
+}
+
+// Run sets the cap and, with --retry, retries the turns held for it.
+func (c *SessionsBudgetCmd) Run(ctx context.Context, env *Env) error {
+	var maxUSD *float64
+	if !c.NoCap {
+		maxUSD = c.Max
+	}
+	r, err := client.SetSessionBudget(ctx, env.Client, c.Action, c.ID, maxUSD)
+	if err != nil {
+		return err
+	}
+	s := r.Actions.SetSessionBudget
+	if s == nil {
+		return notFound("session %q of action %s", c.ID, c.Action)
+	}
+	var retried []string
+	if c.Retry {
+		for _, h := range s.Holds {
+			if h.Cause != client.HoldCauseBudget || h.Status != client.InterruptStatusPending {
+				continue
+			}
+			resp := client.SessionResponseInput{Hold: &client.HoldResponseInput{Decision: client.HoldDecisionRetry}}
+			if _, err := client.RespondToSession(ctx, env.Client, c.Action, c.ID, h.InterruptId, resp); err != nil {
+				return err
+			}
+			retried = append(retried, h.InterruptId)
+		}
+	}
+	out := map[string]any{"id": s.Id, "status": s.Status, "budget": s.Budget, "retried": retried}
+	return env.emit(out, func(w io.Writer) error {
+		limit := "no cap"
+		if b := s.Budget; b.MaxUsd != nil {
+			limit = fmt.Sprintf("cap $%.2f, $%.4f left", *b.MaxUsd, *b.RemainingUsd)
+		}
+		fmt.Fprintf(w, "session %s: %s; spent $%.4f (%s)\n", s.Id, s.Status, s.Budget.SpentUsd, limit)
+		for _, id := range retried {
+			fmt.Fprintf(w, "retried held turn (interrupt %s)\n", id)
+		}
+		return nil
+	})
+}
+
+// SessionsStartCmd is `sessions start ACTION INPUT` (G7).
+type SessionsStartCmd struct {
+	Action string `arg:"" help:"The action's id."`
+	Input  string `arg:"" name:"json" help:"The session input as JSON, e.g. '{\"account_id\": \"3f0c9f8e\"}'; - reads standard input."`
+}
+
+// Run starts the session and prints it.
+func (c *SessionsStartCmd) Run(ctx context.Context, env *Env) error {
+	input, err := jsonArg("JSON", c.Input, env.Stdin)
+	if err != nil {
+		return err
+	}
+	r, err := client.StartSession(ctx, env.Client, c.Action, input)
+	if err != nil {
+		return err
+	}
+	st := r.Actions.StartSession
+	if st == nil {
+		return notFound("action %s", c.Action)
+	}
+	return env.emit(st, func(w io.Writer) error {
+		what := "started"
+		if !st.Created {
+			what = "was live already"
+		}
+		_, err := fmt.Fprintf(w, "session %s: %s (%s)\n", st.Session.Id, st.Session.Status, what)
 		return err
 	})
 }

@@ -1513,11 +1513,14 @@ const (
 	HoldCauseRefused HoldCause = "REFUSED"
 	// No outcome after the turn's retries (agent_unfinished).
 	HoldCauseUnfinished HoldCause = "UNFINISHED"
+	// The session spent its cap (maxPerSessionUsd) before a model call (budget_exhausted): raise it with setSessionBudget, then RETRY.
+	HoldCauseBudget HoldCause = "BUDGET"
 )
 
 var AllHoldCause = []HoldCause{
 	HoldCauseRefused,
 	HoldCauseUnfinished,
+	HoldCauseBudget,
 }
 
 type HoldDecision string
@@ -1779,6 +1782,23 @@ const (
 var AllInterruptKind = []InterruptKind{
 	InterruptKindApproval,
 	InterruptKindHold,
+}
+
+type InterruptStatus string
+
+const (
+	// Waiting for an answer.
+	InterruptStatusPending InterruptStatus = "PENDING"
+	// Answered through respondToSession.
+	InterruptStatusAnswered InterruptStatus = "ANSWERED"
+	// No longer awaited: the session closed, or a later turn went on without it.
+	InterruptStatusClosed InterruptStatus = "CLOSED"
+)
+
+var AllInterruptStatus = []InterruptStatus{
+	InterruptStatusPending,
+	InterruptStatusAnswered,
+	InterruptStatusClosed,
 }
 
 // LedgerEvent includes the requested fields of the GraphQL type Event.
@@ -3107,8 +3127,12 @@ type SessionDetail struct {
 	// Commit time of the session's origin.
 	StartedAt time.Time `json:"startedAt"`
 	// The session's end from session.ends; it moves with startedAt. Null: no end.
-	EndsAt            *time.Time `json:"endsAt"`
-	UpdatedAt         time.Time  `json:"updatedAt"`
+	EndsAt    *time.Time `json:"endsAt"`
+	UpdatedAt time.Time  `json:"updatedAt"`
+	// The spend cap and what the session spent against it.
+	Budget SessionDetailBudgetSessionBudget `json:"budget"`
+	// The model use of all its turns (attempts that did not commit included).
+	Usage             SessionDetailUsageModelUsage `json:"usage"`
 	PendingInterrupts `json:"-"`
 	// Inputs in delivery order, optionally of one status. first: 1-500, default 100.
 	Inputs SessionDetailInputsActionSessionInputConnection `json:"inputs"`
@@ -3145,6 +3169,12 @@ func (v *SessionDetail) GetEndsAt() *time.Time { return v.EndsAt }
 
 // GetUpdatedAt returns SessionDetail.UpdatedAt, and is useful for accessing the field via an interface.
 func (v *SessionDetail) GetUpdatedAt() time.Time { return v.UpdatedAt }
+
+// GetBudget returns SessionDetail.Budget, and is useful for accessing the field via an interface.
+func (v *SessionDetail) GetBudget() SessionDetailBudgetSessionBudget { return v.Budget }
+
+// GetUsage returns SessionDetail.Usage, and is useful for accessing the field via an interface.
+func (v *SessionDetail) GetUsage() SessionDetailUsageModelUsage { return v.Usage }
 
 // GetInputs returns SessionDetail.Inputs, and is useful for accessing the field via an interface.
 func (v *SessionDetail) GetInputs() SessionDetailInputsActionSessionInputConnection { return v.Inputs }
@@ -3206,6 +3236,10 @@ type __premarshalSessionDetail struct {
 
 	UpdatedAt time.Time `json:"updatedAt"`
 
+	Budget SessionDetailBudgetSessionBudget `json:"budget"`
+
+	Usage SessionDetailUsageModelUsage `json:"usage"`
+
 	Inputs SessionDetailInputsActionSessionInputConnection `json:"inputs"`
 
 	Turns SessionDetailTurnsActionSessionTurnConnection `json:"turns"`
@@ -3236,12 +3270,36 @@ func (v *SessionDetail) __premarshalJSON() (*__premarshalSessionDetail, error) {
 	retval.StartedAt = v.StartedAt
 	retval.EndsAt = v.EndsAt
 	retval.UpdatedAt = v.UpdatedAt
+	retval.Budget = v.Budget
+	retval.Usage = v.Usage
 	retval.Inputs = v.Inputs
 	retval.Turns = v.Turns
 	retval.Approvals = v.PendingInterrupts.Approvals
 	retval.Holds = v.PendingInterrupts.Holds
 	return &retval, nil
 }
+
+// SessionDetailBudgetSessionBudget includes the requested fields of the GraphQL type SessionBudget.
+// The GraphQL type's documentation follows.
+//
+// A session's spend cap and what it spent against it, in US dollars.
+type SessionDetailBudgetSessionBudget struct {
+	// The cap: session.maxPerSessionUsd when the session started, or what setSessionBudget set; null: none.
+	MaxUsd *float64 `json:"maxUsd"`
+	// What its model calls cost so far.
+	SpentUsd float64 `json:"spentUsd"`
+	// True when the spend reached the cap: the next turn (or model call) is held with cause BUDGET.
+	Exhausted bool `json:"exhausted"`
+}
+
+// GetMaxUsd returns SessionDetailBudgetSessionBudget.MaxUsd, and is useful for accessing the field via an interface.
+func (v *SessionDetailBudgetSessionBudget) GetMaxUsd() *float64 { return v.MaxUsd }
+
+// GetSpentUsd returns SessionDetailBudgetSessionBudget.SpentUsd, and is useful for accessing the field via an interface.
+func (v *SessionDetailBudgetSessionBudget) GetSpentUsd() float64 { return v.SpentUsd }
+
+// GetExhausted returns SessionDetailBudgetSessionBudget.Exhausted, and is useful for accessing the field via an interface.
+func (v *SessionDetailBudgetSessionBudget) GetExhausted() bool { return v.Exhausted }
 
 // SessionDetailInputsActionSessionInputConnection includes the requested fields of the GraphQL type ActionSessionInputConnection.
 type SessionDetailInputsActionSessionInputConnection struct {
@@ -3326,6 +3384,33 @@ type SessionDetailTurnsActionSessionTurnConnection struct {
 
 // GetNodes returns SessionDetailTurnsActionSessionTurnConnection.Nodes, and is useful for accessing the field via an interface.
 func (v *SessionDetailTurnsActionSessionTurnConnection) GetNodes() []Turn { return v.Nodes }
+
+// SessionDetailUsageModelUsage includes the requested fields of the GraphQL type ModelUsage.
+// The GraphQL type's documentation follows.
+//
+// Model calls and what they cost. Tokens are counted as the provider
+// reported them (saturating at 2147483647); costUsd prices them with the
+// server's MODEL_PRICES table at the time of each call.
+type SessionDetailUsageModelUsage struct {
+	// Model calls made, attempts that did not commit included.
+	ModelCalls   int `json:"modelCalls"`
+	InputTokens  int `json:"inputTokens"`
+	OutputTokens int `json:"outputTokens"`
+	// What the priced calls cost, in US dollars.
+	CostUsd float64 `json:"costUsd"`
+}
+
+// GetModelCalls returns SessionDetailUsageModelUsage.ModelCalls, and is useful for accessing the field via an interface.
+func (v *SessionDetailUsageModelUsage) GetModelCalls() int { return v.ModelCalls }
+
+// GetInputTokens returns SessionDetailUsageModelUsage.InputTokens, and is useful for accessing the field via an interface.
+func (v *SessionDetailUsageModelUsage) GetInputTokens() int { return v.InputTokens }
+
+// GetOutputTokens returns SessionDetailUsageModelUsage.OutputTokens, and is useful for accessing the field via an interface.
+func (v *SessionDetailUsageModelUsage) GetOutputTokens() int { return v.OutputTokens }
+
+// GetCostUsd returns SessionDetailUsageModelUsage.CostUsd, and is useful for accessing the field via an interface.
+func (v *SessionDetailUsageModelUsage) GetCostUsd() float64 { return v.CostUsd }
 
 // An answer to an interrupt: exactly one of approval and hold.
 type SessionResponseInput struct {
@@ -3623,6 +3708,201 @@ type SessionUpdatesResponse struct {
 
 // GetSessionUpdates returns SessionUpdatesResponse.SessionUpdates, and is useful for accessing the field via an interface.
 func (v *SessionUpdatesResponse) GetSessionUpdates() SessionUpdate { return v.SessionUpdates }
+
+// SetSessionBudgetActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
+type SetSessionBudgetActionsActionsMutation struct {
+	// Sets a live session's spend cap to maxUsd US dollars (above 0, at most
+	// 1,000,000; null: no cap). The cap is otherwise the one the session took
+	// from session.maxPerSessionUsd when it started. A turn held for its budget
+	// (hold cause BUDGET) stays held: answer it with RETRY to run it under the
+	// new cap. A COMPLETED, FAILED or CANCELLED session is SESSION_CLOSED.
+	// Needs CLOSE on the action.
+	SetSessionBudget *SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSession `json:"setSessionBudget"`
+}
+
+// GetSetSessionBudget returns SetSessionBudgetActionsActionsMutation.SetSessionBudget, and is useful for accessing the field via an interface.
+func (v *SetSessionBudgetActionsActionsMutation) GetSetSessionBudget() *SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSession {
+	return v.SetSessionBudget
+}
+
+// SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSession includes the requested fields of the GraphQL type ActionSession.
+type SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSession struct {
+	Id     string        `json:"id"`
+	Status SessionStatus `json:"status"`
+	// The spend cap and what the session spent against it.
+	Budget SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionBudget `json:"budget"`
+	// Holds of the session, oldest first, optionally of one status.
+	Holds []SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionHoldsHold `json:"holds"`
+}
+
+// GetId returns SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSession.Id, and is useful for accessing the field via an interface.
+func (v *SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSession) GetId() string {
+	return v.Id
+}
+
+// GetStatus returns SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSession.Status, and is useful for accessing the field via an interface.
+func (v *SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSession) GetStatus() SessionStatus {
+	return v.Status
+}
+
+// GetBudget returns SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSession.Budget, and is useful for accessing the field via an interface.
+func (v *SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSession) GetBudget() SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionBudget {
+	return v.Budget
+}
+
+// GetHolds returns SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSession.Holds, and is useful for accessing the field via an interface.
+func (v *SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSession) GetHolds() []SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionHoldsHold {
+	return v.Holds
+}
+
+// SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionBudget includes the requested fields of the GraphQL type SessionBudget.
+// The GraphQL type's documentation follows.
+//
+// A session's spend cap and what it spent against it, in US dollars.
+type SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionBudget struct {
+	// The cap: session.maxPerSessionUsd when the session started, or what setSessionBudget set; null: none.
+	MaxUsd *float64 `json:"maxUsd"`
+	// What its model calls cost so far.
+	SpentUsd float64 `json:"spentUsd"`
+	// maxUsd minus spentUsd, at least 0; null without a cap.
+	RemainingUsd *float64 `json:"remainingUsd"`
+	// True when the spend reached the cap: the next turn (or model call) is held with cause BUDGET.
+	Exhausted bool `json:"exhausted"`
+}
+
+// GetMaxUsd returns SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionBudget.MaxUsd, and is useful for accessing the field via an interface.
+func (v *SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionBudget) GetMaxUsd() *float64 {
+	return v.MaxUsd
+}
+
+// GetSpentUsd returns SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionBudget.SpentUsd, and is useful for accessing the field via an interface.
+func (v *SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionBudget) GetSpentUsd() float64 {
+	return v.SpentUsd
+}
+
+// GetRemainingUsd returns SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionBudget.RemainingUsd, and is useful for accessing the field via an interface.
+func (v *SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionBudget) GetRemainingUsd() *float64 {
+	return v.RemainingUsd
+}
+
+// GetExhausted returns SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionBudget.Exhausted, and is useful for accessing the field via an interface.
+func (v *SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionBudget) GetExhausted() bool {
+	return v.Exhausted
+}
+
+// SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionHoldsHold includes the requested fields of the GraphQL type Hold.
+// The GraphQL type's documentation follows.
+//
+// A turn held after the model refused or left it unfinished.
+type SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionHoldsHold struct {
+	// Answer it with respondToSession(interruptId: ..., response: { hold: ... }).
+	InterruptId string          `json:"interruptId"`
+	Cause       HoldCause       `json:"cause"`
+	Status      InterruptStatus `json:"status"`
+}
+
+// GetInterruptId returns SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionHoldsHold.InterruptId, and is useful for accessing the field via an interface.
+func (v *SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionHoldsHold) GetInterruptId() string {
+	return v.InterruptId
+}
+
+// GetCause returns SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionHoldsHold.Cause, and is useful for accessing the field via an interface.
+func (v *SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionHoldsHold) GetCause() HoldCause {
+	return v.Cause
+}
+
+// GetStatus returns SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionHoldsHold.Status, and is useful for accessing the field via an interface.
+func (v *SetSessionBudgetActionsActionsMutationSetSessionBudgetActionSessionHoldsHold) GetStatus() InterruptStatus {
+	return v.Status
+}
+
+// SetSessionBudgetResponse is returned by SetSessionBudget on success.
+type SetSessionBudgetResponse struct {
+	Actions SetSessionBudgetActionsActionsMutation `json:"actions"`
+}
+
+// GetActions returns SetSessionBudgetResponse.Actions, and is useful for accessing the field via an interface.
+func (v *SetSessionBudgetResponse) GetActions() SetSessionBudgetActionsActionsMutation {
+	return v.Actions
+}
+
+// StartSessionActionsActionsMutation includes the requested fields of the GraphQL type ActionsMutation.
+type StartSessionActionsActionsMutation struct {
+	// Starts a session of the action's current version by hand, with input as
+	// its session input, as a start trigger would: the input is checked
+	// against session.inputSchema, its id is session.id over it, and its end,
+	// title and spend cap are computed; an action_session.started event
+	// records it (its origin). It delivers no input: the session waits for
+	// one (sendToSession, its triggers). A live session with this id and the
+	// same input is returned with created false; another input is
+	// SESSION_INPUT_CONFLICT, a final one SESSION_CLOSED. A singleton whose
+	// slot a live session holds is SESSION_SLOT_TAKEN, naming that session.
+	// Needs RESPOND on the action.
+	StartSession *StartSessionActionsActionsMutationStartSessionSessionStart `json:"startSession"`
+}
+
+// GetStartSession returns StartSessionActionsActionsMutation.StartSession, and is useful for accessing the field via an interface.
+func (v *StartSessionActionsActionsMutation) GetStartSession() *StartSessionActionsActionsMutationStartSessionSessionStart {
+	return v.StartSession
+}
+
+// StartSessionActionsActionsMutationStartSessionSessionStart includes the requested fields of the GraphQL type SessionStart.
+// The GraphQL type's documentation follows.
+//
+// What startSession did.
+type StartSessionActionsActionsMutationStartSessionSessionStart struct {
+	// False when the session was live already with the same input.
+	Created bool                                                                           `json:"created"`
+	Session StartSessionActionsActionsMutationStartSessionSessionStartSessionActionSession `json:"session"`
+}
+
+// GetCreated returns StartSessionActionsActionsMutationStartSessionSessionStart.Created, and is useful for accessing the field via an interface.
+func (v *StartSessionActionsActionsMutationStartSessionSessionStart) GetCreated() bool {
+	return v.Created
+}
+
+// GetSession returns StartSessionActionsActionsMutationStartSessionSessionStart.Session, and is useful for accessing the field via an interface.
+func (v *StartSessionActionsActionsMutationStartSessionSessionStart) GetSession() StartSessionActionsActionsMutationStartSessionSessionStartSessionActionSession {
+	return v.Session
+}
+
+// StartSessionActionsActionsMutationStartSessionSessionStartSessionActionSession includes the requested fields of the GraphQL type ActionSession.
+type StartSessionActionsActionsMutationStartSessionSessionStartSessionActionSession struct {
+	Id     string        `json:"id"`
+	Status SessionStatus `json:"status"`
+	// The title session.displayTitle gave the session when it started; null: none.
+	DisplayTitle *string `json:"displayTitle"`
+	// Commit time of the session's origin.
+	StartedAt time.Time `json:"startedAt"`
+}
+
+// GetId returns StartSessionActionsActionsMutationStartSessionSessionStartSessionActionSession.Id, and is useful for accessing the field via an interface.
+func (v *StartSessionActionsActionsMutationStartSessionSessionStartSessionActionSession) GetId() string {
+	return v.Id
+}
+
+// GetStatus returns StartSessionActionsActionsMutationStartSessionSessionStartSessionActionSession.Status, and is useful for accessing the field via an interface.
+func (v *StartSessionActionsActionsMutationStartSessionSessionStartSessionActionSession) GetStatus() SessionStatus {
+	return v.Status
+}
+
+// GetDisplayTitle returns StartSessionActionsActionsMutationStartSessionSessionStartSessionActionSession.DisplayTitle, and is useful for accessing the field via an interface.
+func (v *StartSessionActionsActionsMutationStartSessionSessionStartSessionActionSession) GetDisplayTitle() *string {
+	return v.DisplayTitle
+}
+
+// GetStartedAt returns StartSessionActionsActionsMutationStartSessionSessionStartSessionActionSession.StartedAt, and is useful for accessing the field via an interface.
+func (v *StartSessionActionsActionsMutationStartSessionSessionStartSessionActionSession) GetStartedAt() time.Time {
+	return v.StartedAt
+}
+
+// StartSessionResponse is returned by StartSession on success.
+type StartSessionResponse struct {
+	Actions StartSessionActionsActionsMutation `json:"actions"`
+}
+
+// GetActions returns StartSessionResponse.Actions, and is useful for accessing the field via an interface.
+func (v *StartSessionResponse) GetActions() StartSessionActionsActionsMutation { return v.Actions }
 
 // StoredVersion includes the requested fields of the GraphQL type ActionVersion.
 type StoredVersion struct {
@@ -4631,6 +4911,34 @@ func (v *__SessionUpdatesInput) GetActionId() string { return v.ActionId }
 // GetId returns __SessionUpdatesInput.Id, and is useful for accessing the field via an interface.
 func (v *__SessionUpdatesInput) GetId() string { return v.Id }
 
+// __SetSessionBudgetInput is used internally by genqlient
+type __SetSessionBudgetInput struct {
+	ActionId string   `json:"actionId"`
+	Id       string   `json:"id"`
+	MaxUsd   *float64 `json:"maxUsd"`
+}
+
+// GetActionId returns __SetSessionBudgetInput.ActionId, and is useful for accessing the field via an interface.
+func (v *__SetSessionBudgetInput) GetActionId() string { return v.ActionId }
+
+// GetId returns __SetSessionBudgetInput.Id, and is useful for accessing the field via an interface.
+func (v *__SetSessionBudgetInput) GetId() string { return v.Id }
+
+// GetMaxUsd returns __SetSessionBudgetInput.MaxUsd, and is useful for accessing the field via an interface.
+func (v *__SetSessionBudgetInput) GetMaxUsd() *float64 { return v.MaxUsd }
+
+// __StartSessionInput is used internally by genqlient
+type __StartSessionInput struct {
+	ActionId string          `json:"actionId"`
+	Input    json.RawMessage `json:"input"`
+}
+
+// GetActionId returns __StartSessionInput.ActionId, and is useful for accessing the field via an interface.
+func (v *__StartSessionInput) GetActionId() string { return v.ActionId }
+
+// GetInput returns __StartSessionInput.Input, and is useful for accessing the field via an interface.
+func (v *__StartSessionInput) GetInput() json.RawMessage { return v.Input }
+
 // __UnarchiveSessionInput is used internally by genqlient
 type __UnarchiveSessionInput struct {
 	ActionId string `json:"actionId"`
@@ -5223,6 +5531,17 @@ query GetSession ($actionId: UUID!, $id: String!, $turns: Int, $entries: Int) {
 				startedAt
 				endsAt
 				updatedAt
+				budget {
+					maxUsd
+					spentUsd
+					exhausted
+				}
+				usage {
+					modelCalls
+					inputTokens
+					outputTokens
+					costUsd
+				}
 				... PendingInterrupts
 				inputs(status: PENDING, first: 100) {
 					nodes {
@@ -6320,6 +6639,104 @@ func SessionUpdatesForwardData(interfaceChan interface{}, jsonRawMsg json.RawMes
 	}
 	dataChan_ <- wsResp
 	return nil
+}
+
+// The mutation executed by SetSessionBudget.
+const SetSessionBudget_Operation = `
+mutation SetSessionBudget ($actionId: UUID!, $id: String!, $maxUsd: Float) {
+	actions {
+		setSessionBudget(actionId: $actionId, id: $id, maxUsd: $maxUsd) {
+			id
+			status
+			budget {
+				maxUsd
+				spentUsd
+				remainingUsd
+				exhausted
+			}
+			holds {
+				interruptId
+				cause
+				status
+			}
+		}
+	}
+}
+`
+
+// G8: set a live session's spend cap (null: none); its pending BUDGET holds.
+func SetSessionBudget(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	actionId string,
+	id string,
+	maxUsd *float64,
+) (data_ *SetSessionBudgetResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "SetSessionBudget",
+		Query:  SetSessionBudget_Operation,
+		Variables: &__SetSessionBudgetInput{
+			ActionId: actionId,
+			Id:       id,
+			MaxUsd:   maxUsd,
+		},
+	}
+
+	data_ = &SetSessionBudgetResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by StartSession.
+const StartSession_Operation = `
+mutation StartSession ($actionId: UUID!, $input: JSON!) {
+	actions {
+		startSession(actionId: $actionId, input: $input) {
+			created
+			session {
+				id
+				status
+				displayTitle
+				startedAt
+			}
+		}
+	}
+}
+`
+
+// G7: start a session by hand.
+func StartSession(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	actionId string,
+	input json.RawMessage,
+) (data_ *StartSessionResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "StartSession",
+		Query:  StartSession_Operation,
+		Variables: &__StartSessionInput{
+			ActionId: actionId,
+			Input:    input,
+		},
+	}
+
+	data_ = &StartSessionResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
 }
 
 // The mutation executed by UnarchiveSession.

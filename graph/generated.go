@@ -64,6 +64,7 @@ type ResolverRoot interface {
 	KVValue() KVValueResolver
 	LedgerMutation() LedgerMutationResolver
 	LedgerQuery() LedgerQueryResolver
+	ModelUsage() ModelUsageResolver
 	Mutation() MutationResolver
 	OutcomeChange() OutcomeChangeResolver
 	Park() ParkResolver
@@ -126,6 +127,7 @@ type ComplexityRoot struct {
 		AmbientStatus func(childComplexity int) int
 		Approvals     func(childComplexity int, status *model.InterruptStatus) int
 		ArchivedAt    func(childComplexity int) int
+		Budget        func(childComplexity int) int
 		Clock         func(childComplexity int) int
 		CreatedAt     func(childComplexity int) int
 		DisplayTitle  func(childComplexity int) int
@@ -142,6 +144,7 @@ type ComplexityRoot struct {
 		Reason        func(childComplexity int) int
 		Resumable     func(childComplexity int) int
 		Running       func(childComplexity int) int
+		Spent         func(childComplexity int) int
 		StartedAt     func(childComplexity int) int
 		State         func(childComplexity int) int
 		Status        func(childComplexity int) int
@@ -188,6 +191,7 @@ type ComplexityRoot struct {
 		Number       func(childComplexity int) int
 		StartedAt    func(childComplexity int) int
 		Status       func(childComplexity int) int
+		Usage        func(childComplexity int) int
 	}
 
 	ActionSessionTurnConnection struct {
@@ -222,6 +226,8 @@ type ComplexityRoot struct {
 		RetrySession        func(childComplexity int, actionID uuid.UUID, id string) int
 		SendToSession       func(childComplexity int, actionID uuid.UUID, id string, message *string, command *model.SessionControl, idempotencyKey string) int
 		SetActionStatus     func(childComplexity int, id uuid.UUID, status model.ActionStatus) int
+		SetSessionBudget    func(childComplexity int, actionID uuid.UUID, id string, maxUsd *float64) int
+		StartSession        func(childComplexity int, actionID uuid.UUID, input jsonvalue.Value) int
 		UnarchiveSession    func(childComplexity int, actionID uuid.UUID, id string) int
 		UpdateAction        func(childComplexity int, id uuid.UUID, input action.Definition, from *string) int
 	}
@@ -398,6 +404,7 @@ type ComplexityRoot struct {
 		TraceID        func(childComplexity int) int
 		Triggers       func(childComplexity int) int
 		Turn           func(childComplexity int) int
+		Usage          func(childComplexity int) int
 		Version        func(childComplexity int) int
 	}
 
@@ -530,6 +537,14 @@ type ComplexityRoot struct {
 		Session     func(childComplexity int) int
 	}
 
+	ModelUsage struct {
+		CostUSD       func(childComplexity int) int
+		InputTokens   func(childComplexity int) int
+		ModelCalls    func(childComplexity int) int
+		OutputTokens  func(childComplexity int) int
+		UnpricedCalls func(childComplexity int) int
+	}
+
 	Mutation struct {
 		Actions func(childComplexity int) int
 		Auth    func(childComplexity int) int
@@ -626,6 +641,13 @@ type ComplexityRoot struct {
 		Kind func(childComplexity int) int
 	}
 
+	SessionBudget struct {
+		Exhausted    func(childComplexity int) int
+		MaxUsd       func(childComplexity int) int
+		RemainingUsd func(childComplexity int) int
+		SpentUsd     func(childComplexity int) int
+	}
+
 	SessionCommand struct {
 		Changes        func(childComplexity int) int
 		IdempotencyKey func(childComplexity int) int
@@ -644,9 +666,15 @@ type ComplexityRoot struct {
 		Ends                 func(childComplexity int) int
 		ID                   func(childComplexity int) int
 		InputSchema          func(childComplexity int) int
+		MaxPerSessionUsd     func(childComplexity int) int
 		Park                 func(childComplexity int) int
 		Schedule             func(childComplexity int) int
 		Turns                func(childComplexity int) int
+	}
+
+	SessionStart struct {
+		Created func(childComplexity int) int
+		Session func(childComplexity int) int
 	}
 
 	SessionUpdate struct {
@@ -801,6 +829,8 @@ type ActionSessionResolver interface {
 	Holds(ctx context.Context, obj *session.Session, status *model.InterruptStatus) ([]session.Interrupt, error)
 	Clock(ctx context.Context, obj *session.Session) ([]model.ClockEntry, error)
 
+	Budget(ctx context.Context, obj *session.Session) (*model.SessionBudget, error)
+
 	Predecessor(ctx context.Context, obj *session.Session) (*session.Session, error)
 	Successor(ctx context.Context, obj *session.Session) (*session.Session, error)
 	Resumable(ctx context.Context, obj *session.Session) (bool, error)
@@ -825,6 +855,7 @@ type ActionSessionTurnResolver interface {
 	Execution(ctx context.Context, obj *turns.Turn) (*turns.Execution, error)
 
 	FailureScope(ctx context.Context, obj *turns.Turn) (*model.FailureScope, error)
+	Usage(ctx context.Context, obj *turns.Turn) (*session.Usage, error)
 }
 type ActionVersionResolver interface {
 	Backfill(ctx context.Context, obj *action.Version) (*action.Backfill, error)
@@ -842,6 +873,8 @@ type ActionsMutationResolver interface {
 	RetrySession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string) (*session.Session, error)
 	ArchiveSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string) (*session.Session, error)
 	UnarchiveSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string) (*session.Session, error)
+	SetSessionBudget(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, maxUsd *float64) (*session.Session, error)
+	StartSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, input jsonvalue.Value) (*model.SessionStart, error)
 	SendToSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, message *string, command *model.SessionControl, idempotencyKey string) (*session.Input, error)
 	EditSessionInput(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, sequence int, message string) (*session.Input, error)
 	DeleteSessionInput(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, sequence int) (*session.Input, error)
@@ -984,6 +1017,13 @@ type LedgerQueryResolver interface {
 	Event(ctx context.Context, obj *model.LedgerQuery, id uuid.UUID) (*ledger.Event, error)
 	Value(ctx context.Context, obj *model.LedgerQuery, namespace string, key string) (*ledger.KVValue, error)
 	Values(ctx context.Context, obj *model.LedgerQuery, namespace string, first *int, after *string) (*model.KVValueConnection, error)
+}
+type ModelUsageResolver interface {
+	ModelCalls(ctx context.Context, obj *session.Usage) (int, error)
+	InputTokens(ctx context.Context, obj *session.Usage) (int, error)
+	OutputTokens(ctx context.Context, obj *session.Usage) (int, error)
+
+	UnpricedCalls(ctx context.Context, obj *session.Usage) (int, error)
 }
 type MutationResolver interface {
 	Actions(ctx context.Context) (*model.ActionsMutation, error)
@@ -1295,6 +1335,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSession.ArchivedAt(childComplexity), true
+	case "ActionSession.budget":
+		if e.ComplexityRoot.ActionSession.Budget == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSession.Budget(childComplexity), true
 	case "ActionSession.clock":
 		if e.ComplexityRoot.ActionSession.Clock == nil {
 			break
@@ -1401,6 +1447,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSession.Running(childComplexity), true
+	case "ActionSession.usage":
+		if e.ComplexityRoot.ActionSession.Spent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSession.Spent(childComplexity), true
 	case "ActionSession.startedAt":
 		if e.ComplexityRoot.ActionSession.StartedAt == nil {
 			break
@@ -1619,6 +1671,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionSessionTurn.Status(childComplexity), true
+	case "ActionSessionTurn.usage":
+		if e.ComplexityRoot.ActionSessionTurn.Usage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionSessionTurn.Usage(childComplexity), true
 
 	case "ActionSessionTurnConnection.nodes":
 		if e.ComplexityRoot.ActionSessionTurnConnection.Nodes == nil {
@@ -1847,6 +1905,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionsMutation.SetActionStatus(childComplexity, args["id"].(uuid.UUID), args["status"].(model.ActionStatus)), true
+	case "ActionsMutation.setSessionBudget":
+		if e.ComplexityRoot.ActionsMutation.SetSessionBudget == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_setSessionBudget_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.SetSessionBudget(childComplexity, args["actionId"].(uuid.UUID), args["id"].(string), args["maxUsd"].(*float64)), true
+	case "ActionsMutation.startSession":
+		if e.ComplexityRoot.ActionsMutation.StartSession == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_startSession_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.StartSession(childComplexity, args["actionId"].(uuid.UUID), args["input"].(jsonvalue.Value)), true
 	case "ActionsMutation.unarchiveSession":
 		if e.ComplexityRoot.ActionsMutation.UnarchiveSession == nil {
 			break
@@ -2647,6 +2727,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Execution.Turn(childComplexity), true
+	case "Execution.usage":
+		if e.ComplexityRoot.Execution.Usage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Execution.Usage(childComplexity), true
 	case "Execution.version":
 		if e.ComplexityRoot.Execution.Version == nil {
 			break
@@ -3189,6 +3275,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.MCPServeDefinition.Session(childComplexity), true
 
+	case "ModelUsage.costUsd":
+		if e.ComplexityRoot.ModelUsage.CostUSD == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelUsage.CostUSD(childComplexity), true
+	case "ModelUsage.inputTokens":
+		if e.ComplexityRoot.ModelUsage.InputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelUsage.InputTokens(childComplexity), true
+	case "ModelUsage.modelCalls":
+		if e.ComplexityRoot.ModelUsage.ModelCalls == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelUsage.ModelCalls(childComplexity), true
+	case "ModelUsage.outputTokens":
+		if e.ComplexityRoot.ModelUsage.OutputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelUsage.OutputTokens(childComplexity), true
+	case "ModelUsage.unpricedCalls":
+		if e.ComplexityRoot.ModelUsage.UnpricedCalls == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelUsage.UnpricedCalls(childComplexity), true
+
 	case "Mutation.actions":
 		if e.ComplexityRoot.Mutation.Actions == nil {
 			break
@@ -3533,6 +3650,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Sender.Kind(childComplexity), true
 
+	case "SessionBudget.exhausted":
+		if e.ComplexityRoot.SessionBudget.Exhausted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionBudget.Exhausted(childComplexity), true
+	case "SessionBudget.maxUsd":
+		if e.ComplexityRoot.SessionBudget.MaxUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionBudget.MaxUsd(childComplexity), true
+	case "SessionBudget.remainingUsd":
+		if e.ComplexityRoot.SessionBudget.RemainingUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionBudget.RemainingUsd(childComplexity), true
+	case "SessionBudget.spentUsd":
+		if e.ComplexityRoot.SessionBudget.SpentUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionBudget.SpentUsd(childComplexity), true
+
 	case "SessionCommand.changes":
 		if e.ComplexityRoot.SessionCommand.Changes == nil {
 			break
@@ -3618,6 +3760,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SessionDefinition.InputSchema(childComplexity), true
+	case "SessionDefinition.maxPerSessionUsd":
+		if e.ComplexityRoot.SessionDefinition.MaxPerSessionUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionDefinition.MaxPerSessionUsd(childComplexity), true
 	case "SessionDefinition.park":
 		if e.ComplexityRoot.SessionDefinition.Park == nil {
 			break
@@ -3636,6 +3784,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SessionDefinition.Turns(childComplexity), true
+
+	case "SessionStart.created":
+		if e.ComplexityRoot.SessionStart.Created == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionStart.Created(childComplexity), true
+	case "SessionStart.session":
+		if e.ComplexityRoot.SessionStart.Session == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionStart.Session(childComplexity), true
 
 	case "SessionUpdate.attempt":
 		if e.ComplexityRoot.SessionUpdate.Attempt == nil {
@@ -4674,6 +4835,30 @@ type ActionsMutation {
   archiveSession(actionId: UUID!, id: String!): ActionSession
   "Shows an archived session in lists again. Needs CLOSE on the action."
   unarchiveSession(actionId: UUID!, id: String!): ActionSession
+  # Spec: G8
+  """
+  Sets a live session's spend cap to maxUsd US dollars (above 0, at most
+  1,000,000; null: no cap). The cap is otherwise the one the session took
+  from session.maxPerSessionUsd when it started. A turn held for its budget
+  (hold cause BUDGET) stays held: answer it with RETRY to run it under the
+  new cap. A COMPLETED, FAILED or CANCELLED session is SESSION_CLOSED.
+  Needs CLOSE on the action.
+  """
+  setSessionBudget(actionId: UUID!, id: String!, maxUsd: Float): ActionSession
+  # Spec: G7, G8
+  """
+  Starts a session of the action's current version by hand, with input as
+  its session input, as a start trigger would: the input is checked
+  against session.inputSchema, its id is session.id over it, and its end,
+  title and spend cap are computed; an action_session.started event
+  records it (its origin). It delivers no input: the session waits for
+  one (sendToSession, its triggers). A live session with this id and the
+  same input is returned with created false; another input is
+  SESSION_INPUT_CONFLICT, a final one SESSION_CLOSED. A singleton whose
+  slot a live session holds is SESSION_SLOT_TAKEN, naming that session.
+  Needs RESPOND on the action.
+  """
+  startSession(actionId: UUID!, input: JSON!): SessionStart
   # Spec: G1, G9
   """
   Sends a session a message (a COMMAND input MESSAGE, taken by its next
@@ -4878,6 +5063,8 @@ enum HoldCause {
   REFUSED
   "No outcome after the turn's retries (agent_unfinished)."
   UNFINISHED
+  "The session spent its cap (maxPerSessionUsd) before a model call (budget_exhausted): raise it with setSessionBudget, then RETRY."
+  BUDGET
 }
 
 "How an interrupt was answered."
@@ -5212,6 +5399,7 @@ type SessionDefinition {
   concurrencyKey: String
   archiveAfterInactive: String
   displayTitle: String
+  maxPerSessionUsd: Float
 }
 
 # Spec: G4
@@ -5460,6 +5648,15 @@ input SessionInput {
   # Spec: G8
   "CEL over session.input giving each session's title (a string, cut to 64 characters), rendered when it starts."
   displayTitle: String
+  # Spec: G8
+  """
+  Each session's spend cap in US dollars (above 0, at most 1,000,000), frozen
+  into the session when it starts (setSessionBudget changes one session's).
+  Needs an agent handler whose model the server's MODEL_PRICES prices.
+  Before each model call a turn checks what the session spent; at or over
+  the cap the turn is held with cause BUDGET. Omitted: no cap.
+  """
+  maxPerSessionUsd: Float
 }
 
 # Spec: G4
@@ -5594,6 +5791,10 @@ type ActionSession {
   displayTitle: String
   "The one-line status its turns last reported (a Starlark turn's ambient_status, an agent's last words); null: none."
   ambientStatus: String
+  "The spend cap and what the session spent against it."
+  budget: SessionBudget!
+  "The model use of all its turns (attempts that did not commit included)."
+  usage: ModelUsage!
   # Spec: G5
   "The handoff note kept when the session was closed; null: none."
   handoff: String
@@ -5712,6 +5913,47 @@ type ActionSessionTurn {
   # Spec: G10
   "For a FAILED turn, whether it failed only itself (TURN) or its session (SESSION); null otherwise."
   failureScope: FailureScope
+  # Spec: G8
+  "The model use of the turn's execution (all its attempts)."
+  usage: ModelUsage!
+}
+
+# Spec: G8
+"""
+Model calls and what they cost. Tokens are counted as the provider
+reported them (saturating at 2147483647); costUsd prices them with the
+server's MODEL_PRICES table at the time of each call.
+"""
+type ModelUsage {
+  "Model calls made, attempts that did not commit included."
+  modelCalls: Int!
+  inputTokens: Int!
+  outputTokens: Int!
+  "What the priced calls cost, in US dollars."
+  costUsd: Float!
+  "Calls of models the price table did not list (not in costUsd)."
+  unpricedCalls: Int!
+}
+
+# Spec: G7
+"What startSession did."
+type SessionStart {
+  session: ActionSession!
+  "False when the session was live already with the same input."
+  created: Boolean!
+}
+
+# Spec: G8
+"A session's spend cap and what it spent against it, in US dollars."
+type SessionBudget {
+  "The cap: session.maxPerSessionUsd when the session started, or what setSessionBudget set; null: none."
+  maxUsd: Float
+  "What its model calls cost so far."
+  spentUsd: Float!
+  "maxUsd minus spentUsd, at least 0; null without a cap."
+  remainingUsd: Float
+  "True when the spend reached the cap: the next turn (or model call) is held with cause BUDGET."
+  exhausted: Boolean!
 }
 
 type ActionSessionTurnConnection {
@@ -5940,6 +6182,9 @@ type Execution {
   replay: Replay
   "The replays of this execution (replayExecution), oldest first."
   replays: [Execution!]!
+  # Spec: G8
+  "Its model use over all attempts (turns of model-driven handlers; zero otherwise)."
+  usage: ModelUsage!
 }
 
 # Spec: T9
@@ -6219,6 +6464,10 @@ func (ec *executionContext) childFields_ActionSession(ctx context.Context, field
 		return ec.fieldContext_ActionSession_displayTitle(ctx, field)
 	case "ambientStatus":
 		return ec.fieldContext_ActionSession_ambientStatus(ctx, field)
+	case "budget":
+		return ec.fieldContext_ActionSession_budget(ctx, field)
+	case "usage":
+		return ec.fieldContext_ActionSession_usage(ctx, field)
 	case "handoff":
 		return ec.fieldContext_ActionSession_handoff(ctx, field)
 	case "predecessor":
@@ -6307,6 +6556,8 @@ func (ec *executionContext) childFields_ActionSessionTurn(ctx context.Context, f
 		return ec.fieldContext_ActionSessionTurn_finishedAt(ctx, field)
 	case "failureScope":
 		return ec.fieldContext_ActionSessionTurn_failureScope(ctx, field)
+	case "usage":
+		return ec.fieldContext_ActionSessionTurn_usage(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionSessionTurn", field.Name)
 }
@@ -6361,6 +6612,10 @@ func (ec *executionContext) childFields_ActionsMutation(ctx context.Context, fie
 		return ec.fieldContext_ActionsMutation_archiveSession(ctx, field)
 	case "unarchiveSession":
 		return ec.fieldContext_ActionsMutation_unarchiveSession(ctx, field)
+	case "setSessionBudget":
+		return ec.fieldContext_ActionsMutation_setSessionBudget(ctx, field)
+	case "startSession":
+		return ec.fieldContext_ActionsMutation_startSession(ctx, field)
 	case "sendToSession":
 		return ec.fieldContext_ActionsMutation_sendToSession(ctx, field)
 	case "editSessionInput":
@@ -6731,6 +6986,8 @@ func (ec *executionContext) childFields_Execution(ctx context.Context, field gra
 		return ec.fieldContext_Execution_replay(ctx, field)
 	case "replays":
 		return ec.fieldContext_Execution_replays(ctx, field)
+	case "usage":
+		return ec.fieldContext_Execution_usage(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Execution", field.Name)
 }
@@ -6993,6 +7250,22 @@ func (ec *executionContext) childFields_MCPServeDefinition(ctx context.Context, 
 	return nil, fmt.Errorf("no field named %q was found under type MCPServeDefinition", field.Name)
 }
 
+func (ec *executionContext) childFields_ModelUsage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "modelCalls":
+		return ec.fieldContext_ModelUsage_modelCalls(ctx, field)
+	case "inputTokens":
+		return ec.fieldContext_ModelUsage_inputTokens(ctx, field)
+	case "outputTokens":
+		return ec.fieldContext_ModelUsage_outputTokens(ctx, field)
+	case "costUsd":
+		return ec.fieldContext_ModelUsage_costUsd(ctx, field)
+	case "unpricedCalls":
+		return ec.fieldContext_ModelUsage_unpricedCalls(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ModelUsage", field.Name)
+}
+
 func (ec *executionContext) childFields_NewToken(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -7159,6 +7432,20 @@ func (ec *executionContext) childFields_Sender(ctx context.Context, field graphq
 	return nil, fmt.Errorf("no field named %q was found under type Sender", field.Name)
 }
 
+func (ec *executionContext) childFields_SessionBudget(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "maxUsd":
+		return ec.fieldContext_SessionBudget_maxUsd(ctx, field)
+	case "spentUsd":
+		return ec.fieldContext_SessionBudget_spentUsd(ctx, field)
+	case "remainingUsd":
+		return ec.fieldContext_SessionBudget_remainingUsd(ctx, field)
+	case "exhausted":
+		return ec.fieldContext_SessionBudget_exhausted(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SessionBudget", field.Name)
+}
+
 func (ec *executionContext) childFields_SessionCommand(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "kind":
@@ -7201,8 +7488,20 @@ func (ec *executionContext) childFields_SessionDefinition(ctx context.Context, f
 		return ec.fieldContext_SessionDefinition_archiveAfterInactive(ctx, field)
 	case "displayTitle":
 		return ec.fieldContext_SessionDefinition_displayTitle(ctx, field)
+	case "maxPerSessionUsd":
+		return ec.fieldContext_SessionDefinition_maxPerSessionUsd(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SessionDefinition", field.Name)
+}
+
+func (ec *executionContext) childFields_SessionStart(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "session":
+		return ec.fieldContext_SessionStart_session(ctx, field)
+	case "created":
+		return ec.fieldContext_SessionStart_created(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SessionStart", field.Name)
 }
 
 func (ec *executionContext) childFields_SessionUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -8200,6 +8499,58 @@ func (ec *executionContext) field_ActionsMutation_setActionStatus_args(ctx conte
 		return nil, err
 	}
 	args["status"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_setSessionBudget_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "maxUsd",
+		func(ctx context.Context, v any) (*float64, error) {
+			return ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["maxUsd"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_startSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "actionId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNUUID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actionId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (jsonvalue.Value, error) {
+			return ec.unmarshalNJSON2githubᚗcomᚋactionsledgerᚋactionsledgerᚋjsonvalueᚐValue(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
 	return args, nil
 }
 
@@ -10411,6 +10762,70 @@ func (ec *executionContext) fieldContext_ActionSession_ambientStatus(_ context.C
 	return graphql.NewScalarFieldContext("ActionSession", field, false, false, "String")
 }
 
+func (ec *executionContext) _ActionSession_budget(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSession_budget(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionSession().Budget(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SessionBudget) graphql.Marshaler {
+			return ec.marshalNSessionBudget2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSessionBudget(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSession_budget(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionSession",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SessionBudget(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionSession_usage(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSession_usage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Spent, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v session.Usage) graphql.Marshaler {
+			return ec.marshalNModelUsage2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐUsage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSession_usage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionSession",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ModelUsage(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ActionSession_handoff(ctx context.Context, field graphql.CollectedField, obj *session.Session) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11282,6 +11697,38 @@ func (ec *executionContext) fieldContext_ActionSessionTurn_failureScope(_ contex
 	return graphql.NewScalarFieldContext("ActionSessionTurn", field, true, true, "FailureScope")
 }
 
+func (ec *executionContext) _ActionSessionTurn_usage(ctx context.Context, field graphql.CollectedField, obj *turns.Turn) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionSessionTurn_usage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ActionSessionTurn().Usage(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Usage) graphql.Marshaler {
+			return ec.marshalNModelUsage2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐUsage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionSessionTurn_usage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionSessionTurn",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ModelUsage(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ActionSessionTurnConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.ActionSessionTurnConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11903,6 +12350,94 @@ func (ec *executionContext) fieldContext_ActionsMutation_unarchiveSession(ctx co
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_ActionsMutation_unarchiveSession_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionsMutation_setSessionBudget(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_setSessionBudget(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsMutation().SetSessionBudget(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["id"].(string), fc.Args["maxUsd"].(*float64))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Session) graphql.Marshaler {
+			return ec.marshalOActionSession2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSession(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_setSessionBudget(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSession(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_setSessionBudget_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionsMutation_startSession(ctx context.Context, field graphql.CollectedField, obj *model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_startSession(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.ActionsMutation().StartSession(ctx, obj, fc.Args["actionId"].(uuid.UUID), fc.Args["input"].(jsonvalue.Value))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SessionStart) graphql.Marshaler {
+			return ec.marshalOSessionStart2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSessionStart(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_startSession(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SessionStart(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_startSession_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -15495,6 +16030,38 @@ func (ec *executionContext) fieldContext_Execution_replays(_ context.Context, fi
 	return fc, nil
 }
 
+func (ec *executionContext) _Execution_usage(ctx context.Context, field graphql.CollectedField, obj *turns.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Execution_usage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Usage, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v session.Usage) graphql.Marshaler {
+			return ec.marshalNModelUsage2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐUsage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Execution_usage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Execution",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ModelUsage(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ExecutionConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.ExecutionConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -17697,6 +18264,121 @@ func (ec *executionContext) fieldContext_MCPServeDefinition_session(_ context.Co
 	return fc, nil
 }
 
+func (ec *executionContext) _ModelUsage_modelCalls(ctx context.Context, field graphql.CollectedField, obj *session.Usage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelUsage_modelCalls(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ModelUsage().ModelCalls(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelUsage_modelCalls(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelUsage", field, true, true, "Int")
+}
+
+func (ec *executionContext) _ModelUsage_inputTokens(ctx context.Context, field graphql.CollectedField, obj *session.Usage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelUsage_inputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ModelUsage().InputTokens(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelUsage_inputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelUsage", field, true, true, "Int")
+}
+
+func (ec *executionContext) _ModelUsage_outputTokens(ctx context.Context, field graphql.CollectedField, obj *session.Usage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelUsage_outputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ModelUsage().OutputTokens(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelUsage_outputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelUsage", field, true, true, "Int")
+}
+
+func (ec *executionContext) _ModelUsage_costUsd(ctx context.Context, field graphql.CollectedField, obj *session.Usage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelUsage_costUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CostUSD, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelUsage_costUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelUsage", field, false, false, "Float")
+}
+
+func (ec *executionContext) _ModelUsage_unpricedCalls(ctx context.Context, field graphql.CollectedField, obj *session.Usage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelUsage_unpricedCalls(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ModelUsage().UnpricedCalls(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelUsage_unpricedCalls(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelUsage", field, true, true, "Int")
+}
+
 func (ec *executionContext) _Mutation_actions(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -19135,6 +19817,98 @@ func (ec *executionContext) fieldContext_Sender_id(_ context.Context, field grap
 	return graphql.NewScalarFieldContext("Sender", field, false, false, "String")
 }
 
+func (ec *executionContext) _SessionBudget_maxUsd(ctx context.Context, field graphql.CollectedField, obj *model.SessionBudget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionBudget_maxUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionBudget_maxUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionBudget", field, false, false, "Float")
+}
+
+func (ec *executionContext) _SessionBudget_spentUsd(ctx context.Context, field graphql.CollectedField, obj *model.SessionBudget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionBudget_spentUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SpentUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionBudget_spentUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionBudget", field, false, false, "Float")
+}
+
+func (ec *executionContext) _SessionBudget_remainingUsd(ctx context.Context, field graphql.CollectedField, obj *model.SessionBudget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionBudget_remainingUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RemainingUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionBudget_remainingUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionBudget", field, false, false, "Float")
+}
+
+func (ec *executionContext) _SessionBudget_exhausted(ctx context.Context, field graphql.CollectedField, obj *model.SessionBudget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionBudget_exhausted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Exhausted, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionBudget_exhausted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionBudget", field, false, false, "Boolean")
+}
+
 func (ec *executionContext) _SessionCommand_kind(ctx context.Context, field graphql.CollectedField, obj *model.SessionCommand) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -19569,6 +20343,84 @@ func (ec *executionContext) _SessionDefinition_displayTitle(ctx context.Context,
 }
 func (ec *executionContext) fieldContext_SessionDefinition_displayTitle(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("SessionDefinition", field, false, false, "String")
+}
+
+func (ec *executionContext) _SessionDefinition_maxPerSessionUsd(ctx context.Context, field graphql.CollectedField, obj *action.SessionDef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionDefinition_maxPerSessionUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxPerSessionUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionDefinition_maxPerSessionUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionDefinition", field, false, false, "Float")
+}
+
+func (ec *executionContext) _SessionStart_session(ctx context.Context, field graphql.CollectedField, obj *model.SessionStart) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionStart_session(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Session, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *session.Session) graphql.Marshaler {
+			return ec.marshalNActionSession2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐSession(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionStart_session(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SessionStart",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionSession(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SessionStart_created(ctx context.Context, field graphql.CollectedField, obj *model.SessionStart) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionStart_created(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Created, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionStart_created(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionStart", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _SessionUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *model.SessionUpdate) (ret graphql.Marshaler) {
@@ -23108,7 +23960,7 @@ func (ec *executionContext) unmarshalInputSessionInput(ctx context.Context, obj 
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"inputSchema", "id", "ends", "schedule", "turns", "park", "concurrency", "concurrencyKey", "archiveAfterInactive", "displayTitle"}
+	fieldsInOrder := [...]string{"inputSchema", "id", "ends", "schedule", "turns", "park", "concurrency", "concurrencyKey", "archiveAfterInactive", "displayTitle", "maxPerSessionUsd"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -23185,6 +24037,13 @@ func (ec *executionContext) unmarshalInputSessionInput(ctx context.Context, obj 
 				return it, err
 			}
 			it.DisplayTitle = data
+		case "maxPerSessionUsd":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxPerSessionUsd"))
+			data, err := ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxPerSessionUsd = data
 		}
 	}
 	return it, nil
@@ -24104,6 +24963,17 @@ func (ec *executionContext) _ActionSession(ctx context.Context, sel ast.Selectio
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "budget":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionSession_budget(ctx, field, obj)
+				})
+		case "usage":
+			out.Values[i] = ec._ActionSession_usage(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "handoff":
 			out.Values[i] = ec._ActionSession_handoff(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
@@ -24393,6 +25263,12 @@ func (ec *executionContext) _ActionSessionTurn(ctx context.Context, sel ast.Sele
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._ActionSessionTurn_failureScope(ctx, field, obj)
 				})
+		case "usage":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ActionSessionTurn_usage(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -24568,6 +25444,16 @@ func (ec *executionContext) _ActionsMutation(ctx context.Context, sel ast.Select
 			}
 		case "unarchiveSession":
 			out.Values[i] = ec._ActionsMutation_unarchiveSession(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "setSessionBudget":
+			out.Values[i] = ec._ActionsMutation_setSessionBudget(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "startSession":
+			out.Values[i] = ec._ActionsMutation_startSession(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -25783,6 +26669,11 @@ func (ec *executionContext) _Execution(ctx context.Context, sel ast.SelectionSet
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Execution_replays(ctx, field, obj)
 				})
+		case "usage":
+			out.Values[i] = ec._Execution_usage(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -26689,6 +27580,63 @@ func (ec *executionContext) _MCPServeDefinition(ctx context.Context, sel ast.Sel
 	return out
 }
 
+var modelUsageImplementors = []string{"ModelUsage"}
+
+func (ec *executionContext) _ModelUsage(ctx context.Context, sel ast.SelectionSet, obj *session.Usage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, modelUsageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ModelUsage")
+		case "modelCalls":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ModelUsage_modelCalls(ctx, field, obj)
+				})
+		case "inputTokens":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ModelUsage_inputTokens(ctx, field, obj)
+				})
+		case "outputTokens":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ModelUsage_outputTokens(ctx, field, obj)
+				})
+		case "costUsd":
+			out.Values[i] = ec._ModelUsage_costUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "unpricedCalls":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ModelUsage_unpricedCalls(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var mutationImplementors = []string{"Mutation"}
 
 func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -27400,6 +28348,54 @@ func (ec *executionContext) _Sender(ctx context.Context, sel ast.SelectionSet, o
 	return out
 }
 
+var sessionBudgetImplementors = []string{"SessionBudget"}
+
+func (ec *executionContext) _SessionBudget(ctx context.Context, sel ast.SelectionSet, obj *model.SessionBudget) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, sessionBudgetImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SessionBudget")
+		case "maxUsd":
+			out.Values[i] = ec._SessionBudget_maxUsd(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "spentUsd":
+			out.Values[i] = ec._SessionBudget_spentUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "remainingUsd":
+			out.Values[i] = ec._SessionBudget_remainingUsd(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "exhausted":
+			out.Values[i] = ec._SessionBudget_exhausted(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var sessionCommandImplementors = []string{"SessionCommand"}
 
 func (ec *executionContext) _SessionCommand(ctx context.Context, sel ast.SelectionSet, obj *model.SessionCommand) graphql.Marshaler {
@@ -27522,6 +28518,49 @@ func (ec *executionContext) _SessionDefinition(ctx context.Context, sel ast.Sele
 		case "displayTitle":
 			out.Values[i] = ec._SessionDefinition_displayTitle(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "maxPerSessionUsd":
+			out.Values[i] = ec._SessionDefinition_maxPerSessionUsd(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var sessionStartImplementors = []string{"SessionStart"}
+
+func (ec *executionContext) _SessionStart(ctx context.Context, sel ast.SelectionSet, obj *model.SessionStart) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, sessionStartImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SessionStart")
+		case "session":
+			out.Values[i] = ec._SessionStart_session(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "created":
+			out.Values[i] = ec._SessionStart_created(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -29511,6 +30550,18 @@ func (ec *executionContext) marshalNLedgerQuery2ᚖgithubᚗcomᚋactionsledger�
 	return ec._LedgerQuery(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNModelUsage2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐUsage(ctx context.Context, sel ast.SelectionSet, v session.Usage) graphql.Marshaler {
+	return ec._ModelUsage(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNModelUsage2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐUsage(ctx context.Context, sel ast.SelectionSet, v *session.Usage) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ModelUsage!")
+		return graphql.Null
+	}
+	return ec._ModelUsage(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNOutcomeChange2githubᚗcomᚋactionsledgerᚋactionsledgerᚋturnsᚐChange(ctx context.Context, sel ast.SelectionSet, v turns.Change) graphql.Marshaler {
 	return ec._OutcomeChange(ctx, sel, &v)
 }
@@ -29677,6 +30728,14 @@ func (ec *executionContext) unmarshalNSenderKind2githubᚗcomᚋactionsledgerᚋ
 
 func (ec *executionContext) marshalNSenderKind2githubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSenderKind(ctx context.Context, sel ast.SelectionSet, v model.SenderKind) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNSessionBudget2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSessionBudget(ctx context.Context, sel ast.SelectionSet, v *model.SessionBudget) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SessionBudget!")
+		return graphql.Null
+	}
+	return ec._SessionBudget(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNSessionResponseInput2githubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐResponse(ctx context.Context, v any) (session.Response, error) {
@@ -30357,6 +31416,23 @@ func (ec *executionContext) marshalOFailureScope2ᚖgithubᚗcomᚋactionsledger
 	return v
 }
 
+func (ec *executionContext) unmarshalOFloat2ᚖfloat64(ctx context.Context, v any) (*float64, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalFloatContext(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOFloat2ᚖfloat64(ctx context.Context, sel ast.SelectionSet, v *float64) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	res := graphql.MarshalFloatContext(*v)
+	return graphql.WrapContextMarshaler(ctx, res)
+}
+
 func (ec *executionContext) marshalOHold2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋsessionᚐInterrupt(ctx context.Context, sel ast.SelectionSet, v *session.Interrupt) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -30660,6 +31736,13 @@ func (ec *executionContext) unmarshalOSessionInput2ᚖgithubᚗcomᚋactionsledg
 	}
 	res, err := ec.unmarshalInputSessionInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOSessionStart2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSessionStart(ctx context.Context, sel ast.SelectionSet, v *model.SessionStart) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._SessionStart(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOSessionStatus2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋgraphᚋmodelᚐSessionStatus(ctx context.Context, v any) (*model.SessionStatus, error) {

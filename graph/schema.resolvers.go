@@ -244,6 +244,11 @@ func (r *actionSessionResolver) Clock(ctx context.Context, obj *session.Session)
 	return r.Resolver.sessionClock(ctx, obj)
 }
 
+// Budget is the resolver for the budget field.
+func (r *actionSessionResolver) Budget(ctx context.Context, obj *session.Session) (*model.SessionBudget, error) {
+	return sessionBudget(obj), nil
+}
+
 // Predecessor is the resolver for the predecessor field.
 func (r *actionSessionResolver) Predecessor(ctx context.Context, obj *session.Session) (*session.Session, error) {
 	return r.Resolver.sessionBySID(ctx, obj.PredecessorSID)
@@ -352,6 +357,11 @@ func (r *actionSessionTurnResolver) FailureScope(ctx context.Context, obj *turns
 	return failureScope(obj), nil
 }
 
+// Usage is the resolver for the usage field.
+func (r *actionSessionTurnResolver) Usage(ctx context.Context, obj *turns.Turn) (*session.Usage, error) {
+	return r.turnUsage(ctx, obj)
+}
+
 // Backfill is the resolver for the backfill field.
 func (r *actionVersionResolver) Backfill(ctx context.Context, obj *action.Version) (*action.Backfill, error) {
 	return r.ActionStore.Backfill(ctx, obj.ActionID, obj.Version)
@@ -435,6 +445,16 @@ func (r *actionsMutationResolver) ArchiveSession(ctx context.Context, obj *model
 // UnarchiveSession is the resolver for the unarchiveSession field.
 func (r *actionsMutationResolver) UnarchiveSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string) (*session.Session, error) {
 	return r.SessionStore.Archive(ctx, actionID, id, false)
+}
+
+// SetSessionBudget is the resolver for the setSessionBudget field.
+func (r *actionsMutationResolver) SetSessionBudget(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, maxUsd *float64) (*session.Session, error) {
+	return r.SessionStore.SetBudget(ctx, actionID, id, maxUsd)
+}
+
+// StartSession is the resolver for the startSession field.
+func (r *actionsMutationResolver) StartSession(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, input jsonvalue.Value) (*model.SessionStart, error) {
+	return r.startSession(ctx, actionID, input)
 }
 
 // SendToSession is the resolver for the sendToSession field.
@@ -1188,6 +1208,26 @@ func (r *ledgerQueryResolver) Values(ctx context.Context, obj *model.LedgerQuery
 	return &model.KVValueConnection{Nodes: list, PageInfo: info}, nil
 }
 
+// ModelCalls is the resolver for the modelCalls field.
+func (r *modelUsageResolver) ModelCalls(ctx context.Context, obj *session.Usage) (int, error) {
+	return gqlInt(obj.ModelCalls), nil
+}
+
+// InputTokens is the resolver for the inputTokens field.
+func (r *modelUsageResolver) InputTokens(ctx context.Context, obj *session.Usage) (int, error) {
+	return gqlInt(obj.InputTokens), nil
+}
+
+// OutputTokens is the resolver for the outputTokens field.
+func (r *modelUsageResolver) OutputTokens(ctx context.Context, obj *session.Usage) (int, error) {
+	return gqlInt(obj.OutputTokens), nil
+}
+
+// UnpricedCalls is the resolver for the unpricedCalls field.
+func (r *modelUsageResolver) UnpricedCalls(ctx context.Context, obj *session.Usage) (int, error) {
+	return gqlInt(obj.Unpriced), nil
+}
+
 // Actions is the resolver for the actions field.
 func (r *mutationResolver) Actions(ctx context.Context) (*model.ActionsMutation, error) {
 	return &model.ActionsMutation{}, nil
@@ -1457,6 +1497,9 @@ func (r *Resolver) LedgerMutation() LedgerMutationResolver { return &ledgerMutat
 // LedgerQuery returns LedgerQueryResolver implementation.
 func (r *Resolver) LedgerQuery() LedgerQueryResolver { return &ledgerQueryResolver{r} }
 
+// ModelUsage returns ModelUsageResolver implementation.
+func (r *Resolver) ModelUsage() ModelUsageResolver { return &modelUsageResolver{r} }
+
 // Mutation returns MutationResolver implementation.
 func (r *Resolver) Mutation() MutationResolver { return &mutationResolver{r} }
 
@@ -1529,6 +1572,7 @@ type (
 	kVValueResolver            struct{ *Resolver }
 	ledgerMutationResolver     struct{ *Resolver }
 	ledgerQueryResolver        struct{ *Resolver }
+	modelUsageResolver         struct{ *Resolver }
 	mutationResolver           struct{ *Resolver }
 	outcomeChangeResolver      struct{ *Resolver }
 	parkResolver               struct{ *Resolver }

@@ -136,6 +136,8 @@ const (
 	RequestedType = "action_session.requested"
 	// CommandedType records a message or control sent to a session (G1).
 	CommandedType = "action_session.commanded"
+	// StartedType records a session started by startSession (G7), its origin.
+	StartedType = "action_session.started"
 )
 
 // ValidateType checks a client-supplied event type. Types ending in

@@ -33,6 +33,7 @@ import (
 	"github.com/actionsledger/actionsledger/internal/observe"
 	"github.com/actionsledger/actionsledger/internal/pgmaint"
 	"github.com/actionsledger/actionsledger/internal/pgplan"
+	"github.com/actionsledger/actionsledger/jsonvalue"
 	"github.com/actionsledger/actionsledger/ledger"
 	"github.com/actionsledger/actionsledger/mcp"
 	"github.com/actionsledger/actionsledger/migrations"
@@ -74,6 +75,10 @@ type Config struct {
 	// Providers are the model providers agents may name ("openai",
 	// "anthropic"); see provider.FromEnv.
 	Providers map[string]provider.Provider
+	// Prices is the model price table (MODEL_PRICES) spend caps are
+	// counted in (G8): a definition with session.maxPerSessionUsd needs
+	// its model priced here.
+	Prices turns.Prices
 	// HTTPAllow are the addresses or CIDR prefixes the http kind may send
 	// turns to besides public addresses (loopback, link-local and private
 	// ranges are refused otherwise; issue 11). HTTP_ALLOW.
@@ -257,6 +262,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	notifier := a.Ledger.Notifier()
 	notifier.Log = log
 	a.Actions = action.NewStore(pool, a.Clock, a.Kinds)
+	a.Actions.BudgetCheck = budgetCheck(a.Kinds, cfg.Prices)
 	dir.actions = a.Actions
 	a.Sessions = session.NewStore(pool, a.Clock)
 	a.Sessions.Actions = a.Actions
@@ -273,7 +279,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Parks = session.NewParkLoop(pool, a.Clock, log)
 	a.Archiver = session.NewArchiver(pool, a.Clock, log)
 	a.Executor = turns.NewExecutor(pool, a.Actions, a.Kinds, a.Clock, log, turns.Config{
-		Workers: cfg.Workers, Lease: cfg.Lease, Poll: cfg.Poll, LiveDelay: cfg.LiveDelay})
+		Workers: cfg.Workers, Lease: cfg.Lease, Poll: cfg.Poll, LiveDelay: cfg.LiveDelay, Prices: cfg.Prices})
 	a.Executor.Metrics, a.Executor.Tracer, a.Executor.Notifier = a.Metrics, a.tracer, notifier
 	a.Tools = tools.NewService(pool, a.Actions, a.Kinds, a.Clock, log)
 	a.Tools.Authorities = a.Authorities
@@ -593,5 +599,21 @@ func waitForDatabase(ctx context.Context, log *slog.Logger, wait time.Duration, 
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// budgetCheck refuses a spend cap (session.maxPerSessionUsd, G8) on a
+// handler that calls no model, or whose model the price table lacks: the
+// cap could not count anything, or would hold every turn.
+func budgetCheck(kinds *turns.Registry, prices turns.Prices) func(kind string, config jsonvalue.Value) error {
+	return func(kind string, config jsonvalue.Value) error {
+		prov, model, ok := kinds.Model(kind, config)
+		if !ok {
+			return fmt.Errorf("a spend cap counts model calls, and a %s handler makes none that the server prices; remove maxPerSessionUsd or use an agent", kind)
+		}
+		if _, ok := prices.Lookup(prov, model); !ok {
+			return fmt.Errorf("the model %s/%s has no price in the server's MODEL_PRICES, so the cap could not count its calls; add a price for it (key %q) or remove maxPerSessionUsd", prov, model, prov+"/"+model)
+		}
+		return nil
 	}
 }

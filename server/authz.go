@@ -144,6 +144,9 @@ var fieldRules = map[string]rule{
 	// G6: archiving manages sessions as closing does.
 	"ActionsMutation.archiveSession":   actionArg(auth.Close, "actionId"),
 	"ActionsMutation.unarchiveSession": actionArg(auth.Close, "actionId"),
+	"ActionsMutation.setSessionBudget": actionArg(auth.Close, "actionId"),
+	// G7: a manual start delivers work as a trigger would.
+	"ActionsMutation.startSession": actionArg(auth.Respond, "actionId"),
 	// T9: a replay runs the action's code (and, when LIVE, its model calls).
 	"ActionsMutation.replayExecution": actionArg(auth.Write, "actionId"),
 

@@ -110,3 +110,65 @@ func TestG7_ConcurrencyOnlyOne(t *testing.T) {
 	r := e.do(t, createActionOp, map[string]any{"id": uuid.NewString(), "input": def})
 	requireError(t, r, "INVALID_ACTION", "input.session.concurrency")
 }
+
+const startSessionOp = `mutation($a: UUID!, $input: JSON!) { actions { startSession(actionId: $a, input: $input) {
+	created session { id status displayTitle origin { eventType } } } } }`
+
+type startedSession struct {
+	Actions struct {
+		StartSession struct {
+			Created bool
+			Session struct {
+				ID, Status   string
+				DisplayTitle *string
+				Origin       *struct{ EventType string }
+			}
+		}
+	}
+}
+
+// G7 over GraphQL: startSession starts a session by hand (its origin an
+// action_session.started event), returns the live one for the same input
+// again, and refuses a singleton's second live session with
+// SESSION_SLOT_TAKEN naming the holder; the slot frees when it is final.
+func TestG7StartSessionByHand(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	def := monitorDef()
+	sd := def["session"].(map[string]any)
+	sd["concurrency"] = 1
+	sd["displayTitle"] = `"Account " + string(session.input.account_id).substring(0, 8)`
+	actionID := uuid.NewString()
+	e.ok(t, createActionOp, map[string]any{"id": actionID, "input": def}, nil)
+
+	a, b := uuid.NewString(), uuid.NewString()
+	var st startedSession
+	e.ok(t, startSessionOp, map[string]any{"a": actionID, "input": map[string]any{"account_id": a}}, &st)
+	got := st.Actions.StartSession
+	require.True(t, got.Created)
+	require.Equal(t, a, got.Session.ID)
+	require.Equal(t, "OPEN", got.Session.Status)
+	require.Equal(t, "Account "+a[:8], *got.Session.DisplayTitle)
+	require.Equal(t, "action_session.started", got.Session.Origin.EventType)
+
+	e.ok(t, startSessionOp, map[string]any{"a": actionID, "input": map[string]any{"account_id": a}}, &st)
+	require.False(t, st.Actions.StartSession.Created, "the same start again returns the live session")
+
+	r := e.do(t, startSessionOp, map[string]any{"a": actionID, "input": map[string]any{"account_id": b}})
+	err := requireError(t, r, "SESSION_SLOT_TAKEN", "input")
+	require.Contains(t, err.Message, a, "the error names the live session")
+
+	// Bad input: each refused with its code and field, nothing created.
+	requireError(t, e.do(t, startSessionOp, map[string]any{"a": actionID, "input": map[string]any{"account_id": 7}}), "BAD_USER_INPUT", "input")
+	requireError(t, e.do(t, startSessionOp, map[string]any{"a": actionID, "input": []any{1}}), "BAD_USER_INPUT", "input")
+	requireError(t, e.do(t, startSessionOp, map[string]any{"a": uuid.NewString(), "input": map[string]any{"account_id": a}}), "NOT_FOUND", "actionId")
+	require.Len(t, e.lifecycleList(t, actionID, nil).Actions.Action.Sessions.Nodes, 1)
+
+	// A final status frees the slot; a closed session never starts again.
+	e.ok(t, `mutation($a: UUID!, $s: String!) { actions { closeSession(actionId: $a, id: $s, reason: "done") { status } } }`,
+		map[string]any{"a": actionID, "s": a}, nil)
+	e.ok(t, startSessionOp, map[string]any{"a": actionID, "input": map[string]any{"account_id": b}}, &st)
+	require.True(t, st.Actions.StartSession.Created)
+	requireError(t, e.do(t, startSessionOp, map[string]any{"a": actionID, "input": map[string]any{"account_id": a}}), "SESSION_CLOSED", "input")
+	require.Equal(t, 2, e.countRows(t, `SELECT count(*) FROM events WHERE type = 'action_session.started'`))
+}

@@ -350,9 +350,10 @@ func (b *batch) start(ctx context.Context, a scope, t *action.CompiledTrigger, e
 	}
 	var sid int64
 	err = b.tx.QueryRow(ctx, `INSERT INTO sessions (action_id, id, version, input, status, origin_event_id, started_at, ends_at, created_at, updated_at,
-			slot, display_title)
-		VALUES ($1, $2, $3, $4, 'OPEN', $5, $6, $7, $8, $8, $9, $10) ON CONFLICT (action_id, id) DO NOTHING RETURNING sid`,
-		a.ActionID, id, a.Version, []byte(raw), ev.ID, ev.CommitTime, endsAt, b.now, slot, titleOf(ctx, a.Session, input)).Scan(&sid)
+			slot, display_title, max_usd)
+		VALUES ($1, $2, $3, $4, 'OPEN', $5, $6, $7, $8, $8, $9, $10, $11) ON CONFLICT (action_id, id) DO NOTHING RETURNING sid`,
+		a.ActionID, id, a.Version, []byte(raw), ev.ID, ev.CommitTime, endsAt, b.now, slot, titleOf(ctx, a.Session, input),
+		capOf(a.Session)).Scan(&sid)
 	if err == nil {
 		b.changed.Session(sid)
 		return id, true, true, b.startTimer(ctx, a.Session, sid, Clock{StartedAt: ev.CommitTime, EndsAt: endsAt})

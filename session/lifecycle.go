@@ -176,3 +176,19 @@ func (a *Archiver) Once(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// SetAmbient writes the ambient status (G8) a running turn reported, fenced
+// by its lease: nothing is written once the lease is gone or was taken
+// over. Subscribers of the session hear of it. line must be cleaned (one
+// line, bounded) by the caller.
+func SetAmbient(ctx context.Context, pool *pgxpool.Pool, l Lease, line string) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE sessions SET ambient_status = $3
+			WHERE sid = $1 AND lease_token = $2 AND lease_expires_at IS NOT NULL AND ambient_status IS DISTINCT FROM $3`,
+			l.SID, l.Token, line)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		return Notice{SIDs: []int64{l.SID}}.Send(ctx, tx)
+	})
+}

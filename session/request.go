@@ -195,9 +195,10 @@ func (st *Store) deliverRequest(ctx context.Context, tx pgx.Tx, comp *action.Com
 			return nil, fault.New(fault.BadInput, "arguments", "session.ends could not be computed for the session this request starts: %v", err)
 		}
 		// The origin is set once the event is appended (startedBy).
-		s, err = scanSession(tx.QueryRow(ctx, `INSERT INTO sessions (action_id, id, version, input, status, started_at, ends_at, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $6, $6) ON CONFLICT (action_id, id) DO NOTHING RETURNING `+sessionColumns,
-			comp.ActionID, tg.id, comp.Version, []byte(tg.input), Open, now, ends))
+		s, err = scanSession(tx.QueryRow(ctx, `INSERT INTO sessions (action_id, id, version, input, status, started_at, ends_at, created_at, updated_at,
+				display_title, max_usd)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $6, $6, $8, $9) ON CONFLICT (action_id, id) DO NOTHING RETURNING `+sessionColumns,
+			comp.ActionID, tg.id, comp.Version, []byte(tg.input), Open, now, ends, titleOf(ctx, comp.Session, tg.value), capOf(comp.Session)))
 		switch {
 		case err == nil:
 			created = true

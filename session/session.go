@@ -64,6 +64,11 @@ type Session struct {
 	// AmbientStatus is the one-line status its turns last reported.
 	DisplayTitle  *string
 	AmbientStatus *string
+	// MaxUSD is the session's spend cap in US dollars (G8), copied from
+	// session.maxPerSessionUsd at creation; nil: no cap. Spent is what its
+	// turns' model calls used (Unpriced is not counted there).
+	MaxUSD *float64
+	Spent  Usage
 }
 
 // Running reports whether a worker holds the session's lease at now.
@@ -162,7 +167,8 @@ func NewStore(pool *pgxpool.Pool, c clock.Clock) *Store { return &Store{pool: po
 
 const sessionColumns = `sid, action_id, id, version, input, state, status, reason, origin_event_id,
 	started_at, ends_at, created_at, updated_at, closed_at, turn_count, lease_expires_at, wait, interrupt_turn,
-	handoff, predecessor_sid, successor_sid, archived_at, slot, display_title, ambient_status`
+	handoff, predecessor_sid, successor_sid, archived_at, slot, display_title, ambient_status,
+	max_usd::float8, spent_usd::float8, model_calls, input_tokens, output_tokens`
 
 func scanSession(row pgx.Row) (*Session, error) {
 	var s Session
@@ -177,7 +183,8 @@ func scanSession(row pgx.Row) (*Session, error) {
 func (s *Session) dests() []any {
 	return []any{&s.SID, &s.ActionID, &s.ID, &s.Version, &s.Input, &s.State, &s.Status, &s.Reason,
 		&s.OriginEventID, &s.StartedAt, &s.EndsAt, &s.CreatedAt, &s.UpdatedAt, &s.ClosedAt, &s.TurnCount, &s.LeaseExpires,
-		&s.Wait, &s.InterruptTurn, &s.Handoff, &s.PredecessorSID, &s.SuccessorSID, &s.ArchivedAt, &s.Slot, &s.DisplayTitle, &s.AmbientStatus}
+		&s.Wait, &s.InterruptTurn, &s.Handoff, &s.PredecessorSID, &s.SuccessorSID, &s.ArchivedAt, &s.Slot, &s.DisplayTitle, &s.AmbientStatus,
+		&s.MaxUSD, &s.Spent.CostUSD, &s.Spent.ModelCalls, &s.Spent.InputTokens, &s.Spent.OutputTokens}
 }
 
 // utc puts a scanned session's times in UTC.

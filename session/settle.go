@@ -160,6 +160,9 @@ type Settlement struct {
 	// TurnFailed: the turn failed but the session survives (G10), parked
 	// when Park is set (G4).
 	TurnFailed *TurnFailure
+	// Usage is the model use of the turn's attempts (G8), added to the
+	// session's spend however the turn settles.
+	Usage Usage
 }
 
 // Committed is a committed turn's outcome (T5, T6, P1).
@@ -237,6 +240,9 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 		touch, closes   = make([]bool, n), make([]bool, n)
 		ambients        = make([]*string, n)
 		due             = make([]bool, n)
+		costs           = make([]float64, n)
+		calls, ins      = make([]int64, n), make([]int64, n)
+		outs            = make([]int64, n)
 		notice          = &res.Notice
 		// REQUEST inputs answered (I4): by sessions whose turn finished
 		// (ansSIDs), and the failed turns' own (failSIDs, failSeqs).
@@ -246,6 +252,7 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 	)
 	for i, s := range ss {
 		sids[i], tokens[i] = s.SID, s.Token
+		costs[i], calls[i], ins[i], outs[i] = s.Usage.CostUSD, s.Usage.ModelCalls, s.Usage.InputTokens, s.Usage.OutputTokens
 		notice.Session(s.SID)
 		consume := func(st InputStatus) {
 			for _, seq := range s.Inputs {
@@ -325,14 +332,18 @@ func QueueSettle(b *pgx.Batch, now time.Time, ss []Settlement, res *SettleResult
 			next_turn_at = CASE WHEN u.status = $14 AND (u.due OR EXISTS (
 				SELECT 1 FROM session_inputs i WHERE i.sid = s.sid AND i.status = 'PENDING' AND i.starts_turn)) THEN $13::timestamptz END,
 			lease_owner = NULL, lease_expires_at = NULL, wait = NULL, wake_on = NULL, interrupt_turn = NULL, interrupted_by = NULL,
-			ambient_status = coalesce(u.ambient, s.ambient_status)
+			ambient_status = coalesce(u.ambient, s.ambient_status),
+			spent_usd = s.spent_usd + u.cost::numeric, model_calls = s.model_calls + u.calls,
+			input_tokens = s.input_tokens + u.ins, output_tokens = s.output_tokens + u.outs
 		  FROM unnest($1::bigint[], $2::bigint[], $3::boolean[], $4::text[], $5::text[], $6::boolean[], $7::text[], $8::boolean[],
-		              $9::text[], $10::boolean[], $11::boolean[], $12::boolean[], $18::text[])
-		       AS u (sid, token, set_state, state, status, set_reason, reason, set_resume, resume, touch, closes, due, ambient)
+		              $9::text[], $10::boolean[], $11::boolean[], $12::boolean[], $18::text[], $19::float8[], $20::bigint[],
+		              $21::bigint[], $22::bigint[])
+		       AS u (sid, token, set_state, state, status, set_reason, reason, set_resume, resume, touch, closes, due, ambient,
+		             cost, calls, ins, outs)
 		 WHERE s.sid = u.sid AND s.lease_token = u.token
 		RETURNING s.sid, s.next_turn_at IS NOT NULL`,
 		sids, tokens, setState, states, statuses, setReason, reasons, setResume, resumes, touch, closes, due,
-		now, Open, Completed, Failed, Cancelled, ambients).Query(func(rows pgx.Rows) error {
+		now, Open, Completed, Failed, Cancelled, ambients, costs, calls, ins, outs).Query(func(rows pgx.Rows) error {
 		var sid int64
 		var runnable bool
 		_, err := pgx.ForEachRow(rows, []any{&sid, &runnable}, func() error {

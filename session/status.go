@@ -97,6 +97,9 @@ type HoldCause string
 const (
 	CauseRefused    HoldCause = "REFUSED"
 	CauseUnfinished HoldCause = "UNFINISHED"
+	// CauseBudget: the session's spend cap (maxPerSessionUsd) stopped the
+	// turn before a model call (G8); not retried.
+	CauseBudget HoldCause = "BUDGET"
 )
 
 // Reasons a session records, stable codes.

@@ -47,7 +47,7 @@ func (st *Store) startSuccessor(ctx context.Context, tx pgx.Tx, pred *Session, n
 	if len(id) > MaxIDLen {
 		return nil, fault.New(fault.BadInput, "id", "the successor's id %q would be longer than %d bytes", id, MaxIDLen)
 	}
-	version, ends := pred.Version, pred.EndsAt
+	version, ends, maxUSD := pred.Version, pred.EndsAt, pred.MaxUSD
 	var timed func(sid int64) error
 	if st.Actions != nil {
 		if err := tx.QueryRow(ctx, `SELECT current_version FROM actions WHERE id = $1`, pred.ActionID).Scan(&version); err != nil {
@@ -58,6 +58,7 @@ func (st *Store) startSuccessor(ctx context.Context, tx pgx.Tx, pred *Session, n
 			return nil, err
 		}
 		if cs := comp.Session; cs != nil {
+			maxUSD = cs.MaxUSD // G8: a new session takes the version's cap
 			var input any
 			if err := json.Unmarshal(pred.Input, &input); err != nil {
 				return nil, err
@@ -79,9 +80,9 @@ func (st *Store) startSuccessor(ctx context.Context, tx pgx.Tx, pred *Session, n
 	}
 	// The slot (G7) passes on: the predecessor is final by now.
 	succ, err := scanSession(tx.QueryRow(ctx, `INSERT INTO sessions (action_id, id, version, input, status, started_at, ends_at,
-			created_at, updated_at, predecessor_sid, slot, display_title)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $6, $6, $8, $9, $10) RETURNING `+sessionColumns,
-		pred.ActionID, id, version, []byte(pred.Input), Open, now, ends, pred.SID, pred.Slot, pred.DisplayTitle))
+			created_at, updated_at, predecessor_sid, slot, display_title, max_usd)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $6, $6, $8, $9, $10, $11) RETURNING `+sessionColumns,
+		pred.ActionID, id, version, []byte(pred.Input), Open, now, ends, pred.SID, pred.Slot, pred.DisplayTitle, maxUSD))
 	if err != nil {
 		return nil, fmt.Errorf("session: successor %q: %w", id, err)
 	}

@@ -54,6 +54,8 @@ type claim struct {
 	// live holds the turn's live transcript entries back while it is
 	// short (issue 14); set when its request is made.
 	live *liveGate
+	// status writes what the running turn reports as its ambient status (G8).
+	status *liveStatus
 }
 
 // raised is an interrupt a turn raised, for the log once it commits.

@@ -22,6 +22,8 @@ type finished struct {
 	transcript []Entry
 	out        *Outcome
 	runErr     error
+	// usage is the model use of the turn's attempts (G8).
+	usage Usage
 	// w is the handler's transaction, when it began one: a successful
 	// turn commits in it, with the handler's writes and tool calls (T6).
 	w *ledger.Writer
@@ -203,8 +205,9 @@ func (e *Executor) settle(ctx context.Context, s sender, fs []*finished, skipLoc
 func (e *Executor) decide(f *finished, fc *session.Fenced, now time.Time, w *turnWrites) session.Settlement {
 	c := f.c
 	c.raised = nil
-	st := session.Settlement{Lease: c.lease, Turn: c.turn, ExecutionID: c.execID, Inputs: seqsOf(c.inputs)}
+	st := session.Settlement{Lease: c.lease, Turn: c.turn, ExecutionID: c.execID, Inputs: seqsOf(c.inputs), Usage: f.usage}
 	w.transcript(c.execID, f.transcript)
+	w.usage(c.execID, f.usage)
 	runErr := f.runErr
 	if !fc.Status.Final() && fc.Interrupted(c.turn) {
 		// G9: an interrupt ended the turn: nothing it did commits, its
@@ -241,10 +244,7 @@ func (e *Executor) decide(f *finished, fc *session.Fenced, now time.Time, w *tur
 	case h != nil:
 		// H1, H2: nothing the run did commits; the turn waits on a hold.
 		id := InterruptIDFor(c.execID, "hold")
-		code := FailUnfinished
-		if h.Cause == CauseRefused {
-			code = FailRefused
-		}
+		code := h.Code()
 		reason := fmt.Sprintf("turn %d is held (%s): answer its hold with respondToSession", c.turn, code)
 		cause := h.Cause
 		st.Held = &session.Held{Reason: reason, Hold: session.Interrupt{ID: id, SID: c.sess.SID, Kind: session.InterruptHold,
@@ -426,6 +426,19 @@ type turnWrites struct {
 	outputs, errs []*string
 	holds         []*uuid.UUID
 	approvals     []approvalsOf
+	// executions' model use (G8), for those that made model calls
+	uExec                    []uuid.UUID
+	uCalls, uIn, uOut, uUnpr []int64
+	uCost                    []float64
+}
+
+// usage records an execution's model use, when it has any (G8).
+func (w *turnWrites) usage(exec uuid.UUID, u Usage) {
+	if u.Zero() {
+		return
+	}
+	w.uExec, w.uCalls, w.uIn, w.uOut = append(w.uExec, exec), append(w.uCalls, u.ModelCalls), append(w.uIn, u.InputTokens), append(w.uOut, u.OutputTokens)
+	w.uUnpr, w.uCost = append(w.uUnpr, u.Unpriced), append(w.uCost, u.CostUSD)
 }
 
 func (w *turnWrites) transcript(exec uuid.UUID, entries []Entry) {
@@ -477,6 +490,16 @@ func (w *turnWrites) queue(b *pgx.Batch, now time.Time) {
 	}
 	for _, a := range w.approvals {
 		b.Queue(`UPDATE executions SET approvals = $2 WHERE id = $1`, a.exec, a.ids)
+	}
+	if len(w.uExec) > 0 {
+		// Added: a turn's execution settles once per claim, and a held turn
+		// retried runs under the same execution again.
+		b.Queue(`UPDATE executions x SET model_calls = x.model_calls + u.calls, input_tokens = x.input_tokens + u.ins,
+				output_tokens = x.output_tokens + u.outs, unpriced_calls = x.unpriced_calls + u.unpriced,
+				cost_usd = x.cost_usd + u.cost::numeric
+			  FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::float8[])
+			       AS u (id, calls, ins, outs, unpriced, cost)
+			 WHERE x.id = u.id`, w.uExec, w.uCalls, w.uIn, w.uOut, w.uUnpr, w.uCost)
 	}
 }
 

@@ -40,6 +40,9 @@ type Config struct {
 	// are published live as they are added (DefaultLiveDelay; negative: at
 	// once); a turn done sooner publishes none (liveGate).
 	LiveDelay time.Duration
+	// Prices is the model price table (MODEL_PRICES) that prices the
+	// turns' model calls against their sessions' spend caps (G8).
+	Prices Prices
 }
 
 // DefaultLiveDelay is Config.LiveDelay's default: short enough that a
@@ -387,6 +390,7 @@ func (e *Executor) runTurn(ctx context.Context, c *claim) error {
 	defer stopBeat()
 	f, done, err := e.execute(ctx, runCtx, c)
 	defer done()
+	c.status.stop() // no live status write lands after the commit (G8)
 	committed := false
 	defer func() {
 		if c.live == nil {
@@ -471,6 +475,12 @@ func (e *Executor) execute(ctx, runCtx context.Context, c *claim) (_ *finished, 
 				}
 			}
 		}
+		if berr := req.Meter.Allow("", ""); berr != nil {
+			// G8: the session spent its cap: the turn is held before it runs.
+			req.Transcript.Add("note", map[string]any{"budget": berr.Error()})
+			f.runErr = berr
+			break
+		}
 		var stop bool
 		f.out, f.w, f.runErr, stop, err = e.attempts(ctx, runCtx, c, h, req)
 		if err != nil || stop {
@@ -478,6 +488,7 @@ func (e *Executor) execute(ctx, runCtx context.Context, c *claim) (_ *finished, 
 		}
 	}
 	f.transcript = req.Transcript.Entries()
+	f.usage = req.Meter.Usage()
 	return f, done, nil
 }
 
@@ -565,8 +576,8 @@ func (e *Executor) attempts(ctx, runCtx context.Context, c *claim, h Handler, re
 		}
 		e.Metrics.HandlerError(c.comp.Def.Kind, code)
 		w.Rollback(context.WithoutCancel(ctx))
-		if hold := AsHold(runErr); hold != nil && hold.Cause == CauseRefused {
-			return out, nil, runErr, false, nil // H1: a refusal is not retried
+		if hold := AsHold(runErr); hold != nil && !hold.Retried() {
+			return out, nil, runErr, false, nil // H1, G8: a refusal or a spent budget is not retried
 		}
 		if IsPermanent(runErr) || c.attempt >= maxAttempts || runCtx.Err() != nil {
 			return out, nil, runErr, false, nil
@@ -591,6 +602,11 @@ func (e *Executor) attempt(ctx context.Context, h Handler, req *Request) (out *O
 
 func (e *Executor) request(ctx context.Context, c *claim, comp *action.Compiled) (*Request, error) {
 	c.live = newLiveGate(e.live, e.cfg.LiveDelay)
+	c.status = newLiveStatus(ctx, func(ctx context.Context, line string) {
+		if err := session.SetAmbient(ctx, e.pool, c.lease, line); err != nil && ctx.Err() == nil {
+			e.log.Warn("ambient status not written", "session", c.sess.ID, "turn", c.turn, "err", err)
+		}
+	})
 	views, err := e.views(ctx, c.inputs, c.events)
 	if err != nil {
 		return nil, err
@@ -603,6 +619,7 @@ func (e *Executor) request(ctx context.Context, c *claim, comp *action.Compiled)
 		ActionID: c.sess.ActionID, Version: c.sess.Version, SessionID: c.sess.ID,
 		Input: c.sess.Input, State: c.sess.State, Inputs: views, Turn: c.turn, Resume: c.resume, Replayed: replayed,
 		Final: c.final, EndsAt: c.endsAt, ExecutionID: c.execID, Spec: Spec{Config: comp.Def.Config, Source: comp.Def.Source},
+		Meter: NewMeter(e.cfg.Prices, c.sess.MaxUSD, c.sess.Spent.CostUSD), ReportStatus: c.status.report,
 		Transcript: &Transcript{now: e.clock.Now, attempt: c.attempt, publish: func(attempt int, en Entry) {
 			c.live.add(c.sess.SID, LiveEntry{Turn: c.turn, Attempt: attempt, ExecutionID: c.execID, Entry: en})
 		}},

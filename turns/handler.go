@@ -51,6 +51,15 @@ type Request struct {
 	// Transcript collects the execution's transcript entries. It is reset
 	// before each attempt so a retry starts clean.
 	Transcript *Transcript `json:"-"`
+	// Meter counts the turn's model use and guards its session's spend
+	// cap (G8): handlers that call models Allow and Charge each call. Nil
+	// outside turns (a nil Meter allows everything).
+	Meter *Meter `json:"-"`
+	// ReportStatus, when set, shows line as the session's ambient status
+	// while the turn runs (G8): one line, cut to MaxAmbientStatus, written
+	// at most once a second (the newest wins) and replaced by the
+	// outcome's AmbientStatus when the turn commits. Nil outside turns.
+	ReportStatus func(line string) `json:"-"`
 	// Resume is the continuation the handler left when a turn ended WAITING
 	// for approvals (Outcome.Resume, P1): set for the turn that takes the
 	// responses and for a retry of such a turn (H3); nil otherwise. Opaque
@@ -154,11 +163,24 @@ type HoldError struct {
 }
 
 func (h *HoldError) Error() string {
-	if h.Cause == CauseRefused {
-		return string(FailRefused) + ": " + h.Message
-	}
-	return string(FailUnfinished) + ": " + h.Message
+	return string(h.Code()) + ": " + h.Message
 }
+
+// Code is the failure code of a held execution's error.
+func (h *HoldError) Code() FailureCode {
+	switch h.Cause {
+	case CauseRefused:
+		return FailRefused
+	case CauseBudget:
+		return FailBudget
+	}
+	return FailUnfinished
+}
+
+// Retried reports whether an attempt held for this cause is tried again
+// while attempts remain: only UNFINISHED is (H1; a refusal or a spent
+// budget would hold again).
+func (h *HoldError) Retried() bool { return h.Cause == CauseUnfinished }
 
 // Refused returns the HoldError for a provider refusal.
 func Refused(category, explanation, message string) error {
@@ -386,6 +408,10 @@ type Kind struct {
 	// kept from the previous version when an update sends Redacted for
 	// them (KeepSecrets). Issue 10 item 9.
 	Secrets []string
+	// Model, when set, names the model a config's handler calls
+	// ("provider", "model"), read leniently (ok false when the config names
+	// none): what a spend cap prices (G8). Kinds without it call no model.
+	Model func(config jsonvalue.Value) (provider, model string, ok bool)
 }
 
 // Redacted stands for a secret in a config read back through queries; sent
@@ -488,6 +514,16 @@ func (r *Registry) mapSecrets(kind string, config jsonvalue.Value, f func(key st
 		return config
 	}
 	return out
+}
+
+// Model names the model a kind's config calls (Kind.Model); ok false for
+// a kind that calls none or a config that names none.
+func (r *Registry) Model(kind string, config jsonvalue.Value) (provider, model string, ok bool) {
+	k, found := r.kinds[kind]
+	if !found || k.Model == nil {
+		return "", "", false
+	}
+	return k.Model(config)
 }
 
 // Credential reports whether kind's turns get a handler credential (T10).

@@ -22,6 +22,7 @@ const (
 	CodeInvalidOutput = "invalid_output" // the outcome broke the handler contract
 	CodeUnfinished    = "unfinished"     // held: the handler could not finish (H1)
 	CodeRefused       = "refused"        // held: the handler refused (H1)
+	CodeBudget        = "budget"         // held: the session's spend cap (G8)
 	CodeConfig        = "config"         // the kind or its config is unusable
 	CodePermanent     = "permanent"      // any other error marked Permanent
 	CodeTransient     = "transient"      // any other error (retried)
@@ -35,6 +36,8 @@ func ErrorCode(err error) string {
 		return ""
 	case h != nil && h.Cause == CauseRefused:
 		return CodeRefused
+	case h != nil && h.Cause == CauseBudget:
+		return CodeBudget
 	case h != nil:
 		return CodeUnfinished
 	case errors.As(err, &p):

@@ -361,10 +361,7 @@ func replayOutcome(out *Outcome, runErr error, turn bool, state jsonvalue.Value)
 		}
 		return status, o
 	case h != nil && turn:
-		code := FailUnfinished
-		if h.Cause == CauseRefused {
-			code = FailRefused
-		}
+		code := h.Code()
 		status = ExecHeld
 		o["error"] = storable(string(code) + ": " + h.Message)
 		o["state"], o["session_status"] = jsonAny(state), string(session.Waiting)

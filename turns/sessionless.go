@@ -402,7 +402,7 @@ func (e *Executor) jobAttempts(ctx, runCtx context.Context, j *job, h Handler, r
 		}
 		e.Metrics.HandlerError(j.comp.Def.Kind, code)
 		w.Rollback(context.WithoutCancel(ctx))
-		if h := AsHold(runErr); h != nil && h.Cause == CauseRefused {
+		if h := AsHold(runErr); h != nil && !h.Retried() {
 			return out, nil, Permanent(runErr), false, nil // a refusal is not retried
 		}
 		if IsPermanent(runErr) || j.attempt-j.base >= maxAttempts || runCtx.Err() != nil {

@@ -41,6 +41,8 @@ const (
 	FailRefused FailureCode = "agent_refused"
 	// FailUnfinished: no outcome after retries; the turn is held (H1).
 	FailUnfinished FailureCode = "agent_unfinished"
+	// FailBudget: the session's spend cap stopped the turn; it is held (G8).
+	FailBudget FailureCode = "budget_exhausted"
 	// FailKeyFailed: the concurrency key of an action without a session
 	// block could not be evaluated for the event (issue 15); the execution
 	// fails when it is queued.

@@ -76,6 +76,9 @@ type Execution struct {
 	// any other execution.
 	ReplayOf *uuid.UUID
 	Replay   jsonvalue.Value
+
+	// Usage is the model use of all its attempts (G8).
+	Usage Usage
 }
 
 // Store reads turns, executions and transcripts.
@@ -125,13 +128,14 @@ func (s *Store) Turn(ctx context.Context, sid int64, number int) (*Turn, error) 
 
 const executionColumns = `id, action_id, version, sid, turn, parent_id, status, attempts, input, output, error, started_at, finished_at,
 	approvals, hold_id, trace_id, event_id, event_position, triggers, concurrency_key, queued_at, retries, retried_by, retried_at,
-	replay_of, replay`
+	replay_of, replay, model_calls, input_tokens, output_tokens, cost_usd::float8, unpriced_calls`
 
 func scanExecution(r pgx.CollectableRow) (Execution, error) {
 	var x Execution
 	err := r.Scan(&x.ID, &x.ActionID, &x.Version, &x.SID, &x.Turn, &x.ParentID, &x.Status, &x.Attempts, &x.Input, &x.Output, &x.Error, &x.StartedAt, &x.FinishedAt,
 		&x.Approvals, &x.HoldID, &x.TraceID, &x.EventID, &x.EventPosition, &x.Triggers, &x.ConcurrencyKey, &x.QueuedAt,
-		&x.Retries, &x.RetriedBy, &x.RetriedAt, &x.ReplayOf, &x.Replay)
+		&x.Retries, &x.RetriedBy, &x.RetriedAt, &x.ReplayOf, &x.Replay,
+		&x.Usage.ModelCalls, &x.Usage.InputTokens, &x.Usage.OutputTokens, &x.Usage.CostUSD, &x.Usage.Unpriced)
 	x.StartedAt = x.StartedAt.UTC()
 	for _, t := range []**time.Time{&x.FinishedAt, &x.QueuedAt, &x.RetriedAt} {
 		if *t != nil {

@@ -38,6 +38,7 @@ import (
 	"github.com/actionsledger/actionsledger/mcp"
 	"github.com/actionsledger/actionsledger/migrations"
 	"github.com/actionsledger/actionsledger/server"
+	"github.com/actionsledger/actionsledger/turns"
 )
 
 // grammar is the command line: the client commands and their flags (package
@@ -72,6 +73,20 @@ func (d *database) Validate() error {
 	return nil
 }
 
+// modelPrices is the flag of the commands that run turns: the model price
+// table that spend caps are counted in (G8; turns.ParsePrices).
+type modelPrices struct {
+	ModelPrices string       `env:"MODEL_PRICES" name:"model-prices" help:"Model prices for spend caps (session.maxPerSessionUsd): JSON {\"provider/model\": {\"inputPerMTok\": 3, \"outputPerMTok\": 15}}, or the path of a file holding it. Keys: provider/model, provider/* or a model name; US dollars per million tokens."`
+	prices      turns.Prices `kong:"-"`
+}
+
+// Validate parses the table.
+func (m *modelPrices) Validate() error {
+	p, err := turns.ParsePrices(m.ModelPrices)
+	m.prices = p
+	return err
+}
+
 // startup is the flag of the commands that run the service.
 type startup struct {
 	DatabaseWait time.Duration `env:"DATABASE_WAIT" default:"60s" help:"How long to wait at start for an unreachable database (restarting, not up yet) before exiting."`
@@ -96,7 +111,8 @@ type serveCmd struct {
 	MaxMutations  int           `env:"MAX_MUTATION_FIELDS" name:"max-mutation-fields" default:"${max_mutation_fields}" help:"Mutation fields (writes) one GraphQL request may select."`
 	DebugAddr     string        `env:"DEBUG_ADDR" name:"debug-addr" help:"Serve net/http/pprof at this address (off when empty; loopback only unless --debug-public)."`
 	DebugPublic   bool          `env:"DEBUG_PUBLIC" name:"debug-public" help:"Allow a non-loopback DEBUG_ADDR."`
-	MCPAskWait    time.Duration `env:"MCP_ASK_WAIT" name:"mcp-ask-wait" default:"${mcp_ask_wait}" help:"How long an MCP request to an action served over MCP (an agent) waits for its answer before the call returns TIMEOUT with the request's key (the request stands)."`
+	modelPrices
+	MCPAskWait time.Duration `env:"MCP_ASK_WAIT" name:"mcp-ask-wait" default:"${mcp_ask_wait}" help:"How long an MCP request to an action served over MCP (an agent) waits for its answer before the call returns TIMEOUT with the request's key (the request stands)."`
 	metricsListener
 }
 
@@ -173,15 +189,27 @@ type workerCmd struct {
 	Auth        string        `env:"AUTH" default:"off" enum:"on,off" help:"on: action versions run with their authors' authority (set it as for serve); off: dev mode."`
 	AdminToken  string        `env:"ADMIN_TOKEN" help:"Set as for serve: versions stored with it keep ADMIN on * under AUTH=on."`
 	HTTPAllow   []string      `env:"HTTP_ALLOW" name:"http-allow" sep:"," help:"As for serve."`
+	modelPrices
 	metricsListener
 }
 
 type migrateCmd struct{ database }
 
+// Validate checks DATABASE_URL and the price table.
+func (c *workerCmd) Validate() error {
+	if err := c.database.Validate(); err != nil {
+		return err
+	}
+	return c.modelPrices.Validate()
+}
+
 // Validate checks DATABASE_URL (as every database command does) and the
 // bounds of the LIVE_* settings.
 func (c *serveCmd) Validate() error {
 	if err := c.database.Validate(); err != nil {
+		return err
+	}
+	if err := c.modelPrices.Validate(); err != nil {
 		return err
 	}
 	return c.Live.check(c.HTTP.MaxConns)
@@ -226,7 +254,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger) error {
 func (c *serveCmd) config(getenv func(string) string) server.Config {
 	return server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease, LiveDelay: c.LiveDelay, VacuumEvery: vacuumEvery(c.VacuumEvery),
 		DisableIntrospection: !c.Introspection, DisableGraphiQL: !c.GraphiQL, DisableConsole: !c.Console, Auth: c.Auth == "on", AdminToken: c.AdminToken,
-		Providers: provider.FromEnv(getenv), HTTPAllow: c.HTTPAllow,
+		Providers: provider.FromEnv(getenv), Prices: c.prices, HTTPAllow: c.HTTPAllow,
 		Limits: server.Limits{ReadHeaderTimeout: c.HTTP.ReadHeaderTimeout, ReadTimeout: c.HTTP.ReadTimeout,
 			IdleTimeout: c.HTTP.IdleTimeout, RequestTimeout: c.HTTP.RequestTimeout, MaxConns: c.HTTP.MaxConns,
 			MaxMutationFields: c.MaxMutations, MaxStreams: c.Live.MaxStreams, MaxSocketSubscriptions: c.Live.MaxSocketSubscriptions},
@@ -238,7 +266,7 @@ func (c *serveCmd) config(getenv func(string) string) server.Config {
 func (c *workerCmd) Run(ctx context.Context, log *slog.Logger) error {
 	return runApp(ctx, server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Workers: c.Workers, Lease: c.Lease, LiveDelay: c.LiveDelay, VacuumEvery: vacuumEvery(c.VacuumEvery),
 		Auth: c.Auth == "on", AdminToken: c.AdminToken, HTTPAllow: c.HTTPAllow, Providers: provider.FromEnv(os.Getenv),
-		MetricsAddr: c.MetricsAddr}, log)
+		Prices: c.prices, MetricsAddr: c.MetricsAddr}, log)
 }
 
 func runApp(ctx context.Context, cfg server.Config, log *slog.Logger) error {

@@ -53,8 +53,17 @@ export interface InboxUpdate {
 export const respondMutation = `mutation Respond($a: UUID!, $s: String!, $i: String!, $r: SessionResponseInput!) {
   actions { respondToSession(actionId: $a, id: $s, interruptId: $i, response: $r) { identity sequence } } }`;
 
-export const closeMutation = `mutation CloseSession($a: UUID!, $s: String!, $reason: String!) {
-  actions { closeSession(actionId: $a, id: $s, reason: $reason) { status reason } } }`;
+export const closeMutation = `mutation CloseSession($a: UUID!, $s: String!, $reason: String!, $handoff: String, $successor: Boolean) {
+  actions { closeSession(actionId: $a, id: $s, reason: $reason, handoff: $handoff, successor: $successor) { status reason successor { id } } } }`;
+
+export const editMutation = `mutation EditInput($a: UUID!, $s: String!, $n: Int!, $m: String!) {
+  actions { editSessionInput(actionId: $a, id: $s, sequence: $n, message: $m) { sequence } } }`;
+
+export const retrySessionMutation = `mutation RetrySession($a: UUID!, $s: String!) {
+  actions { retrySession(actionId: $a, id: $s) { id status } } }`;
+
+export const budgetMutation = `mutation SetBudget($a: UUID!, $s: String!, $max: Float) {
+  actions { setSessionBudget(actionId: $a, id: $s, maxUsd: $max) { budget { maxUsd exhausted } } } }`;
 
 export const sendMutation = `mutation Send($a: UUID!, $s: String!, $m: String, $c: SessionControl, $k: String!) {
   actions { sendToSession(actionId: $a, id: $s, message: $m, command: $c, idempotencyKey: $k) { sequence } } }`;

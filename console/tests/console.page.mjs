@@ -707,6 +707,30 @@ try {
   await page.locator('.title-line .tag', { hasText: 'archived' }).waitFor();
   check(true, 'archiving the session from its page marks it archived');
   await screen(page, 'session-steer');
+  // The failed turns left the message pending: edit it (G2).
+  const pendingMsg = page.locator('section[aria-labelledby="pending"] li', { hasText: 'The notes service is back.' });
+  await pendingMsg.getByRole('button', { name: 'Edit' }).click();
+  await page.getByLabel(/New text of message/).fill('The notes service is back (edited).');
+  await page.getByRole('button', { name: 'Save' }).click();
+  await page.getByText('The message is changed').waitFor();
+  const edited = await gql(`query($a: UUID!) { actions { action(id: $a) { session(id: "t1") { inputs(status: PENDING) { nodes { command { kind message } } } } } } }`, { a: notesId });
+  check(edited.actions.action.session.inputs.nodes.some((n) => n.command?.message === 'The notes service is back (edited).'), 'a pending message edited on the session page has its new text');
+  // A spend cap set from the page (G8).
+  await page.getByLabel(/Spend cap in US dollars/).fill('3');
+  await page.getByRole('button', { name: 'Set cap' }).click();
+  await page.getByText("The session's spend cap is $3 now.").waitFor();
+  await page.locator('dd', { hasText: 'of $3.00' }).waitFor();
+  check(true, 'the spend cap set on the session page shows beside what it spent');
+  // Close with a handoff note and a successor (G5).
+  await page.getByRole('button', { name: 'Close this session…' }).click();
+  await page.getByLabel(/Reason for closing/).fill('moving to a new ticket flow');
+  await page.getByLabel(/Handoff note/).fill('Check the notes service before anything else.');
+  await page.getByLabel(/Start a successor session/).check();
+  await screen(page, 'session-close-handoff');
+  await page.getByRole('button', { name: 'Close session' }).click();
+  await page.getByText('t1~2 continues it').waitFor();
+  await page.getByRole('link', { name: 't1~2' }).waitFor();
+  check(true, 'closing with a successor links the successor from the closed session');
 
   // Nothing from anywhere else.
   phase = 'origin';

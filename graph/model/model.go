@@ -15,6 +15,7 @@ import (
 	"github.com/actionsledger/actionsledger/internal/fault"
 	"github.com/actionsledger/actionsledger/internal/text"
 	"github.com/actionsledger/actionsledger/jsonvalue"
+	"github.com/actionsledger/actionsledger/session"
 )
 
 // Namespace objects: their fields are resolved by the resolvers.
@@ -116,4 +117,11 @@ func UnmarshalInt(v any) (int, error) {
 		return 0, fault.New(fault.BadInput, "", "an Int is at most %d and at least %d (got %d)", math.MaxInt32, math.MinInt32, n)
 	}
 	return int(n), nil
+}
+
+// SessionStart is what startSession did (G7): the session, and whether
+// this call created it.
+type SessionStart struct {
+	Session *session.Session `json:"session"`
+	Created bool             `json:"created"`
 }

@@ -139,6 +139,18 @@ type Principal struct {
 	Tokens []auth.TokenInfo `json:"tokens"`
 }
 
+// A session's spend cap and what it spent against it, in US dollars.
+type SessionBudget struct {
+	// The cap: session.maxPerSessionUsd when the session started, or what setSessionBudget set; null: none.
+	MaxUsd *float64 `json:"maxUsd,omitempty"`
+	// What its model calls cost so far.
+	SpentUsd float64 `json:"spentUsd"`
+	// maxUsd minus spentUsd, at least 0; null without a cap.
+	RemainingUsd *float64 `json:"remainingUsd,omitempty"`
+	// True when the spend reached the cap: the next turn (or model call) is held with cause BUDGET.
+	Exhausted bool `json:"exhausted"`
+}
+
 // A COMMAND input's command.
 type SessionCommand struct {
 	Kind CommandKind `json:"kind"`
@@ -581,16 +593,19 @@ const (
 	HoldCauseRefused HoldCause = "REFUSED"
 	// No outcome after the turn's retries (agent_unfinished).
 	HoldCauseUnfinished HoldCause = "UNFINISHED"
+	// The session spent its cap (maxPerSessionUsd) before a model call (budget_exhausted): raise it with setSessionBudget, then RETRY.
+	HoldCauseBudget HoldCause = "BUDGET"
 )
 
 var AllHoldCause = []HoldCause{
 	HoldCauseRefused,
 	HoldCauseUnfinished,
+	HoldCauseBudget,
 }
 
 func (e HoldCause) IsValid() bool {
 	switch e {
-	case HoldCauseRefused, HoldCauseUnfinished:
+	case HoldCauseRefused, HoldCauseUnfinished, HoldCauseBudget:
 		return true
 	}
 	return false

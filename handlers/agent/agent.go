@@ -189,7 +189,7 @@ func Kind(opts Options) turns.Kind {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return turns.Kind{Name: KindName, New: func(spec turns.Spec) (turns.Handler, error) {
+	return turns.Kind{Name: KindName, Model: configModel, New: func(spec turns.Spec) (turns.Handler, error) {
 		var p problems
 		if spec.Source != nil {
 			p.errs = append(p.errs, fault.New(fault.InvalidConfig, "source", "an agent runs no source"))
@@ -328,4 +328,17 @@ func (h *handler) run(ctx context.Context, req *turns.Request, rec recorder) (*t
 	}
 	defer l.closeMCP()
 	return l.run(ctx)
+}
+
+// configModel names the provider and model a config calls, read leniently
+// (turns.Kind.Model, G8).
+func configModel(config jsonvalue.Value) (provider, model string, ok bool) {
+	var c struct {
+		Provider string `json:"provider"`
+		Model    string `json:"model"`
+	}
+	if json.Unmarshal(config, &c) != nil || c.Provider == "" {
+		return "", "", false
+	}
+	return c.Provider, c.Model, true
 }

@@ -209,6 +209,11 @@ func (l *loop) run(ctx context.Context) (*turns.Outcome, error) {
 		if used := l.usage.InputTokens + l.usage.OutputTokens; cfg.MaxTotalTokens > 0 && used >= cfg.MaxTotalTokens {
 			return nil, l.unfinished(fmt.Sprintf("the turn used %d tokens (maxTotalTokens %d) without reporting an outcome", used, cfg.MaxTotalTokens))
 		}
+		if err := l.req.Meter.Allow(cfg.Provider, cfg.Model); err != nil {
+			// G8: the session's spend cap: the turn is held before the call.
+			l.rec.Add("note", map[string]any{"budget": err.Error()})
+			return nil, err
+		}
 		reply, err := l.complete(ctx)
 		if err != nil {
 			return nil, err
@@ -262,6 +267,9 @@ func (l *loop) complete(ctx context.Context) (reply *provider.Reply, err error) 
 	}
 	l.usage.InputTokens += reply.Usage.InputTokens
 	l.usage.OutputTokens += reply.Usage.OutputTokens
+	if _, replayed := turns.RecordedReplies(ctx); !replayed {
+		l.req.Meter.Charge(cfg.Provider, cfg.Model, reply.Usage.InputTokens, reply.Usage.OutputTokens)
+	}
 	return reply, nil
 }
 
@@ -278,6 +286,28 @@ func (l *loop) recordedReply(recorded []jsonvalue.Value) (*provider.Reply, error
 	}
 	l.replayed++
 	return &r, nil
+}
+
+// reportStatus shows what the model is doing as the session's ambient
+// status while the turn runs (G8): the first line of what it said, else
+// the tools it is calling.
+func (l *loop) reportStatus(msg provider.Message) {
+	if l.req.ReportStatus == nil {
+		return
+	}
+	if line := firstLine(msg.Text); line != "" {
+		l.req.ReportStatus(line)
+		return
+	}
+	var names []string
+	for _, c := range msg.ToolCalls {
+		if c.Name != toolReportOutcome {
+			names = append(names, c.Name)
+		}
+	}
+	if len(names) > 0 {
+		l.req.ReportStatus("calling " + strings.Join(names, ", "))
+	}
 }
 
 // handle takes a reply: an outcome ends the turn, gated calls pause it,
@@ -301,6 +331,7 @@ func (l *loop) handle(ctx context.Context, reply *provider.Reply) (*turns.Outcom
 	if msg.Text != "" {
 		l.text = msg.Text
 	}
+	l.reportStatus(msg)
 	if len(msg.ToolCalls) == 0 {
 		if l.nudged {
 			return nil, l.unfinished("the model ended its message without calling report_outcome")

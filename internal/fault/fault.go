@@ -73,6 +73,9 @@ const (
 	// InputNotPending: an edit, delete or promote of a message that a turn
 	// took or that was deleted (G2).
 	InputNotPending = "INPUT_NOT_PENDING"
+	// SlotTaken: startSession of a singleton whose slot a live session holds
+	// (G7); the message names that session.
+	SlotTaken = "SESSION_SLOT_TAKEN"
 	// SessionNotRetryable: retrySession of a session that is not FAILED (G5).
 	SessionNotRetryable = "SESSION_NOT_RETRYABLE"
 	// NotImplemented: the feature is recognised but not available in this build.

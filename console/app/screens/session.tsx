@@ -13,7 +13,18 @@ import { AnswerForm, type Answered } from '../answer';
 import { ago, stamp, took } from '../format';
 import { useNow, useQuery, useSubscription, useTitle } from '../hooks';
 import { paths } from '../links';
-import { archiveMutation, closeMutation, deleteMutation, promoteMutation, resumeMutation, sendMutation, unarchiveMutation } from '../queries';
+import {
+  archiveMutation,
+  budgetMutation,
+  closeMutation,
+  deleteMutation,
+  editMutation,
+  promoteMutation,
+  resumeMutation,
+  retrySessionMutation,
+  sendMutation,
+  unarchiveMutation,
+} from '../queries';
 import { useConsole } from '../session';
 import { conversation, mergeEntries, type Entry, type Message } from '../transcript';
 import { Json, Loading, Problem, Status, useNotify, Value, When } from '../ui';
@@ -24,7 +35,9 @@ const inputFields = `identity kind status sequence triggers deliveredAt turn eve
 const sessionQuery = `query Session($a: UUID!, $s: String!, $turns: Int!, $focus: Int!) { actions { action(id: $a) {
   id status definition { name kind }
   session(id: $s) {
-    id version status reason input state startedAt endsAt createdAt updatedAt running resumable archivedAt displayTitle ambientStatus
+    id version status reason input state startedAt endsAt createdAt updatedAt running resumable archivedAt displayTitle ambientStatus handoff
+    budget { maxUsd spentUsd remainingUsd exhausted } usage { modelCalls inputTokens outputTokens costUsd unpricedCalls }
+    predecessor { id } successor { id }
     park { turn cause reason parkedAt expiresAt resumeAt resumeOn }
     origin { id eventType position }
     clock { name cron timezone every startsTurn lastTaken due next }
@@ -145,6 +158,11 @@ interface Session {
   archivedAt: string | null;
   displayTitle: string | null;
   ambientStatus: string | null;
+  handoff: string | null;
+  budget: { maxUsd: number | null; spentUsd: number; remainingUsd: number | null; exhausted: boolean };
+  usage: { modelCalls: number; inputTokens: number; outputTokens: number; costUsd: number; unpricedCalls: number };
+  predecessor: null | { id: string };
+  successor: null | { id: string };
   park: Park | null;
   origin: null | { id: string; eventType: string; position: string };
   clock: ClockEntry[];
@@ -329,7 +347,37 @@ export function SessionScreen() {
               <dt>Origin</dt>
               <dd>{s.origin ? <>{s.origin.eventType} at position {s.origin.position}</> : '—'}</dd>
             </div>
+            <div>
+              <dt>Spend</dt>
+              <dd>
+                <Spend s={s} />
+              </dd>
+            </div>
+            {s.predecessor ? (
+              <div>
+                <dt>Continues</dt>
+                <dd>
+                  <Link to={paths.session(action.id, s.predecessor.id)}>{s.predecessor.id}</Link>
+                </dd>
+              </div>
+            ) : null}
+            {s.successor ? (
+              <div>
+                <dt>Continued by</dt>
+                <dd>
+                  <Link to={paths.session(action.id, s.successor.id)}>{s.successor.id}</Link>
+                </dd>
+              </div>
+            ) : null}
+            {s.handoff ? (
+              <div>
+                <dt>Handoff note</dt>
+                <dd>{s.handoff}</dd>
+              </div>
+            ) : null}
           </dl>
+          {can.close(action.id) && !final(s.status) ? <BudgetForm actionId={action.id} sessionId={s.id} current={s.budget.maxUsd} onDone={q.refetch} /> : null}
+          {can.respond(action.id) && s.status === 'FAILED' && !s.successor ? <RetrySession actionId={action.id} sessionId={s.id} onDone={q.refetch} /> : null}
           {can.close(action.id) ? <ArchiveButton actionId={action.id} sessionId={s.id} archived={s.archivedAt !== null} onDone={q.refetch} /> : null}
           {can.close(action.id) && !final(s.status) ? <CloseSession actionId={action.id} sessionId={s.id} onClosed={q.refetch} /> : null}
         </section>
@@ -492,7 +540,7 @@ function Interrupt({
       {approval ? <Value value={approval.input} label="The call's input" /> : null}
       {hold ? (
         <p>
-          {hold.cause === 'REFUSED' ? 'The model refused' : 'No outcome after the retries'}
+          {holdWhy(hold.cause)}
           {hold.category ? ` (${hold.category})` : ''}
           {hold.explanation ? `: ${hold.explanation}` : '.'}
         </p>
@@ -562,6 +610,8 @@ function CloseSession({ actionId, sessionId, onClosed }: { actionId: string; ses
   const notify = useNotify();
   const [open, setOpen] = useState(false);
   const [reason, setReason] = useState('');
+  const [handoff, setHandoff] = useState('');
+  const [successor, setSuccessor] = useState(false);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<APIError | null>(null);
   const field = useRef<HTMLTextAreaElement>(null);
@@ -584,8 +634,13 @@ function CloseSession({ actionId, sessionId, onClosed }: { actionId: string; ses
     }
     setBusy(true);
     try {
-      await request(closeMutation, { a: actionId, s: sessionId, reason: reason.trim() }, token);
-      notify(`Session ${sessionId} is closed (CANCELLED).`, 'ok');
+      const r = await request<{ actions: { closeSession: null | { successor: null | { id: string } } } }>(
+        closeMutation,
+        { a: actionId, s: sessionId, reason: reason.trim(), handoff: handoff.trim() || null, successor },
+        token,
+      );
+      const next = r.actions.closeSession?.successor?.id;
+      notify(next ? `Session ${sessionId} is closed; ${next} continues it with the handoff note.` : `Session ${sessionId} is closed (CANCELLED).`, 'ok');
       setOpen(false);
       onClosed();
     } catch (err) {
@@ -597,6 +652,11 @@ function CloseSession({ actionId, sessionId, onClosed }: { actionId: string; ses
     <form className="close" onSubmit={submit} aria-label="Close the session">
       <label htmlFor="close-reason">Reason for closing (recorded; the session takes no more inputs)</label>
       <textarea id="close-reason" ref={field} rows={2} value={reason} onChange={(e) => setReason(e.target.value)} disabled={busy} aria-required="true" />
+      <label htmlFor="close-handoff">Handoff note (optional, kept on the session; a successor gets it as its first input)</label>
+      <textarea id="close-handoff" rows={3} maxLength={20000} value={handoff} onChange={(e) => setHandoff(e.target.value)} disabled={busy} />
+      <label className="check">
+        <input type="checkbox" checked={successor} onChange={(e) => setSuccessor(e.target.checked)} disabled={busy} /> Start a successor session for the same input
+      </label>
       <div className="buttons">
         <button type="submit" className="danger" disabled={busy}>
           Close session
@@ -701,22 +761,49 @@ interface Steer {
   onChange: () => void;
 }
 
-/** Delete or run next a pending message (G2). */
+/** Edit, delete or run next a pending message (G2). */
 function MessageControls({ input, steer }: { input: Input; steer: Steer }) {
   const { token } = useConsole();
   const notify = useNotify();
   const [error, setError] = useState<APIError | null>(null);
-  const act = async (mutation: string, done: string) => {
+  const [editing, setEditing] = useState<string | null>(null);
+  const act = async (mutation: string, done: string, extra: Record<string, unknown> = {}) => {
     try {
-      await request(mutation, { a: steer.actionId, s: steer.sessionId, n: input.sequence }, token);
+      await request(mutation, { a: steer.actionId, s: steer.sessionId, n: input.sequence, ...extra }, token);
       notify(done, 'ok');
+      setEditing(null);
       steer.onChange();
     } catch (err) {
       setError(err as APIError);
     }
   };
+  if (editing !== null) {
+    return (
+      <form
+        className="edit-message"
+        aria-label={`Edit message #${input.sequence}`}
+        onSubmit={(e) => {
+          e.preventDefault();
+          void act(editMutation, 'The message is changed: the next turn reads the new text.', { m: editing });
+        }}
+      >
+        <label htmlFor={`edit-${input.sequence}`}>New text of message #{input.sequence}</label>
+        <textarea id={`edit-${input.sequence}`} rows={2} value={editing} onChange={(e) => setEditing(e.target.value)} />
+        <span className="buttons inline">
+          <button type="submit">Save</button>
+          <button type="button" onClick={() => setEditing(null)}>
+            Cancel
+          </button>
+        </span>
+        <Problem error={error} what="Not changed" />
+      </form>
+    );
+  }
   return (
     <span className="buttons inline">
+      <button type="button" onClick={() => setEditing(input.command?.message ?? '')}>
+        Edit
+      </button>
       <button type="button" onClick={() => void act(promoteMutation, 'The message runs next.')}>
         Run next
       </button>
@@ -1020,16 +1107,112 @@ function Answer({ what, found, around, interruptId }: { what: 'approval' | 'hold
 
 /** A held turn: why it is held, and how the hold was answered (H1-H4). */
 function HeldView({ t, hold, around }: { t: Turn; hold: Hold; around: Around }) {
-  const detail = hold.cause === 'UNFINISHED' && t.execution.error ? t.execution.error.replace(/^agent_unfinished: /, '') : null;
+  const detail = hold.cause !== 'REFUSED' && t.execution.error ? t.execution.error.replace(/^(agent_unfinished|budget_exhausted): /, '') : null;
   return (
     <section className="held" aria-label={`Why turn ${t.number} is held`}>
       <p>
-        <strong>Held:</strong> {hold.cause === 'REFUSED' ? 'the model refused to go on' : 'the turn ended without an outcome after its retries'}
+        <strong>Held:</strong> {holdWhy(hold.cause).toLowerCase()}
         {hold.category ? <> (category {hold.category})</> : null}
         {hold.explanation && hold.cause !== 'REFUSED' ? <>: {hold.explanation}</> : null}. Nothing it did was committed.
         {detail ? <span className="muted"> ({detail})</span> : null}
       </p>
       <Answer what="hold" found={hold} around={around} interruptId={hold.interruptId} />
     </section>
+  );
+}
+
+/** Why a turn is held, by the hold's cause (H1, G8). */
+function holdWhy(cause: string): string {
+  switch (cause) {
+    case 'REFUSED':
+      return 'The model refused to go on';
+    case 'BUDGET':
+      return 'The session reached its spend cap: raise it (Spend, above), then retry';
+    default:
+      return 'No outcome after the retries';
+  }
+}
+
+/** What the session's model calls cost, against its cap (G8). */
+function Spend({ s }: { s: Session }) {
+  const { budget: b, usage: u } = s;
+  const usd = (v: number) => `$${v < 0.01 && v > 0 ? v.toFixed(6) : v.toFixed(2)}`;
+  return (
+    <>
+      {usd(b.spentUsd)}
+      {b.maxUsd !== null ? (
+        <>
+          {' '}
+          of {usd(b.maxUsd)} {b.exhausted ? <span className="tag">cap reached</span> : <span className="muted">({usd(b.remainingUsd ?? 0)} left)</span>}
+        </>
+      ) : (
+        <span className="muted"> (no cap)</span>
+      )}
+      {u.modelCalls > 0 ? (
+        <span className="muted">
+          {' '}
+          · {u.modelCalls} model call{u.modelCalls === 1 ? '' : 's'}, {u.inputTokens} in / {u.outputTokens} out tokens
+          {u.unpricedCalls > 0 ? `, ${u.unpricedCalls} not priced` : ''}
+        </span>
+      ) : null}
+    </>
+  );
+}
+
+/** Sets the session's spend cap (G8). */
+function BudgetForm({ actionId, sessionId, current, onDone }: { actionId: string; sessionId: string; current: number | null; onDone: () => void }) {
+  const { token } = useConsole();
+  const notify = useNotify();
+  const [value, setValue] = useState(current === null ? '' : String(current));
+  const [error, setError] = useState<APIError | null>(null);
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    const max = value.trim() === '' ? null : Number(value);
+    if (max !== null && !(max > 0)) {
+      setError(new APIError([{ message: 'A cap is a number of US dollars above 0, or empty for no cap.', extensions: { code: '' } }]));
+      return;
+    }
+    try {
+      await request(budgetMutation, { a: actionId, s: sessionId, max }, token);
+      notify(max === null ? 'The session has no spend cap now.' : `The session's spend cap is $${max} now.`, 'ok');
+      setError(null);
+      onDone();
+    } catch (err) {
+      setError(err as APIError);
+    }
+  };
+  return (
+    <form className="budget" onSubmit={submit} aria-label="Set the spend cap">
+      <label htmlFor="budget-max">Spend cap in US dollars (empty: none)</label>
+      <span className="buttons inline">
+        <input id="budget-max" inputMode="decimal" value={value} onChange={(e) => setValue(e.target.value)} size={10} />
+        <button type="submit">Set cap</button>
+      </span>
+      <Problem error={error} what="Not changed" />
+    </form>
+  );
+}
+
+/** Retries a FAILED session as its successor (G5). */
+function RetrySession({ actionId, sessionId, onDone }: { actionId: string; sessionId: string; onDone: () => void }) {
+  const { token } = useConsole();
+  const notify = useNotify();
+  const [error, setError] = useState<APIError | null>(null);
+  const click = async () => {
+    try {
+      const r = await request<{ actions: { retrySession: null | { id: string } } }>(retrySessionMutation, { a: actionId, s: sessionId }, token);
+      notify(`Retried as session ${r.actions.retrySession?.id ?? ''}, with this session's pending inputs.`, 'ok');
+      onDone();
+    } catch (err) {
+      setError(err as APIError);
+    }
+  };
+  return (
+    <>
+      <button type="button" onClick={() => void click()}>
+        Retry as a new session
+      </button>
+      <Problem error={error} what="Not retried" />
+    </>
   );
 }
