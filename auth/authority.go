@@ -160,6 +160,17 @@ func (a *Authority) MayReadSessions(id uuid.UUID) bool {
 	return a.Unrestricted || a.Author.Allows(Read, ActionResource(id))
 }
 
+// MayMessage reports whether the version's code may send messages to the
+// sessions of action id (G1, sender AGENT): id is in its Sessions grant
+// (as for reading them) and, outside dev mode, its author holds RESPOND
+// on id now, as sending from the API needs.
+func (a *Authority) MayMessage(id uuid.UUID) bool {
+	if a == nil || !slices.Contains(a.Grants.Sessions, id) {
+		return false
+	}
+	return a.Unrestricted || a.Author.Allows(Respond, ActionResource(id))
+}
+
 // CheckStore returns a FORBIDDEN fault, naming its field, for each need p
 // does not hold. A principal may store a version only when it holds every
 // grant the version declares or implies: nobody creates an action more

@@ -283,6 +283,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Executor.Metrics, a.Executor.Tracer, a.Executor.Notifier = a.Metrics, a.tracer, notifier
 	a.Tools = tools.NewService(pool, a.Actions, a.Kinds, a.Clock, log)
 	a.Tools.Authorities = a.Authorities
+	a.Tools.Sessions = a.Sessions
 	a.Executor.EnvFunc = a.Tools.Env
 	a.Auth = auth.NewStore(pool, a.Clock)
 	a.Feed = ledger.NewFeed(cfg.Live.Buffer)

@@ -100,9 +100,35 @@ func (st *Store) Send(ctx context.Context, actionID uuid.UUID, id string, req Se
 	if id == "" || len(id) > MaxIDLen {
 		return nil, fault.New(fault.BadInput, "id", "a session id is 1-%d bytes", MaxIDLen)
 	}
-	identity := "sent/" + req.IdempotencyKey
 	var out *Input
 	err = pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = st.SendTx(ctx, tx, actionID, id, req, sender)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if st.Log != nil {
+		st.Log.Info("command sent", "action", actionID, "session", id, "command", kind, "sender", sender.ID, "input", out.Seq)
+	}
+	return out, nil
+}
+
+// SendTx is Send in tx, the caller's transaction: a turn that messages
+// another session (G1, sender AGENT) delivers with its own commit, once.
+// Same errors as Send.
+func (st *Store) SendTx(ctx context.Context, tx pgx.Tx, actionID uuid.UUID, id string, req SendRequest, sender Sender) (*Input, error) {
+	kind, err := checkSend(req)
+	if err != nil {
+		return nil, err
+	}
+	if id == "" || len(id) > MaxIDLen {
+		return nil, fault.New(fault.BadInput, "id", "a session id is 1-%d bytes", MaxIDLen)
+	}
+	identity := "sent/" + req.IdempotencyKey
+	var out *Input
+	err = func() error {
 		now := st.clock.Now()
 		s, err := scanSession(tx.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE action_id = $1 AND id = $2 FOR UPDATE`, actionID, id))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -147,14 +173,8 @@ func (st *Store) Send(ctx context.Context, actionID uuid.UUID, id string, req Se
 		}
 		out, err = deliverCommand(ctx, tx, s, c, identity, status, now)
 		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if st.Log != nil {
-		st.Log.Info("command sent", "action", actionID, "session", id, "command", kind, "sender", sender.ID, "input", out.Seq)
-	}
-	return out, nil
+	}()
+	return out, err
 }
 
 // checkSend validates a SendRequest and returns its command kind.

@@ -29,6 +29,8 @@ var predeclared = func() starlark.StringDict {
 		"session":   starlark.NewBuiltin("session", sessionFn),
 		"call_tool": starlark.NewBuiltin("call_tool", callTool("action_id")),
 
+		"send_to_session": starlark.NewBuiltin("send_to_session", sendToSession),
+
 		// Guarded universal builtins.
 		"range":   starlark.NewBuiltin("range", rangeFn),
 		"len":     starlark.NewBuiltin("len", lenFn),
@@ -510,6 +512,35 @@ func sessionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 
 // callTool is call_tool(<param>, input): Host.CallTool with the first
 // argument (an action id for scripts, a tool name for snippets).
+// MessageSender is implemented by a Host whose scripts may message other
+// sessions (G1): send_to_session(action_id, id, message, key=None).
+type MessageSender interface {
+	SendToSession(ctx context.Context, actionID, id, message, key string) (seq int64, err error)
+}
+
+// sendToSession is send_to_session(action_id, id, message, key=None): a
+// message to another session, delivered with the turn's commit; it
+// returns the message's input sequence on that session.
+func sendToSession(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var actionID, id, message, key string
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "action_id", &actionID, "id", &id, "message", &message, "key?", &key); err != nil {
+		return nil, err
+	}
+	st := stateOf(thread)
+	m, ok := st.host.(MessageSender)
+	if !ok {
+		return nil, fmt.Errorf("%s: this script cannot message sessions", b.Name())
+	}
+	var seq int64
+	if err := st.hostCall(b.Name(), func(ctx context.Context) (err error) {
+		seq, err = m.SendToSession(ctx, actionID, id, message, key)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	return starlark.MakeInt64(seq), nil
+}
+
 func callTool(param string) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
 	return func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		return callToolWith(thread, b, args, kwargs, param)

@@ -82,7 +82,7 @@ var snippetPredeclared = func() starlark.StringDict {
 	d := starlark.StringDict{}
 	for k, v := range predeclared {
 		switch k {
-		case "ledger", "session":
+		case "ledger", "session", "send_to_session":
 			continue
 		}
 		d[k] = v

@@ -67,6 +67,9 @@ type Service struct {
 	// Authorities resolves what the action versions whose code runs may
 	// reach (issue 11); nil: every version is unrestricted (as in dev mode).
 	Authorities *auth.Authorities
+	// Sessions, when set, lets turns message other sessions (G1,
+	// turns.Messenger); nil: they cannot.
+	Sessions *session.Store
 }
 
 // NewService returns a Service.
@@ -516,6 +519,7 @@ type env struct {
 	run    turns.Run
 
 	auth *auth.Authority // resolved on first use
+	sent int              // messages sent, for their derived keys
 }
 
 // authority is the running version's authority, resolved once per Env in
@@ -568,6 +572,45 @@ func (e *env) LedgerPut(ctx context.Context, ns, key string, value jsonvalue.Val
 }
 
 func (e *env) Now() time.Time { return e.s.clock.Now() }
+
+// SendToSession sends a message to another session as the running turn's
+// session (turns.Messenger, G1): sender AGENT "<action id>/<session id>",
+// in the turn's transaction. It needs the target action in
+// permissions.sessions and, outside dev mode, the author's RESPOND on it.
+// Errors: BAD_USER_INPUT (action_id, message, key), FORBIDDEN, and Send's.
+func (e *env) SendToSession(ctx context.Context, actionID, id, message, key string) (int64, error) {
+	if e.s.Sessions == nil || e.run.SID == 0 || e.run.Action == nil {
+		return 0, turns.Permanent(errors.New("only a turn of a session can message other sessions"))
+	}
+	aid, err := uuid.Parse(actionID)
+	if err != nil {
+		return 0, fault.New(fault.BadInput, "action_id", "%q is not a UUID", actionID)
+	}
+	if aid == e.run.Action.ActionID && id == e.run.SessionID {
+		return 0, fault.New(fault.BadInput, "id", "a turn does not message its own session: its outcome is its state")
+	}
+	a, err := e.authority(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if !a.MayMessage(aid) {
+		return 0, refused("message that session: it needs the action in permissions.sessions and its author's RESPOND on it")
+	}
+	e.sent++
+	if key == "" {
+		key = fmt.Sprintf("%s/%d", e.run.ExecutionID, e.sent)
+	}
+	tx, err := e.w.Tx(ctx)
+	if err != nil {
+		return 0, err
+	}
+	sender := session.Sender{Kind: session.SenderAgent, ID: e.run.Action.ActionID.String() + "/" + e.run.SessionID}
+	in, err := e.s.Sessions.SendTx(ctx, tx, aid, id, session.SendRequest{Message: &message, IdempotencyKey: key}, sender)
+	if err != nil {
+		return 0, err
+	}
+	return in.Seq, nil
+}
 
 func (e *env) Session(ctx context.Context, actionID, id string) (*turns.SessionView, error) {
 	aid, err := uuid.Parse(actionID)

@@ -343,6 +343,16 @@ type Env interface {
 	Now() time.Time
 }
 
+// Messenger is implemented by an Env whose code may message other
+// sessions (G1): SendToSession delivers message to session id of action
+// actionID as a COMMAND input MESSAGE sent by the running session (sender
+// AGENT), in the turn's transaction, so it is delivered once, with the
+// turn's commit. key is the message's idempotency key on the target; ""
+// derives one from the execution. It returns the input's sequence.
+type Messenger interface {
+	SendToSession(ctx context.Context, actionID, id, message, key string) (int64, error)
+}
+
 // Run is what an Env acts for: the running execution, the action version
 // whose code runs, and for a turn its session (SID 0 for a tool call). The
 // Env's reach follows from it (T10, issue 11).

@@ -2,6 +2,7 @@ package turns
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -207,6 +208,16 @@ func (t touchedEnv) Session(ctx context.Context, actionID, id string) (*SessionV
 func (t touchedEnv) CallTool(ctx context.Context, actionID string, input jsonvalue.Value) (jsonvalue.Value, error) {
 	t.touched.Store(true)
 	return t.Env.CallTool(ctx, actionID, input)
+}
+
+// SendToSession delegates to an Env that is a Messenger (G1).
+func (t touchedEnv) SendToSession(ctx context.Context, actionID, id, message, key string) (int64, error) {
+	m, ok := t.Env.(Messenger)
+	if !ok {
+		return 0, Permanent(errors.New("this server's handlers cannot message other sessions"))
+	}
+	t.touched.Store(true)
+	return m.SendToSession(ctx, actionID, id, message, key)
 }
 
 // MayCall begins no transaction (tools.Service reads it outside the turn's).

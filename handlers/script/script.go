@@ -321,6 +321,15 @@ func (h host) CallTool(ctx context.Context, actionID string, input jsonvalue.Val
 	return h.env.CallTool(ctx, actionID, input)
 }
 
+// SendToSession sends a message to another session (starlarkrt.MessageSender, G1).
+func (h host) SendToSession(ctx context.Context, actionID, id, message, key string) (int64, error) {
+	m, ok := h.env.(turns.Messenger)
+	if !ok {
+		return 0, errors.New("this handler cannot message other sessions")
+	}
+	return m.SendToSession(ctx, actionID, id, message, key)
+}
+
 func (h host) Now() time.Time {
 	if h.env == nil {
 		return time.Now().UTC()
