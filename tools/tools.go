@@ -519,7 +519,7 @@ type env struct {
 	run    turns.Run
 
 	auth *auth.Authority // resolved on first use
-	sent int              // messages sent, for their derived keys
+	sent int             // messages sent, for their derived keys
 }
 
 // authority is the running version's authority, resolved once per Env in
