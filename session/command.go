@@ -386,6 +386,12 @@ func (st *Store) changeInput(ctx context.Context, actionID uuid.UUID, id string,
 			}
 			return fault.New(fault.InputNotPending, "sequence", "input %d can no longer be changed: %s", seq, what)
 		}
+		// The same change again (a client retrying after losing the answer)
+		// changes nothing and records nothing: applied once (G2).
+		if (change == ChangeEdit && in.Message != nil && *in.Message == *text) || (change == ChangePromote && in.PromotedAt != nil) {
+			out = &in
+			return nil
+		}
 		var set string
 		args := []any{s.SID, seq, now}
 		switch change {

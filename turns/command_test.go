@@ -151,6 +151,18 @@ func TestG2EditDeletePromotePendingMessages(t *testing.T) {
 	require.Equal(t, session.InputCancelled, del.Status)
 	_, err = b.app.Sessions.PromoteInput(b.ctx, actionID, acct, m3.Seq, ops)
 	require.NoError(t, err)
+	// The same edit or promotion again (a retry after a lost answer) is
+	// applied once: it changes nothing and records nothing.
+	again, err := b.app.Sessions.EditInput(b.ctx, actionID, acct, m1.Seq, "first, edited", ops)
+	require.NoError(t, err)
+	require.Equal(t, "first, edited", *again.Message)
+	_, err = b.app.Sessions.PromoteInput(b.ctx, actionID, acct, m3.Seq, ops)
+	require.NoError(t, err)
+	for _, seq := range []int64{m1.Seq, m3.Seq} {
+		ch, err := b.app.Sessions.InputChanges(b.ctx, b.session(actionID, acct).SID, seq)
+		require.NoError(t, err)
+		require.Len(t, ch, 1, "input %d: one change recorded", seq)
+	}
 	_, err = b.app.Sessions.EditInput(b.ctx, actionID, acct, m2.Seq, "revived?", ops)
 	require.Equal(t, fault.InputNotPending, fault.CodeOf(err), "a deleted message stays deleted")
 	s := b.session(actionID, acct)
