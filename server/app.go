@@ -48,6 +48,8 @@ type Config struct {
 	Addr        string        // HTTP listen address; empty: no HTTP (worker only)
 	Workers     int           // concurrent turns (see turns.Config)
 	Lease       time.Duration // turn lease (see turns.Config)
+	// MaxAttempts is how many attempts a turn gets (turns.Config; 0: 3).
+	MaxAttempts int
 	Poll        time.Duration // fallback poll of dispatcher and executor (1s)
 	// LiveDelay is how long a turn's attempt runs before its transcript
 	// entries stream to subscribers (turns.Config.LiveDelay: 200ms;
@@ -279,7 +281,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Parks = session.NewParkLoop(pool, a.Clock, log)
 	a.Archiver = session.NewArchiver(pool, a.Clock, log)
 	a.Executor = turns.NewExecutor(pool, a.Actions, a.Kinds, a.Clock, log, turns.Config{
-		Workers: cfg.Workers, Lease: cfg.Lease, Poll: cfg.Poll, LiveDelay: cfg.LiveDelay, Prices: cfg.Prices})
+		Workers: cfg.Workers, Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts, Poll: cfg.Poll, LiveDelay: cfg.LiveDelay, Prices: cfg.Prices})
 	a.Executor.Metrics, a.Executor.Tracer, a.Executor.Notifier = a.Metrics, a.tracer, notifier
 	a.Tools = tools.NewService(pool, a.Actions, a.Kinds, a.Clock, log)
 	a.Tools.Authorities = a.Authorities

@@ -200,7 +200,12 @@ func (p *crashProcess) start() {
 	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	require.NoError(p.t, err)
 	cmd := exec.Command(p.bin, "serve")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+p.dsn, "ADDR="+p.addr, "TURN_LEASE=1s", "LOG_LEVEL=warn")
+	// Kills at random moments cost the turns running then an attempt each
+	// (T7 counts a worker that stopped as one): a session caught running
+	// by three kills would fail with the default 3 and hold its inputs for
+	// good. These tests are about nothing lost and nothing doubled, so
+	// turns get attempts to spare; exhaustion has tests of its own (turns).
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+p.dsn, "ADDR="+p.addr, "TURN_LEASE=1s", "TURN_ATTEMPTS=20", "LOG_LEVEL=warn")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	require.NoError(p.t, cmd.Start())
 	p.cmd, p.exited = cmd, make(chan struct{})
@@ -314,6 +319,22 @@ func crashDrain(t *testing.T, conn *pgx.Conn, within time.Duration) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond) // polling for an asynchronous outcome
+	}
+	// Which sessions hold the inputs, and why none runs them.
+	rows, err := conn.Query(t.Context(), `SELECT s.id, s.status, coalesce(s.reason, ''), coalesce(s.wait, ''), coalesce(s.next_turn_at::text, 'null'),
+			coalesce(s.lease_expires_at::text, 'null'), i.status, i.kind, count(*), min(i.seq), max(i.seq),
+			(SELECT count(*) FROM session_interrupts x WHERE x.sid = s.sid AND x.status = 'PENDING')
+		FROM session_inputs i JOIN sessions s ON s.sid = i.sid WHERE i.status <> 'CONSUMED'
+		GROUP BY s.sid, i.status, i.kind ORDER BY s.sid LIMIT 20`)
+	if err == nil {
+		for rows.Next() {
+			var id, st, reason, wait, next, lease, ist, kind string
+			var n, lo, hi, waits int64
+			if rows.Scan(&id, &st, &reason, &wait, &next, &lease, &ist, &kind, &n, &lo, &hi, &waits) == nil {
+				t.Logf("session %s %s (%s) wait=%q next_turn_at=%s lease=%s: %d %s %s inputs %d-%d, %d interrupts pending", id, st, reason, wait, next, lease, n, ist, kind, lo, hi, waits)
+			}
+		}
+		rows.Close()
 	}
 	t.Fatalf("not drained after %s: %d events undispatched, %d inputs pending, %d turns running", within, undispatched, pending, running)
 }

@@ -100,6 +100,7 @@ type serveCmd struct {
 	AdminToken    string        `env:"ADMIN_TOKEN" help:"A bearer token (32+ characters) for principal admin with ADMIN on *."`
 	Workers       int           `env:"WORKERS" default:"16" help:"Concurrent turns in this process."`
 	Lease         time.Duration `env:"TURN_LEASE" default:"30s" help:"How long a claimed turn stays leased without a heartbeat."`
+	Attempts      int           `env:"TURN_ATTEMPTS" default:"3" help:"Attempts of a turn (an error, or a worker that stopped while running it) before it fails (1-100; an agent's attempts setting overrides it)."`
 	LiveDelay     time.Duration `env:"LIVE_DELAY" name:"live-delay" default:"200ms" help:"How long a turn runs before its transcript entries stream to subscribers; shorter turns' entries arrive with their commit (negative: stream at once)."`
 	VacuumEvery   time.Duration `env:"VACUUM_EVERY" name:"vacuum-every" default:"10s" help:"How often to vacuum and analyse the tables whose dead or changed rows piled up (one process at a time; 0: never, leaving it to autovacuum)."`
 	Introspection bool          `env:"INTROSPECTION" default:"true" negatable:"" help:"Answer GraphQL introspection queries."`
@@ -184,6 +185,7 @@ type workerCmd struct {
 	startup
 	Workers     int           `env:"WORKERS" default:"16" help:"Concurrent turns in this process."`
 	Lease       time.Duration `env:"TURN_LEASE" default:"30s" help:"How long a claimed turn stays leased without a heartbeat."`
+	Attempts    int           `env:"TURN_ATTEMPTS" default:"3" help:"As for serve."`
 	LiveDelay   time.Duration `env:"LIVE_DELAY" name:"live-delay" default:"200ms" help:"How long a turn runs before its transcript entries stream to subscribers; shorter turns' entries arrive with their commit (negative: stream at once)."`
 	VacuumEvery time.Duration `env:"VACUUM_EVERY" name:"vacuum-every" default:"10s" help:"How often to vacuum and analyse the tables whose dead or changed rows piled up (one process at a time; 0: never, leaving it to autovacuum)."`
 	Auth        string        `env:"AUTH" default:"off" enum:"on,off" help:"on: action versions run with their authors' authority (set it as for serve); off: dev mode."`
@@ -200,7 +202,18 @@ func (c *workerCmd) Validate() error {
 	if err := c.database.Validate(); err != nil {
 		return err
 	}
+	if err := checkAttempts(c.Attempts); err != nil {
+		return err
+	}
 	return c.modelPrices.Validate()
+}
+
+// checkAttempts bounds TURN_ATTEMPTS.
+func checkAttempts(n int) error {
+	if n < 1 || n > 100 {
+		return fmt.Errorf("TURN_ATTEMPTS is %d: it is from 1 to 100", n)
+	}
+	return nil
 }
 
 // Validate checks DATABASE_URL (as every database command does) and the
@@ -210,6 +223,9 @@ func (c *serveCmd) Validate() error {
 		return err
 	}
 	if err := c.modelPrices.Validate(); err != nil {
+		return err
+	}
+	if err := checkAttempts(c.Attempts); err != nil {
 		return err
 	}
 	return c.Live.check(c.HTTP.MaxConns)
@@ -252,7 +268,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger) error {
 // config is the server's configuration from the flags and environment
 // (getenv for the model providers).
 func (c *serveCmd) config(getenv func(string) string) server.Config {
-	return server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease, LiveDelay: c.LiveDelay, VacuumEvery: vacuumEvery(c.VacuumEvery),
+	return server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Addr: c.Addr, Workers: c.Workers, Lease: c.Lease, MaxAttempts: c.Attempts, LiveDelay: c.LiveDelay, VacuumEvery: vacuumEvery(c.VacuumEvery),
 		DisableIntrospection: !c.Introspection, DisableGraphiQL: !c.GraphiQL, DisableConsole: !c.Console, Auth: c.Auth == "on", AdminToken: c.AdminToken,
 		Providers: provider.FromEnv(getenv), Prices: c.prices, HTTPAllow: c.HTTPAllow,
 		Limits: server.Limits{ReadHeaderTimeout: c.HTTP.ReadHeaderTimeout, ReadTimeout: c.HTTP.ReadTimeout,
@@ -264,7 +280,7 @@ func (c *serveCmd) config(getenv func(string) string) server.Config {
 }
 
 func (c *workerCmd) Run(ctx context.Context, log *slog.Logger) error {
-	return runApp(ctx, server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Workers: c.Workers, Lease: c.Lease, LiveDelay: c.LiveDelay, VacuumEvery: vacuumEvery(c.VacuumEvery),
+	return runApp(ctx, server.Config{DatabaseURL: c.DatabaseURL, DatabaseWait: c.DatabaseWait, Workers: c.Workers, Lease: c.Lease, MaxAttempts: c.Attempts, LiveDelay: c.LiveDelay, VacuumEvery: vacuumEvery(c.VacuumEvery),
 		Auth: c.Auth == "on", AdminToken: c.AdminToken, HTTPAllow: c.HTTPAllow, Providers: provider.FromEnv(os.Getenv),
 		Prices: c.prices, MetricsAddr: c.MetricsAddr}, log)
 }
