@@ -135,6 +135,18 @@ def turn(event):
 	p.kill()
 	close(release)
 	p.start()
+	// The cut execution runs again (once its lease ran out) and commits
+	// before the random kills begin: one of them could cut it again.
+	{
+		conn, err := pgx.Connect(t.Context(), p.dsn)
+		require.NoError(t, err)
+		deadline := time.Now().Add(60 * time.Second)
+		for crashCount(t, conn, `SELECT count(*) FROM executions WHERE action_id = $1 AND status = 'SUCCEEDED'`, hookID) == 0 {
+			require.True(t, time.Now().Before(deadline), "the cut execution did not run again")
+			time.Sleep(50 * time.Millisecond) // polling for an asynchronous outcome
+		}
+		conn.Close(t.Context())
+	}
 
 	// The random kills.
 	var writes []crashWrite
