@@ -28,7 +28,7 @@ func TestG1AgentSenderFromAnotherSession(t *testing.T) {
 		id := uuid.NewString()
 		def := map[string]any{
 			"name": "relay", "kind": "starlark",
-			"source": "def turn(event):\n    seq = send_to_session(\"" + target + "\", \"t1\", \"look at \" + event[\"session\"][\"id\"])\n" +
+			"source": "def turn(event):\n    seq = send_to_session(\"" + target + "\", \"t1\", \"look at \" + event[\"session\"][\"id\"], key=None)\n" +
 				"    return {\"status\": \"OPEN\", \"state\": {\"sent\": seq}}\n",
 			"triggers": []any{map[string]any{"name": "note", "event": `event.type == "note.inserted"`,
 				"session": map[string]any{"start": map[string]any{"input": map[string]any{"id": "string(event.data.id)"}}}},

@@ -522,9 +522,18 @@ type MessageSender interface {
 // message to another session, delivered with the turn's commit; it
 // returns the message's input sequence on that session.
 func sendToSession(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var actionID, id, message, key string
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "action_id", &actionID, "id", &id, "message", &message, "key?", &key); err != nil {
+	var actionID, id, message string
+	var keyArg starlark.Value = starlark.None
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "action_id", &actionID, "id", &id, "message", &message, "key?", &keyArg); err != nil {
 		return nil, err
+	}
+	key := ""
+	switch k := keyArg.(type) {
+	case starlark.NoneType:
+	case starlark.String:
+		key = string(k)
+	default:
+		return nil, fmt.Errorf("%s: for parameter key: got %s, want string or None", b.Name(), keyArg.Type())
 	}
 	st := stateOf(thread)
 	m, ok := st.host.(MessageSender)

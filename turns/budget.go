@@ -3,6 +3,7 @@ package turns
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -64,9 +65,24 @@ func ParsePrices(text string) (Prices, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	var p Prices
-	if err := dec.Decode(&p); err != nil {
+	// Each entry gives both prices: a null, empty or half entry would make
+	// a model free, and a spend cap could never be reached.
+	var raws map[string]*struct {
+		InputPerMTok  *float64 `json:"inputPerMTok"`
+		OutputPerMTok *float64 `json:"outputPerMTok"`
+	}
+	if err := dec.Decode(&raws); err != nil || raws == nil {
+		if err == nil {
+			err = errors.New("null")
+		}
 		return nil, fmt.Errorf("MODEL_PRICES: not a price table ({\"provider/model\": {\"inputPerMTok\": 3, \"outputPerMTok\": 15}}): %w", err)
+	}
+	p := Prices{}
+	for k, r := range raws {
+		if r == nil || r.InputPerMTok == nil || r.OutputPerMTok == nil {
+			return nil, fmt.Errorf("MODEL_PRICES[%q] needs both inputPerMTok and outputPerMTok (0 for a free direction)", k)
+		}
+		p[k] = Price{InputPerMTok: *r.InputPerMTok, OutputPerMTok: *r.OutputPerMTok}
 	}
 	keys := make([]string, 0, len(p))
 	for k := range p {

@@ -10,8 +10,8 @@ import (
 
 // G8: the price table's shape, its lookup order and its refusals.
 func TestParsePrices_G8(t *testing.T) {
-	p, err := ParsePrices(`{"anthropic/claude-x": {"inputPerMTok": 3, "outputPerMTok": 15}, "anthropic/*": {"inputPerMTok": 1},
-		"gpt-9": {"outputPerMTok": 2}}`)
+	p, err := ParsePrices(`{"anthropic/claude-x": {"inputPerMTok": 3, "outputPerMTok": 15}, "anthropic/*": {"inputPerMTok": 1, "outputPerMTok": 0},
+		"gpt-9": {"inputPerMTok": 0, "outputPerMTok": 2}}`)
 	require.NoError(t, err)
 	pr, ok := p.Lookup("anthropic", "claude-x")
 	require.True(t, ok)
@@ -36,11 +36,15 @@ func TestParsePrices_G8(t *testing.T) {
 	require.Equal(t, Price{0.5, 1}, fromFile["m"])
 
 	for text, want := range map[string]string{
-		`{"m": {"inputPerMTok": -1}}`:              `MODEL_PRICES["m"].inputPerMTok is -1`,
-		`{"m": {"outputPerMTok": 1e9}}`:            `MODEL_PRICES["m"].outputPerMTok`,
-		`{"m": {"input": 1}}`:                      `unknown field "input"`,
-		`{"/m": {}}`:                               `key "/m"`,
-		`{"m": 1}`:                                 `not a price table`,
+		`{"m": {"inputPerMTok": -1, "outputPerMTok": 1}}`:  `MODEL_PRICES["m"].inputPerMTok is -1`,
+		`{"m": {"inputPerMTok": 1, "outputPerMTok": 1e9}}`: `MODEL_PRICES["m"].outputPerMTok`,
+		`{"m": null}`:                `needs both inputPerMTok and outputPerMTok`,
+		`{"m": {}}`:                  `needs both inputPerMTok and outputPerMTok`,
+		`{"m": {"inputPerMTok": 1}}`: `needs both inputPerMTok and outputPerMTok`,
+		`null`:                       `read the price table`,
+		`{"m": {"input": 1}}`:        `unknown field "input"`,
+		`{"/m": {"inputPerMTok": 1, "outputPerMTok": 1}}`: `key "/m"`,
+		`{"m": 1}`: `not a price table`,
 		filepath.Join(t.TempDir(), "missing.json"): `read the price table`,
 	} {
 		_, err := ParsePrices(text)
