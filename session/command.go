@@ -93,15 +93,8 @@ type SendRequest struct {
 // fault.SessionClosed, and the controls' own (TURN_NOT_RUNNING,
 // SESSION_NOT_RESUMABLE).
 func (st *Store) Send(ctx context.Context, actionID uuid.UUID, id string, req SendRequest, sender Sender) (*Input, error) {
-	kind, err := checkSend(req)
-	if err != nil {
-		return nil, err
-	}
-	if id == "" || len(id) > MaxIDLen {
-		return nil, fault.New(fault.BadInput, "id", "a session id is 1-%d bytes", MaxIDLen)
-	}
 	var out *Input
-	err = pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
 		var err error
 		out, err = st.SendTx(ctx, tx, actionID, id, req, sender)
 		return err
@@ -110,7 +103,7 @@ func (st *Store) Send(ctx context.Context, actionID uuid.UUID, id string, req Se
 		return nil, err
 	}
 	if st.Log != nil {
-		st.Log.Info("command sent", "action", actionID, "session", id, "command", kind, "sender", sender.ID, "input", out.Seq)
+		st.Log.Info("command sent", "action", actionID, "session", id, "command", deref((*string)(out.Command)), "sender", sender.ID, "input", out.Seq)
 	}
 	return out, nil
 }

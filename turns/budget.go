@@ -155,8 +155,8 @@ func (m *Meter) Charge(provider, model string, in, out int) {
 // HoldError (cause BUDGET) that holds the turn (G8). A handler calls it
 // before each model call, so one call can pass the cap by its own cost at
 // most; the executor calls it before the turn runs. It also refuses,
-// under a cap, a model the price table cannot price. modelKey names the
-// model about to be called ("provider/model"), "" for the turn itself.
+// under a cap, a model the price table cannot price: provider and model
+// name the call about to be made, both "" for the turn itself.
 func (m *Meter) Allow(provider, model string) error {
 	if m == nil {
 		return nil
