@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actionsledger/actionsledger/cli"
+	"github.com/actionsledger/actionsledger/server"
+	"github.com/actionsledger/actionsledger/turns"
 )
 
 const agentSession = "3f0c9f8e-account"
@@ -134,6 +136,26 @@ func TestRespondApproveAndRetry(t *testing.T) {
 // and stops by itself when the session waits on an approval (exit 0);
 // with --until-final it follows through the answer until the session is
 // closed.
+// G8 CLI: sessions budget sets and removes an agent session's spend cap
+// (the server prices the scripted provider's model), sessions get shows
+// the spend, and a cap that is no number of dollars is refused before
+// anything is sent.
+func TestSessionsBudget(t *testing.T) {
+	t.Parallel()
+	r := newRigWith(t, server.Config{Prices: turns.Prices{"scripted/*": {InputPerMTok: 1, OutputPerMTok: 2}}})
+	setUpAgent(t, r)
+	r.step(t)
+	require.Equal(t, "session "+agentSession+": OPEN; spent $0.0000 (cap $2.50, $2.5000 left)\n",
+		r.ok(t, "sessions", "budget", agentID, agentSession, "--max", "2.5"))
+	require.Contains(t, r.ok(t, "sessions", "get", agentID, agentSession), "spend:    $0.0000 (cap $2.50); 0 model calls")
+	require.Equal(t, "session "+agentSession+": OPEN; spent $0.0000 (no cap)\n", r.ok(t, "sessions", "budget", agentID, agentSession, "--no-cap"))
+	r.fails(t, cli.ExitUsage, []string{"sessions", "budget", agentID, agentSession}, "--max")
+	for _, bad := range []string{"NaN", "Inf", "0"} {
+		r.fails(t, cli.ExitUsage, []string{"sessions", "budget", agentID, agentSession, "--max", bad}, "above 0")
+	}
+	r.fails(t, cli.ExitUsage, []string{"sessions", "budget", agentID, agentSession, "--max=-1"}, "above 0")
+}
+
 func TestSessionsWatch(t *testing.T) {
 	t.Parallel()
 	r := newLiveRig(t)

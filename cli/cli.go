@@ -49,7 +49,7 @@ type Globals struct {
 type Commands struct {
 	Apply    ApplyCmd    `cmd:"" group:"client" help:"Create an action from a YAML or JSON file, or update it when its definition changed."`
 	Actions  ActionsCmd  `cmd:"" group:"client" help:"List actions, or show one (definition, versions, status)."`
-	Sessions SessionsCmd `cmd:"" group:"client" help:"List, show, watch or close an action's sessions."`
+	Sessions SessionsCmd `cmd:"" group:"client" help:"An action's sessions: list, show, watch, start, message, resume, close, retry, archive, spend caps."`
 	// Issue 15.
 	Executions ExecutionsCmd `cmd:"" group:"client" help:"List the executions of an action without a session block, retry a failed one, or replay any execution (nothing committed)."`
 	Inbox      InboxCmd      `cmd:"" group:"client" help:"List the approvals and held turns waiting for an answer."`

@@ -44,9 +44,15 @@ const adminToken = "cli-test-admin-token-0123456789abcdef-0123"
 // server requires bearer tokens and adminToken is an admin's.
 func newRig(t *testing.T, auth bool) *rig {
 	t.Helper()
-	r := startApp(t, server.Config{Auth: auth, AdminToken: adminToken})
+	return newRigWith(t, server.Config{Auth: auth, AdminToken: adminToken})
+}
+
+// newRigWith is newRig with the server configured by cfg.
+func newRigWith(t *testing.T, cfg server.Config) *rig {
+	t.Helper()
+	r := startApp(t, cfg)
 	h := r.app.Handler()
-	if auth {
+	if cfg.Auth {
 		h = r.app.AuthHandler()
 	}
 	r.srv = httptest.NewServer(h)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/actionsledger/actionsledger/client"
@@ -68,7 +69,20 @@ func (c *InboxCmd) Run(ctx context.Context, env *Env) error {
 		if total > len(all) {
 			fmt.Fprintf(env.Stderr, " (first %d shown; --limit 0 lists all)", len(all))
 		}
-		fmt.Fprintln(env.Stderr, "; answer with: actionsledger respond ACTION SESSION INTERRUPT --approve|--deny|--retry|--skip")
+		// The decisions offered are those of the kinds listed: an approval
+		// takes --approve or --deny, a held turn --retry or --skip.
+		var decisions []string
+		if slices.ContainsFunc(all, func(it client.InboxItem) bool { return it.Approval != nil }) {
+			decisions = append(decisions, "--approve", "--deny")
+		}
+		if slices.ContainsFunc(all, func(it client.InboxItem) bool { return it.Hold != nil }) {
+			decisions = append(decisions, "--retry", "--skip")
+		}
+		if len(decisions) == 0 {
+			fmt.Fprintln(env.Stderr)
+			return nil
+		}
+		fmt.Fprintf(env.Stderr, "; answer with: actionsledger respond ACTION SESSION INTERRUPT %s\n", strings.Join(decisions, "|"))
 		return nil
 	})
 }

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -510,6 +512,12 @@ type SessionsBudgetCmd struct {
 func (c *SessionsBudgetCmd) Run(ctx context.Context, env *Env) error {
 	var maxUSD *float64
 	if !c.NoCap {
+		if c.Max == nil {
+			return errors.New("give --max USD or --no-cap")
+		}
+		if m := *c.Max; math.IsNaN(m) || math.IsInf(m, 0) || m <= 0 {
+			return fmt.Errorf("--max %v: a number of US dollars above 0, e.g. --max 2.50", m)
+		}
 		maxUSD = c.Max
 	}
 	r, err := client.SetSessionBudget(ctx, env.Client, c.Action, c.ID, maxUSD)

@@ -196,8 +196,18 @@ func TestSpendCapRefusals_G8(t *testing.T) {
 	const setBudget = `mutation($a: UUID!, $id: String!, $max: Float) { actions { setSessionBudget(actionId: $a, id: $id, maxUsd: $max) { id } } }`
 	requireError(t, e.do(t, setBudget, map[string]any{"a": id, "id": "nope", "max": 3}), "NOT_FOUND", "id")
 	requireError(t, e.do(t, setBudget, map[string]any{"a": id, "id": "t1", "max": 0}), "BAD_USER_INPUT", "maxUsd")
+	// A Starlark action without a cap: its sessions cannot be given one
+	// later either (nothing would count against it); removing is a no-op.
+	plain := budgetAgent(nil)
+	plain["kind"], plain["source"] = "starlark", "def turn(event):\n    return {\"status\": \"OPEN\"}\n"
+	delete(plain, "config")
+	plainID := uuid.NewString()
+	e.ok(t, createOp, map[string]any{"id": plainID, "input": plain}, nil)
 	e.put(t, "ticket", "t1", map[string]any{"id": "t1"}, "")
 	e.step(t)
+	err = requireError(t, e.do(t, setBudget, map[string]any{"a": plainID, "id": "t1", "max": 3}), "BAD_USER_INPUT", "maxUsd")
+	require.Contains(t, err.Message, "starlark")
+	e.ok(t, setBudget, map[string]any{"a": plainID, "id": "t1", "max": nil}, nil)
 	e.ok(t, `mutation($a: UUID!) { actions { closeSession(actionId: $a, id: "t1", reason: "done") { status } } }`, map[string]any{"a": id}, nil)
 	requireError(t, e.do(t, setBudget, map[string]any{"a": id, "id": "t1", "max": 3}), "SESSION_CLOSED", "id")
 }

@@ -56,4 +56,36 @@ func TestDeliveryAndSettlePlansProbeByKey(t *testing.T) {
 	require.NoError(t, err)
 
 	check("20,000 inputs")
+
+	// 300 open sessions of one action and version (the bench's monitor),
+	// 100 inputs each: a delivery finds its session by its route and key,
+	// and whether it has the input by (sid, identity), never by reading
+	// the action's open sessions or the session's inputs one by one.
+	_, err = tx.Exec(ctx, `SET LOCAL session_replication_role = replica`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `
+		INSERT INTO sessions (sid, action_id, id, version, input, status, started_at, created_at, updated_at)
+		SELECT 1000 + g, '6f1d0f8e-0000-4000-8000-000000000001', 'acct-' || g, 1, '{}', 'OPEN', now(), now(), now() FROM generate_series(1, 300) g;
+		INSERT INTO session_inputs (sid, seq, identity, kind, starts_turn, status, byte_size, delivered_at, order_key)
+		SELECT 1000 + s, q, 'event/' || s || '/' || q, 'EVENT', true, 'CONSUMED', 10, now(), lpad(q::text, 20, '0')
+		  FROM generate_series(1, 300) s, generate_series(1, 100) q;
+		SET LOCAL session_replication_role = origin`)
+	require.NoError(t, err)
+	probes := func(when string, analysed bool) {
+		plan := pgtest.GenericPlan(t, tx, deliverSQL, 12)
+		require.Regexp(t, `Index Scan using sessions_pkey on sessions s_1\b`, plan, "session by key, %s:\n%s", when, plan)
+		require.Regexp(t, `Index (Only )?Scan using session_inputs_sid_identity_key on session_inputs i\b`, plan, "input by identity, %s:\n%s", when, plan)
+		require.NotRegexp(t, `sessions_open_version|sessions_status`, plan, "%s:\n%s", when, plan)
+		if analysed {
+			// Unanalysed, (action_id, sid) with a filter on id costs the
+			// same as the unique (action_id, id) and may be taken: it reads
+			// the action's sessions, cheap while they are few. Once
+			// analysed (internal/pgmaint), the route is one probe.
+			require.Regexp(t, `Index Scan using sessions_action_id_id_key on sessions r\b`, plan, "route, %s:\n%s", when, plan)
+		}
+	}
+	probes("one action's 300 sessions, never analysed", false)
+	_, err = tx.Exec(ctx, `ANALYZE sessions; ANALYZE session_inputs`)
+	require.NoError(t, err)
+	probes("one action's 300 sessions, analysed", true)
 }

@@ -56,7 +56,10 @@ func ParsePrices(text string) (Prices, error) {
 		return Prices{}, nil
 	}
 	raw := []byte(text)
-	if !strings.HasPrefix(text, "{") {
+	// JSON of any kind (and anything opening like an object or a list) is
+	// the table itself, so `[]` or `null` is refused as a table rather
+	// than looked for as a file; anything else is a file's path.
+	if !json.Valid(raw) && !strings.HasPrefix(text, "{") && !strings.HasPrefix(text, "[") {
 		b, err := os.ReadFile(text)
 		if err != nil {
 			return nil, fmt.Errorf("MODEL_PRICES: read the price table: %w", err)
@@ -171,14 +174,17 @@ func (m *Meter) Allow(provider, model string) error {
 			m.unpriced = provider + "/" + model
 		}
 	}
+	var why string
 	if m.unpriced != "" {
-		return &HoldError{Cause: CauseBudget, Message: fmt.Sprintf(
-			"the session has a spend cap and the model %s has no price in MODEL_PRICES: add one, then retry the hold", m.unpriced)}
+		why = fmt.Sprintf("the session has a spend cap and the model %s has no price in MODEL_PRICES: add one, then retry the hold", m.unpriced)
+	} else if total := m.spent + m.usage.CostUSD; total >= *m.capUSD {
+		why = fmt.Sprintf("the session spent %s of its %s cap (maxPerSessionUsd): raise it with setSessionBudget, or skip the hold",
+			USD(total), USD(*m.capUSD))
 	}
-	if total := m.spent + m.usage.CostUSD; total >= *m.capUSD {
-		return &HoldError{Cause: CauseBudget, Message: fmt.Sprintf(
-			"the session spent %s of its %s cap (maxPerSessionUsd): raise it with setSessionBudget, or skip the hold",
-			USD(total), USD(*m.capUSD))}
+	if why != "" {
+		// The hold's explanation says why too, so the inbox and the
+		// console show it without the failure message.
+		return &HoldError{Cause: CauseBudget, Explanation: why, Message: why}
 	}
 	return nil
 }

@@ -41,7 +41,9 @@ func TestParsePrices_G8(t *testing.T) {
 		`{"m": null}`:                `needs both inputPerMTok and outputPerMTok`,
 		`{"m": {}}`:                  `needs both inputPerMTok and outputPerMTok`,
 		`{"m": {"inputPerMTok": 1}}`: `needs both inputPerMTok and outputPerMTok`,
-		`null`:                       `read the price table`,
+		`null`:                       `not a price table`,
+		`[]`:                         `not a price table`,
+		`[{"m": 1}`:                  `not a price table`,
 		`{"m": {"input": 1}}`:        `unknown field "input"`,
 		`{"/m": {"inputPerMTok": 1, "outputPerMTok": 1}}`: `key "/m"`,
 		`{"m": 1}`: `not a price table`,
@@ -70,6 +72,7 @@ func TestMeterHoldsAtTheCap_G8(t *testing.T) {
 	require.False(t, h.Retried())
 	require.Equal(t, FailBudget, h.Code())
 	require.Contains(t, err.Error(), "budget_exhausted: the session spent $7.00 of its $5.00 cap")
+	require.Contains(t, h.Explanation, "$7.00 of its $5.00 cap", "the inbox shows why")
 	require.Equal(t, Usage{ModelCalls: 2, InputTokens: 5, OutputTokens: 7, CostUSD: 5}, m.Usage())
 	require.Equal(t, CodeBudget, ErrorCode(err))
 
