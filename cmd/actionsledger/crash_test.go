@@ -179,9 +179,7 @@ func crashRNG(t *testing.T) *rand.Rand {
 // the tail of its log.
 func startCrashService(t *testing.T) (*crashProcess, crashClient) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "actionsledger")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := testBinary(t)
 
 	dsn := pgtest.NewDB(t)
 	p := &crashProcess{t: t, bin: bin, dsn: dsn, addr: crashFreeAddr(t), logPath: filepath.Join(dir, "server.log")}

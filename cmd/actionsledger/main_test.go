@@ -2,16 +2,57 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/actionsledger/actionsledger/cli"
 )
+
+// binary is the service built once for the tests that run it as a
+// process of its own (the crash tests, the tutorial, the worker): each
+// build took 6 s of the package's time.
+var binary struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// testBinary returns the path of the binary, building it on first use.
+func testBinary(t *testing.T) string {
+	t.Helper()
+	binary.once.Do(func() {
+		binary.dir, binary.err = os.MkdirTemp("", "actionsledger-test-")
+		if binary.err != nil {
+			return
+		}
+		binary.path = filepath.Join(binary.dir, "actionsledger")
+		if out, err := exec.Command("go", "build", "-o", binary.path, ".").CombinedOutput(); err != nil {
+			binary.err = fmt.Errorf("go build: %w: %s", err, out)
+		}
+	})
+	if binary.err != nil {
+		t.Fatal(binary.err)
+	}
+	return binary.path
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary.dir != "" {
+		_ = os.RemoveAll(binary.dir)
+	}
+	os.Exit(code)
+}
 
 func runArgs(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()

@@ -24,9 +24,7 @@ func TestWorkerServesMetricsOnMetricsAddr(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "actionsledger")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := testBinary(t)
 	dsn := pgtest.NewDB(t)
 	addr := crashFreeAddr(t)
 
