@@ -243,6 +243,32 @@ func TestMCPAskMapsRequestsToSessions(t *testing.T) { // issue 17, I4, S2
 	require.Equal(t, "SESSION_CLOSED", r.Meta[mcp.MetaCode])
 }
 
+// G7: a singleton started by MCP requests holds its slot as one started
+// by a trigger does: a request for another session while it is live is
+// refused with SESSION_SLOT_TAKEN, naming the holder; the holder's own
+// requests go on reaching it.
+func TestMCPAskSingletonSlot(t *testing.T) { // issue 16, G7, I4
+	e := newEnv(t, false)
+	def := servedAgent("single", nil, []any{step(0, "noted", reportOpen)}, nil)
+	def["session"].(map[string]any)["concurrency"] = 1
+	e.createAction(t, def)
+	cs := e.mustConnect(t, "/mcp", "")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	r, err := cs.CallTool(ctx, askParams("single", "c-1", "first", ""))
+	require.NoError(t, err)
+	require.False(t, r.IsError, "%s", text(t, r))
+	r, err = cs.CallTool(ctx, askParams("single", "c-2", "second", ""))
+	require.NoError(t, err)
+	require.True(t, r.IsError, "a second live session of a singleton")
+	require.Equal(t, "SESSION_SLOT_TAKEN", r.Meta[mcp.MetaCode])
+	require.Contains(t, text(t, r), `"c-1"`)
+	r, err = cs.CallTool(ctx, askParams("single", "c-1", "again", ""))
+	require.NoError(t, err)
+	require.False(t, r.IsError, "%s", text(t, r))
+}
+
 func (e *env) sessionStatus(t *testing.T, action uuid.UUID, id string) string {
 	t.Helper()
 	var out struct {

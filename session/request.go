@@ -194,11 +194,26 @@ func (st *Store) deliverRequest(ctx context.Context, tx pgx.Tx, comp *action.Com
 		if err != nil {
 			return nil, fault.New(fault.BadInput, "arguments", "session.ends could not be computed for the session this request starts: %v", err)
 		}
+		// G7: a singleton's slot is taken as a start trigger takes it; a
+		// request finding it held is refused, naming the holder.
+		slot, err := slotOf(ctx, comp.Session, tg.value)
+		if err != nil {
+			return nil, fault.New(fault.BadInput, "arguments", "session.concurrencyKey failed for the session this request starts: %v", err)
+		}
+		if slot != nil {
+			holder, err := slotHolder(ctx, tx, comp.ActionID, tg.id, *slot)
+			if err != nil {
+				return nil, err
+			}
+			if holder != "" {
+				return nil, fault.New(fault.SlotTaken, "arguments", "%s", SlotTakenMessage(holder))
+			}
+		}
 		// The origin is set once the event is appended (startedBy).
 		s, err = scanSession(tx.QueryRow(ctx, `INSERT INTO sessions (action_id, id, version, input, status, started_at, ends_at, created_at, updated_at,
-				display_title, max_usd)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $6, $6, $8, $9) ON CONFLICT (action_id, id) DO NOTHING RETURNING `+sessionColumns,
-			comp.ActionID, tg.id, comp.Version, []byte(tg.input), Open, now, ends, titleOf(ctx, comp.Session, tg.value), capOf(comp.Session)))
+				display_title, max_usd, slot)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $6, $6, $8, $9, $10) ON CONFLICT (action_id, id) DO NOTHING RETURNING `+sessionColumns,
+			comp.ActionID, tg.id, comp.Version, []byte(tg.input), Open, now, ends, titleOf(ctx, comp.Session, tg.value), capOf(comp.Session), slot))
 		switch {
 		case err == nil:
 			created = true
@@ -207,6 +222,8 @@ func (st *Store) deliverRequest(ctx context.Context, tx pgx.Tx, comp *action.Com
 			if s, err = lockSession(ctx, tx, comp.ActionID, tg.id); err != nil {
 				return nil, err
 			}
+		case isSlotRace(err):
+			return nil, fault.New(fault.SlotTaken, "arguments", "the action is a singleton (session.concurrency 1) and another live session took its slot: try again to see which")
 		default:
 			return nil, fmt.Errorf("session: deliver request: create session: %w", err)
 		}

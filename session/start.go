@@ -73,8 +73,7 @@ func (st *Store) Start(ctx context.Context, comp *action.Compiled, input jsonval
 		s, created, err = st.start(ctx, tx, comp, id, input, value, principal)
 		return err
 	})
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "sessions_slot" {
+	if isSlotRace(err) {
 		// A concurrent start took the slot after this one looked.
 		return nil, false, fault.New(fault.SlotTaken, "input", "the action is a singleton (session.concurrency 1) and another live session took its slot: try again to see which")
 	}
@@ -137,4 +136,12 @@ func (st *Store) start(ctx context.Context, tx pgx.Tx, comp *action.Compiled, id
 	}
 	s, err = scanSession(tx.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE sid = $1`, s.SID))
 	return s, true, err
+}
+
+// isSlotRace reports whether err is the unique index on live sessions'
+// slots refusing a second holder: a concurrent start took the slot after
+// this one looked (G7).
+func isSlotRace(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "sessions_slot"
 }
