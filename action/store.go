@@ -208,7 +208,7 @@ func (s *Store) prepare(ctx context.Context, def Definition) (string, Definition
 	}
 	if comp.Session != nil && comp.Session.MaxUSD != nil && s.BudgetCheck != nil {
 		if err := s.BudgetCheck(def.Kind, def.Config); err != nil {
-			return "", def, nil, nil, fault.New(fault.InvalidAction, "session.maxPerSessionUsd", "%v", err)
+			return "", def, nil, nil, fault.New(fault.InvalidAction, "session.maxPerSessionUsd", "%v: remove maxPerSessionUsd, or use an agent whose model has a price", err)
 		}
 	}
 	comp.Author = p.ID

@@ -612,10 +612,10 @@ func budgetCheck(kinds *turns.Registry, prices turns.Prices) func(kind string, c
 	return func(kind string, config jsonvalue.Value) error {
 		prov, model, ok := kinds.Model(kind, config)
 		if !ok {
-			return fmt.Errorf("a spend cap counts model calls, and a %s handler makes none that the server prices; remove maxPerSessionUsd or use an agent", kind)
+			return fmt.Errorf("a spend cap counts model calls, and a %s handler makes none that the server prices", kind)
 		}
 		if _, ok := prices.Lookup(prov, model); !ok {
-			return fmt.Errorf("the model %s/%s has no price in the server's MODEL_PRICES, so the cap could not count its calls; add a price for it (key %q) or remove maxPerSessionUsd", prov, model, prov+"/"+model)
+			return fmt.Errorf("the model %s/%s has no price in the server's MODEL_PRICES (key %q), so a cap could not count its calls", prov, model, prov+"/"+model)
 		}
 		return nil
 	}
