@@ -15,6 +15,7 @@ import (
 
 	"github.com/actionsledger/actionsledger/console"
 	"github.com/actionsledger/actionsledger/server"
+	"github.com/actionsledger/actionsledger/turns"
 )
 
 // noFollow fetches url without following a redirect and returns its
@@ -158,7 +159,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	_, err = os.Stat(filepath.Join(web, "node_modules", "playwright-core"))
 	requireWeb(t, err == nil, "console/node_modules has no playwright-core: run make build (npm ci)")
 
-	e := newLiveEnv(t, server.Config{Auth: true, AdminToken: consoleAdmin})
+	// The scripted model is priced (G8), far below what the page's spend
+	// cap could reach.
+	e := newLiveEnv(t, server.Config{Auth: true, AdminToken: consoleAdmin,
+		Prices: turns.Prices{"scripted/*": {InputPerMTok: 0.001, OutputPerMTok: 0.001}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	args := []string{filepath.Join("tests", "console.page.mjs"), e.srv.URL}

@@ -376,7 +376,8 @@ export function SessionScreen() {
               </div>
             ) : null}
           </dl>
-          {can.close(action.id) && !final(s.status) ? <BudgetForm actionId={action.id} sessionId={s.id} current={s.budget.maxUsd} onDone={q.refetch} /> : null}
+          {/* A cap counts an agent's model calls (G8): other handlers are offered none, unless one is set to remove. */}
+          {can.close(action.id) && !final(s.status) && (action.definition.kind === 'agent' || s.budget.maxUsd !== null) ? <BudgetForm actionId={action.id} sessionId={s.id} current={s.budget.maxUsd} onDone={q.refetch} /> : null}
           {can.respond(action.id) && s.status === 'FAILED' && !s.successor ? <RetrySession actionId={action.id} sessionId={s.id} onDone={q.refetch} /> : null}
           {can.close(action.id) ? <ArchiveButton actionId={action.id} sessionId={s.id} archived={s.archivedAt !== null} onDone={q.refetch} /> : null}
           {can.close(action.id) && !final(s.status) ? <CloseSession actionId={action.id} sessionId={s.id} onClosed={q.refetch} /> : null}
