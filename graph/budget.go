@@ -73,27 +73,3 @@ func (r *Resolver) startSession(ctx context.Context, actionID uuid.UUID, input j
 	}
 	return &model.SessionStart{Session: s, Created: created}, nil
 }
-
-// setSessionBudget is Mutation.actions.setSessionBudget (G8). A cap is
-// refused (BAD_INPUT, field maxUsd) on a session whose
-// version could never spend against it: a handler that is not an agent,
-// or an agent whose model has no price (the rule action.Store.BudgetCheck
-// applies to session.maxPerSessionUsd). Removing a cap is always allowed.
-func (r *Resolver) setSessionBudget(ctx context.Context, actionID uuid.UUID, id string, maxUSD *float64) (*session.Session, error) {
-	if maxUSD != nil && r.ActionStore.BudgetCheck != nil {
-		s, err := r.SessionStore.Get(ctx, actionID, id)
-		if err != nil {
-			return nil, err
-		}
-		if s != nil {
-			comp, err := r.ActionStore.Compiled(ctx, actionID, s.Version)
-			if err != nil {
-				return nil, err
-			}
-			if err := r.ActionStore.BudgetCheck(comp.Def.Kind, comp.Def.Config); err != nil {
-				return nil, fault.New(fault.BadInput, "maxUsd", "this session cannot have a spend cap: %v", err)
-			}
-		}
-	}
-	return r.SessionStore.SetBudget(ctx, actionID, id, maxUSD)
-}

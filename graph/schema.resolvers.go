@@ -449,7 +449,7 @@ func (r *actionsMutationResolver) UnarchiveSession(ctx context.Context, obj *mod
 
 // SetSessionBudget is the resolver for the setSessionBudget field.
 func (r *actionsMutationResolver) SetSessionBudget(ctx context.Context, obj *model.ActionsMutation, actionID uuid.UUID, id string, maxUsd *float64) (*session.Session, error) {
-	return r.setSessionBudget(ctx, actionID, id, maxUsd)
+	return r.SessionStore.SetBudget(ctx, actionID, id, maxUsd)
 }
 
 // StartSession is the resolver for the startSession field.

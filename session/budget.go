@@ -51,8 +51,10 @@ func capOf(cs *action.CompiledSession) *float64 {
 // (G8). A session's cap is frozen from its version at creation; this is
 // the one way to change it. A turn held for its budget (BUDGET) stays
 // held: answer the hold with RETRY to run it under the new cap. Errors:
-// BAD_INPUT (field maxUsd: above 0, at most action.MaxSessionUSD),
-// NOT_FOUND, SESSION_CLOSED (a final session spends nothing more).
+// BAD_INPUT (field maxUsd: above 0, at most action.MaxSessionUSD; or a
+// cap the session's handler could never spend against, the rule
+// action.Store.BudgetCheck applies to session.maxPerSessionUsd), NOT_FOUND,
+// SESSION_CLOSED (a final session spends nothing more).
 func (st *Store) SetBudget(ctx context.Context, actionID uuid.UUID, id string, maxUSD *float64) (*Session, error) {
 	if id == "" || len(id) > MaxIDLen {
 		return nil, fault.New(fault.BadInput, "id", "a session id is 1-%d bytes", MaxIDLen)
@@ -79,7 +81,27 @@ func (st *Store) SetBudget(ctx context.Context, actionID uuid.UUID, id string, m
 		if err != nil {
 			return fmt.Errorf("session: set budget: %w", err)
 		}
+		if err := st.capAllowed(ctx, s, maxUSD); err != nil {
+			return err // rolls the update back
+		}
 		return Notice{SIDs: []int64{s.SID}}.Send(ctx, tx)
 	})
 	return s, err
+}
+
+// capAllowed refuses a cap on s that its version's handler could never
+// spend against (not an agent, or an unpriced model): BAD_INPUT on
+// maxUsd. Removing a cap is always allowed (G8).
+func (st *Store) capAllowed(ctx context.Context, s *Session, maxUSD *float64) error {
+	if maxUSD == nil || st.Actions == nil || st.Actions.BudgetCheck == nil {
+		return nil
+	}
+	comp, err := st.Actions.Compiled(ctx, s.ActionID, s.Version)
+	if err != nil {
+		return err
+	}
+	if err := st.Actions.BudgetCheck(comp.Def.Kind, comp.Def.Config); err != nil {
+		return fault.New(fault.BadInput, "maxUsd", "this session cannot have a spend cap: %v", err)
+	}
+	return nil
 }

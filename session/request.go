@@ -196,18 +196,9 @@ func (st *Store) deliverRequest(ctx context.Context, tx pgx.Tx, comp *action.Com
 		}
 		// G7: a singleton's slot is taken as a start trigger takes it; a
 		// request finding it held is refused, naming the holder.
-		slot, err := slotOf(ctx, comp.Session, tg.value)
+		slot, err := freeSlot(ctx, tx, comp, tg.id, tg.value, "arguments")
 		if err != nil {
-			return nil, fault.New(fault.BadInput, "arguments", "session.concurrencyKey failed for the session this request starts: %v", err)
-		}
-		if slot != nil {
-			holder, err := slotHolder(ctx, tx, comp.ActionID, tg.id, *slot)
-			if err != nil {
-				return nil, err
-			}
-			if holder != "" {
-				return nil, fault.New(fault.SlotTaken, "arguments", "%s", SlotTakenMessage(holder))
-			}
+			return nil, err
 		}
 		// The origin is set once the event is appended (startedBy).
 		s, err = scanSession(tx.QueryRow(ctx, `INSERT INTO sessions (action_id, id, version, input, status, started_at, ends_at, created_at, updated_at,
@@ -223,7 +214,7 @@ func (st *Store) deliverRequest(ctx context.Context, tx pgx.Tx, comp *action.Com
 				return nil, err
 			}
 		case isSlotRace(err):
-			return nil, fault.New(fault.SlotTaken, "arguments", "the action is a singleton (session.concurrency 1) and another live session took its slot: try again to see which")
+			return nil, slotRaced("arguments")
 		default:
 			return nil, fmt.Errorf("session: deliver request: create session: %w", err)
 		}

@@ -74,8 +74,7 @@ func (st *Store) Start(ctx context.Context, comp *action.Compiled, input jsonval
 		return err
 	})
 	if isSlotRace(err) {
-		// A concurrent start took the slot after this one looked.
-		return nil, false, fault.New(fault.SlotTaken, "input", "the action is a singleton (session.concurrency 1) and another live session took its slot: try again to see which")
+		return nil, false, slotRaced("input")
 	}
 	return s, created, err
 }
@@ -95,18 +94,9 @@ func (st *Store) start(ctx context.Context, tx pgx.Tx, comp *action.Compiled, id
 		}
 		return cur, false, nil
 	}
-	slot, err := slotOf(ctx, cs, value)
+	slot, err := freeSlot(ctx, tx, comp, id, value, "input")
 	if err != nil {
-		return nil, false, fault.New(fault.BadInput, "input", "session.concurrencyKey failed for this input: %v", err)
-	}
-	if slot != nil {
-		holder, err := slotHolder(ctx, tx, comp.ActionID, id, *slot)
-		if err != nil {
-			return nil, false, err
-		}
-		if holder != "" {
-			return nil, false, fault.New(fault.SlotTaken, "input", "%s", SlotTakenMessage(holder))
-		}
+		return nil, false, err
 	}
 	now := st.clock.Now()
 	ends, err := evalEnd(ctx, cs, value, now)
@@ -138,10 +128,38 @@ func (st *Store) start(ctx context.Context, tx pgx.Tx, comp *action.Compiled, id
 	return s, true, err
 }
 
+// freeSlot returns the singleton slot a session started by hand or by a
+// request takes (nil: the action has none), or SESSION_SLOT_TAKEN naming
+// the live session that holds it (G7). field names the request field the
+// errors point at.
+func freeSlot(ctx context.Context, tx pgx.Tx, comp *action.Compiled, id string, value any, field string) (*string, error) {
+	slot, err := slotOf(ctx, comp.Session, value)
+	if err != nil {
+		return nil, fault.New(fault.BadInput, field, "session.concurrencyKey failed for this input: %v", err)
+	}
+	if slot == nil {
+		return nil, nil
+	}
+	holder, err := slotHolder(ctx, tx, comp.ActionID, id, *slot)
+	if err != nil {
+		return nil, err
+	}
+	if holder != "" {
+		return nil, fault.New(fault.SlotTaken, field, "%s", SlotTakenMessage(holder))
+	}
+	return slot, nil
+}
+
 // isSlotRace reports whether err is the unique index on live sessions'
 // slots refusing a second holder: a concurrent start took the slot after
 // this one looked (G7).
 func isSlotRace(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "sessions_slot"
+}
+
+// slotRaced is the error of a start that lost the slot to a concurrent
+// one (isSlotRace).
+func slotRaced(field string) error {
+	return fault.New(fault.SlotTaken, field, "the action is a singleton (session.concurrency 1) and another live session took its slot: try again to see which")
 }
