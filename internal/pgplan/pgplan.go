@@ -12,12 +12,20 @@
 // turns read all 11,170 rows of session_inputs (10 ms) and the read of one
 // event by id all 67,441 events (13 ms).
 //
-// Two settings keep the plans on the indexes:
+// Three settings keep the plans on the indexes and planned once:
 //   - Settings, on every connection: no sequential scan where an index can
 //     serve (enable_seqscan only raises a scan's estimated cost, so a table
 //     without a usable index is still scanned), and no JIT compilation,
 //     which the raised estimates would otherwise trigger and which never
 //     pays off on statements that touch a few rows.
+//   - plan_cache_mode=force_generic_plan, on every connection: each
+//     prepared statement is planned once per connection. By default
+//     PostgreSQL plans a statement afresh for its first five runs and
+//     goes on doing so whenever a custom plan looks cheaper than the
+//     generic one, which statements over parameter arrays (unnest, ANY)
+//     always do: measured with perf during the bench's single-write pass,
+//     planning took 15 % of PostgreSQL's CPU. With sequential scans off,
+//     the generic plans are the index lookups a custom plan would make.
 //   - KeyJoins, in transactions whose statements join a batch of keys (an
 //     unnest of arrays) to the tables they update: nested loops only, so
 //     each key is one index probe instead of a hash of the table.
@@ -27,8 +35,9 @@ import "github.com/jackc/pgx/v5/pgconn"
 
 // Settings are the run-time parameters Configure gives every connection.
 var Settings = map[string]string{
-	"enable_seqscan": "off",
-	"jit":            "off",
+	"enable_seqscan":  "off",
+	"jit":             "off",
+	"plan_cache_mode": "force_generic_plan",
 }
 
 // Configure adds Settings to cfg's run-time parameters, leaving alone any
