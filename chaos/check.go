@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/actionsledger/actionsledger/migrations"
 )
 
 // Invariants the chaos run checks (issue 10; SPEC L1-L3, S2, S6, T1, T6 and
@@ -43,6 +45,10 @@ const (
 	// InvariantSettled: no turn left RUNNING or failed, every execution
 	// SUCCEEDED, every session OPEN.
 	InvariantSettled = "settled"
+	// InvariantReferences: no row refers to a missing parent
+	// (migrations.ReferencesSQL: the references kept without foreign keys,
+	// issue 14).
+	InvariantReferences = "references"
 
 	// InvariantAcked (run): every write the load attempted was
 	// acknowledged within its retry budget, none refused for good.
@@ -244,6 +250,7 @@ WHERE s.action_id IN (SELECT id FROM actions) AND t.status <> 'COMPLETED'
 UNION ALL
 SELECT format('execution %s (sid %s, turn %s) is %s after %s attempts: %s', x.id, x.sid, x.turn, x.status, x.attempts, coalesce(x.error, ''))
 FROM executions x WHERE x.action_id IN (SELECT id FROM actions) AND x.status <> 'SUCCEEDED'`},
+	{InvariantReferences, `SELECT format('%s: %s', r.ref, r.row) FROM (` + migrations.ReferencesSQL + `) r(ref, row)`},
 }
 
 // DBFigures are counts read from the database after a run.

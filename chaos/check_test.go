@@ -78,6 +78,10 @@ func TestCheckReportsEachBrokenFixture(t *testing.T) {
 			breakSQL: `UPDATE sessions SET origin_event_id = (SELECT id FROM events WHERE position = 2) WHERE sid = {sid}`},
 		{name: "state not committed with the consumption", want: []string{chaos.InvariantState},
 			breakSQL: `UPDATE sessions SET state = '{"count": 2, "last_turn": 2}' WHERE sid = {sid}`},
+		{name: "a transcript entry of a missing execution", want: []string{chaos.InvariantReferences},
+			breakSQL: `INSERT INTO transcript_entries (execution_id, seq, kind, data, at) VALUES (gen_random_uuid(), 1, 'note', '{}', now())`},
+		{name: "a turn input of a missing turn", want: []string{chaos.InvariantTakenOnce, chaos.InvariantReferences},
+			breakSQL: `INSERT INTO turn_inputs (sid, turn, seq) VALUES ({sid}, 9, 1)`},
 		{name: "a turn left running", want: []string{chaos.InvariantConsumed, chaos.InvariantSettled},
 			breakSQL: `UPDATE session_turns SET status = 'RUNNING' WHERE sid = {sid} AND number = 2`},
 	} {

@@ -187,3 +187,39 @@ func TestWithDatabase(t *testing.T) {
 		}
 	}
 }
+
+// errRecorder is a testing.TB whose Errorf only records (the check under
+// test is to fail the test it is given).
+type errRecorder struct {
+	testing.TB
+	errs []string
+}
+
+func (r *errRecorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+// A test database holding a row whose parent is missing fails its test
+// when it ends (issue 14: the references kept without foreign keys).
+func TestCheckReferencesReportsOrphans(t *testing.T) {
+	t.Parallel()
+	dsn := NewDB(t)
+	conn := connect(t, dsn)
+	rec := &errRecorder{TB: t}
+	checkReferences(t.Context(), rec, dsn)
+	if len(rec.errs) != 0 {
+		t.Fatalf("a fresh database reported %v", rec.errs)
+	}
+	if _, err := conn.Exec(t.Context(), `INSERT INTO turn_inputs (sid, turn, seq) VALUES (1, 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	checkReferences(t.Context(), rec, dsn)
+	joined := strings.Join(rec.errs, "\n")
+	if !strings.Contains(joined, "turn_inputs.turn") || !strings.Contains(joined, "turn_inputs.seq") {
+		t.Fatalf("want both turn_inputs references reported, got %q", joined)
+	}
+	// The orphan goes, so the cleanup's own check passes.
+	if _, err := conn.Exec(t.Context(), `DELETE FROM turn_inputs`); err != nil {
+		t.Fatal(err)
+	}
+}
