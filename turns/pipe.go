@@ -52,6 +52,10 @@ func (p *pipeTx) send(ctx context.Context, b *pgx.Batch) error {
 	return br.Close()
 }
 
+// asyncCommit makes the rest of a transaction commit without waiting for
+// its WAL to reach disk (synchronous_commit off for it alone).
+const asyncCommit = `SELECT set_config('synchronous_commit', 'off', true)`
+
 // commit sends b followed by COMMIT and reads the results. A failure
 // leaves the transaction for close to roll back.
 func (p *pipeTx) commit(ctx context.Context, b *pgx.Batch) error {
