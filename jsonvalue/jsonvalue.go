@@ -113,9 +113,15 @@ func scan(raw []byte, field string) error {
 	dec.UseNumber()
 	var open []byte    // the containers around the next token
 	var wantKey []bool // per open container: an object's next string is a key
+	// grow is how many bytes the numbers add once written out in full, as
+	// PostgreSQL stores and returns them (1e131000 is 131,001 digits).
+	var grow int64
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
+			if stored := int64(len(raw)) + grow; stored > MaxBytes {
+				return fault.New(fault.PayloadTooLarge, field, "JSON value is %d bytes with its numbers written out in full, as stored (an exponent such as 1e1000 stands for its digits); the limit is %d", stored, MaxBytes)
+			}
 			return nil
 		}
 		if err != nil {
@@ -142,6 +148,9 @@ func scan(raw []byte, field string) error {
 		case json.Number:
 			if !numericFits(string(x)) {
 				return fault.New(fault.InvalidJSON, field, "number %.40s is outside the stored range (at most %d digits before the decimal point and %d after)", x, maxIntDigits, maxFracDigits)
+			}
+			if n := numericLen(string(x)) - int64(len(x)); n > 0 {
+				grow += n
 			}
 		case string:
 			if strings.IndexByte(x, 0) < 0 {
@@ -241,6 +250,32 @@ func numericFits(n string) bool {
 	// Digits before the decimal point: the most significant digit's place.
 	before := int64(len(digits)) - int64(len(frac)) + exp
 	return before <= maxIntDigits
+}
+
+// numericLen is the length of the JSON number n (one numericFits
+// accepts) as PostgreSQL's numeric writes it out: sign, the digits before
+// the decimal point (at least one), and the point and the digits after it
+// when its scale is above zero.
+func numericLen(n string) int64 {
+	var size int64
+	if strings.HasPrefix(n, "-") {
+		size, n = 1, n[1:]
+	}
+	mant, exp := n, int64(0)
+	if i := strings.IndexAny(n, "eE"); i >= 0 {
+		exp, _ = strconv.ParseInt(n[i+1:], 10, 64)
+		mant = n[:i]
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	before := int64(1) // zero is written "0", whatever its exponent
+	if digits := strings.TrimLeft(intPart+frac, "0"); digits != "" {
+		before = max(int64(len(digits))-int64(len(frac))+exp, 1)
+	}
+	size += before
+	if scale := int64(len(frac)) - exp; scale > 0 {
+		size += 1 + scale
+	}
+	return size
 }
 
 // Equal reports whether a and b encode the same JSON value, as PostgreSQL's

@@ -70,3 +70,19 @@ func TestCheckRepeatedKeys_Issue10(t *testing.T) {
 	require.ErrorContains(t, err, "object keys may not contain the NUL character")
 	require.NoError(t, jsonvalue.Check([]byte(`{"a": 1, "a": 2, "b": [{"c": null}]}`), "v"))
 }
+
+// A value is measured as stored: PostgreSQL writes numbers out in full, so
+// a few bytes of exponents may not stand for more than MaxBytes of digits
+// (found by a newcomer's attack: 80 times 1e131000, 859 bytes sent, read
+// back as 10 MB).
+func TestCheckMeasuresNumbersWrittenOut(t *testing.T) {
+	t.Parallel()
+	nums := func(n int) []byte {
+		return []byte("[" + strings.TrimSuffix(strings.Repeat("1e131000,", n), ",") + "]")
+	}
+	require.NoError(t, jsonvalue.Check(nums(8), "v"), "8 times 131,001 digits fit in 1 MiB")
+	err := jsonvalue.Check(nums(9), "v")
+	require.Equal(t, fault.PayloadTooLarge, fault.CodeOf(err))
+	require.ErrorContains(t, err, "written out in full")
+	require.Equal(t, fault.PayloadTooLarge, fault.CodeOf(jsonvalue.Check(nums(80), "v")))
+}
