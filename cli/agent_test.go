@@ -108,6 +108,10 @@ func TestRespondApproveAndRetry(t *testing.T) {
 	require.Equal(t, "answered "+ap+": input command/"+ap+" (COMMAND, PENDING, sequence 3); a turn of its own takes it\n", out)
 	r.fails(t, cli.ExitRefused, []string{"respond", agentID, agentSession, ap, "--deny"}, "ALREADY_ANSWERED", "interruptId")
 	r.step(t)
+	// The same answer again (a retry) returns the first answer's input,
+	// now taken, and says that nothing new was sent.
+	out = r.ok(t, "respond", agentID, agentSession, ap, "--approve", "--reason", "Confirmed with the customer.")
+	require.Equal(t, ap+" was answered so already: input command/"+ap+" (COMMAND, CONSUMED, sequence 3); nothing new is sent\n", out)
 
 	// The approved call ran (turn 2); the suspicious entry's turn 3 is held.
 	s = r.agentSession(t)

@@ -184,6 +184,13 @@ func (c *RespondCmd) Run(ctx context.Context, env *Env) error {
 		return notFound("session %q of action %s", c.Session, c.Action)
 	}
 	return env.emit(in, func(w io.Writer) error {
+		if in.Status != client.InputStatusPending {
+			// The same answer again returns the first one's input (P3):
+			// nothing new happens.
+			_, err := fmt.Fprintf(w, "%s was answered so already: input %s (%s, %s, sequence %d); nothing new is sent\n",
+				c.Interrupt, in.Identity, in.Kind, in.Status, in.Sequence)
+			return err
+		}
 		_, err := fmt.Fprintf(w, "answered %s: input %s (%s, %s, sequence %d); a turn of its own takes it\n",
 			c.Interrupt, in.Identity, in.Kind, in.Status, in.Sequence)
 		return err
