@@ -240,6 +240,9 @@ func TestEventsTail(t *testing.T) {
 	out := r.ok(t, "events", "tail", "--after", "0", "--type", "tail.inserted", "--limit", "1")
 	require.Regexp(t, `^`+e2.Position+`\s+\S+\s+tail\.inserted tail/k v1\s+\{"n":12345678901234567890123\}\n$`, out)
 
+	// A --type no event can have is refused at once (it would wait for ever).
+	r.fails(t, cli.ExitRefused, []string{"events", "tail", "--type", "!!bad", "--after", "0", "--limit", "1"}, "BAD_USER_INPUT", "type")
+
 	// Live: whether the subscription is open before the append or not,
 	// --after makes it see the event.
 	w := r.start(t, t.Context(), "events", "tail", "--after", e2.Position, "--type", "tail.live", "--limit", "1")

@@ -163,6 +163,10 @@ func (r *Resolver) ledgerEvents(ctx context.Context, after, typ *string) (<-chan
 	if r.Tail == nil {
 		return nil, errNoFeed
 	}
+	if typ != nil && !ledger.TypeShaped(*typ) {
+		// No event has such a type: following it would wait for ever.
+		return nil, fault.New(fault.BadInput, "type", "%.60q is no event type: dot-separated names of letters, digits, _ and - (entry.inserted)", *typ)
+	}
 	pos := int64(-1)
 	if after != nil && *after != "" {
 		var err error

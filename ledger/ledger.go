@@ -140,12 +140,19 @@ const (
 	StartedType = "action_session.started"
 )
 
+// TypeShaped reports whether t has the shape of an event type (1 to
+// MaxTypeLen characters of dot-separated names), whoever writes it: a
+// filter on any other type matches nothing.
+func TypeShaped(t string) bool {
+	return len(t) > 0 && len(t) <= MaxTypeLen && typePattern.MatchString(t)
+}
+
 // ValidateType checks a client-supplied event type. Types ending in
 // .inserted, .updated or .deleted are written by record writes, and the
 // prefixes schedule. and action_session. belong to the service.
 // Errors: fault.BadInput, fault.ReservedEventType.
 func ValidateType(t, field string) error {
-	if len(t) == 0 || len(t) > MaxTypeLen || !typePattern.MatchString(t) {
+	if !TypeShaped(t) {
 		return fault.New(fault.BadInput, field, "an event type is 1-%d characters of dot-separated names (letters, digits, _ and -), such as order.shipped", MaxTypeLen)
 	}
 	for _, p := range []string{"schedule.", "action_session."} {
