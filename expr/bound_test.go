@@ -69,6 +69,9 @@ func TestStaticCost_Issue10(t *testing.T) {
 		{expr.StartPredicate, `event.data.keywords.exists(k, event.data.text.contains(k))`, "grows faster than the data"},
 		{expr.StartPredicate, `event.data.s.matches(event.data.p)`, "the limit of one evaluation is 1000000"},
 		{expr.StartMapping, `event.data.items.map(x, event.data.items.map(y, [x, y]))`, "grows faster than the data"},
+		// Beyond what the estimator counts: said so, not as 2^64-1 units.
+		{expr.StartPredicate, `event.data.items.map(x, event.data.items.map(y, event.data.items.map(z, [x, y, z]))).size() > 0`,
+			"this expression may cost without bound, on one of 32768 bytes"},
 		{expr.ResumePredicate, `event.type == "e" && session.input.s.replace("", session.input.s) == ""`,
 			"on the largest event or session input (1048576 bytes)"},
 		{expr.SessionID, `session.input.a.replace("", session.input.a)`, "on the largest session input"},

@@ -1,6 +1,7 @@
 package expr
 
 import (
+	"fmt"
 	"math"
 	"regexp/syntax"
 	"strings"
@@ -156,10 +157,10 @@ func checkCost(env *cel.Env, spec roleSpec, checked *cel.Ast) error {
 	}
 	if large.Max/growthLimit > small.Max || large.Max >= math.MaxUint64/2 {
 		return fault.New(fault.InvalidExpression, "",
-			"on the largest %s (%d bytes) this expression may cost %d units, on one of %d bytes %d: "+
+			"on the largest %s (%d bytes) this expression may cost %s, on one of %d bytes %s: "+
 				"its cost grows faster than the data (as with replace(\"\", ...), a loop inside a loop over the data, "+
-				"or a regular expression taken from the data); the limit of one evaluation is %d",
-			spec.data(), maxDataBytes, large.Max, maxDataBytes/growthStep, small.Max, MaxCost)
+				"or a regular expression taken from the data); the limit of one evaluation is %d units",
+			spec.data(), maxDataBytes, costUnits(large.Max), maxDataBytes/growthStep, costUnits(small.Max), MaxCost)
 	}
 	return nil
 }
@@ -194,4 +195,13 @@ func checkRegexes(e ast.Expr) error {
 	})
 	ast.PostOrderVisit(e, visit)
 	return found
+}
+
+// costUnits is an estimated cost for a message: the units, or that it has
+// no bound (the estimator's ceiling).
+func costUnits(n uint64) string {
+	if n >= math.MaxUint64/2 {
+		return "without bound"
+	}
+	return fmt.Sprintf("%d units", n)
 }

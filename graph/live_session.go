@@ -44,6 +44,11 @@ func (r *Resolver) sessionUpdates(ctx context.Context, actionID uuid.UUID, id st
 		return nil, err
 	}
 	if s == nil {
+		if a, err := r.ActionStore.Get(ctx, actionID); err != nil {
+			return nil, err
+		} else if a == nil {
+			return nil, fault.New(fault.NotFound, "actionId", "no action has this id")
+		}
 		return nil, fault.New(fault.NotFound, "id", "this action has no session with this id")
 	}
 	sw, first, err := r.watchSession(ctx, s.SID)

@@ -240,3 +240,22 @@ func freezeTool() map[string]any {
 				"properties": map[string]any{"account_id": map[string]any{"type": "string"}, "reason": map[string]any{"type": "string"},
 					"requested_by": map[string]any{"type": "string"}}}}}
 }
+
+// A sessionUpdates subscription to an action that does not exist is
+// refused naming actionId; to a session the action does not have, naming
+// id (both NOT_FOUND).
+func TestLiveSessionUpdatesNotFound(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t, server.Config{})
+	s := sse(t, e.srv.URL, "", sessionUpdatesSub, map[string]any{"a": uuid.NewString(), "s": "x"})
+	r := s.next(t).result(t)
+	requireError(t, r, "NOT_FOUND", "actionId")
+	s.close()
+
+	a := uuid.NewString()
+	e.ok(t, createActionOp, map[string]any{"id": a, "input": monitorDef()}, nil)
+	s = sse(t, e.srv.URL, "", sessionUpdatesSub, map[string]any{"a": a, "s": "nobody"})
+	r = s.next(t).result(t)
+	requireError(t, r, "NOT_FOUND", "id")
+	s.close()
+}
