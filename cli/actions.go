@@ -121,6 +121,9 @@ func (c *ActionsGetCmd) Run(ctx context.Context, env *Env) error {
 				return err
 			}
 		}
+		if err := printIgnored(w, a); err != nil {
+			return err
+		}
 		fmt.Fprintln(w, "versions:")
 		backfills := slices.ContainsFunc(a.Versions, func(v client.ActionDetailVersionsActionVersion) bool { return v.Backfill != nil })
 		cols := []string{"  VERSION", "CREATED", "AUTHOR", "FROM POSITION"}
@@ -219,3 +222,34 @@ func (c *ActionsDryRunCmd) Run(ctx context.Context, env *Env) error {
 		return nil
 	})
 }
+
+// printIgnored prints why events were ignored, when any were: the
+// predicates that failed (S4) and the newest intake records (S5).
+func printIgnored(w io.Writer, a *client.ActionDetail) error {
+	if len(a.TriggerDiagnostics) > 0 {
+		fmt.Fprintln(w, "predicate failures (events a trigger's expression failed on):")
+		t := newTable(w, "  TRIGGER", "VERSION", "EVENTS", "LAST", "LAST POSITION", "LAST MESSAGE")
+		for _, d := range a.TriggerDiagnostics {
+			pos := ""
+			if d.LastEvent != nil {
+				pos = d.LastEvent.Position
+			}
+			t.row("  "+d.Trigger, strconv.Itoa(d.Version), strconv.Itoa(d.Count), stamp(d.LastAt), pos, clip(d.LastMessage, 120))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	if rs := a.IntakeRecords.Nodes; len(rs) > 0 {
+		fmt.Fprintln(w, "intake records (events that matched but reached no session; newest first, at most 5):")
+		t := newTable(w, "  TRIGGER", "VERSION", "POSITION", "SESSION", "REASON", "MESSAGE")
+		for _, r := range rs {
+			t.row("  "+r.Trigger, strconv.Itoa(r.Version), r.Event.Position, str(r.SessionId), r.Reason, clip(r.Message, 120))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+

@@ -444,3 +444,29 @@ func TestUsageErrors(t *testing.T) {
 		require.Regexp(t, regexp.MustCompile(`(?m)^\s+`+cmd+`\b`), res.out)
 	}
 }
+
+// actions get says why events were ignored (S4, S5): a trigger whose
+// expression failed on an event, and an event that matched but reached no
+// session (an intake record); an action with neither prints no such table.
+func TestActionsGetShowsIgnoredEvents(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, false)
+	r.ok(t, "apply", "-f", "testdata/monitor.json")
+	require.NotContains(t, r.ok(t, "actions", "get", monitorID), "intake records")
+
+	const probe = `{"id": "6e2a9f10-1b2c-4d3e-8f40-5a6b7c8d9e01", "name": "probe", "kind": "agent.echo",
+	  "triggers": [{"name": "halves", "event": "event.type == \"probe.y\" && int(event.data.n) / 2 > 0"}]}`
+	res := r.runIn(t, probe, "apply", "-f", "-")
+	require.Equal(t, cli.ExitOK, res.code, "%s", res)
+	r.ok(t, "append", "probe.y", `{"n": "abc"}`)
+	// The entry names an account with no session: an intake record.
+	r.ok(t, "put", "entry", "e1", `{"account_id": "nobody", "amount": 1}`)
+	r.step(t)
+
+	out := r.ok(t, "actions", "get", "6e2a9f10-1b2c-4d3e-8f40-5a6b7c8d9e01")
+	require.Contains(t, out, "predicate failures")
+	require.Regexp(t, `(?m)^\s+halves\s+1\s+1\s+\S+\s+\d+\s+.*\S`, out)
+	out = r.ok(t, "actions", "get", monitorID)
+	require.Contains(t, out, "intake records")
+	require.Regexp(t, `(?m)^\s+entry\s+1\s+\d+\s+nobody\s+session_not_found\s+\S`, out)
+}

@@ -27,6 +27,10 @@ type ActionDetail struct {
 	Versions []ActionDetailVersionsActionVersion `json:"versions"`
 	// The clocks of the newest version's schedule triggers, in definition order.
 	Schedules []ActionDetailSchedulesTriggerClock `json:"schedules"`
+	// Trigger predicates that failed to evaluate on some event (each failure is a non-match).
+	TriggerDiagnostics []ActionDetailTriggerDiagnosticsTriggerDiagnostic `json:"triggerDiagnostics"`
+	// Events that matched a trigger but could not start or resume a session, newest first.
+	IntakeRecords ActionDetailIntakeRecordsIntakeRecordConnection `json:"intakeRecords"`
 }
 
 // GetId returns ActionDetail.Id, and is useful for accessing the field via an interface.
@@ -52,6 +56,88 @@ func (v *ActionDetail) GetVersions() []ActionDetailVersionsActionVersion { retur
 
 // GetSchedules returns ActionDetail.Schedules, and is useful for accessing the field via an interface.
 func (v *ActionDetail) GetSchedules() []ActionDetailSchedulesTriggerClock { return v.Schedules }
+
+// GetTriggerDiagnostics returns ActionDetail.TriggerDiagnostics, and is useful for accessing the field via an interface.
+func (v *ActionDetail) GetTriggerDiagnostics() []ActionDetailTriggerDiagnosticsTriggerDiagnostic {
+	return v.TriggerDiagnostics
+}
+
+// GetIntakeRecords returns ActionDetail.IntakeRecords, and is useful for accessing the field via an interface.
+func (v *ActionDetail) GetIntakeRecords() ActionDetailIntakeRecordsIntakeRecordConnection {
+	return v.IntakeRecords
+}
+
+// ActionDetailIntakeRecordsIntakeRecordConnection includes the requested fields of the GraphQL type IntakeRecordConnection.
+type ActionDetailIntakeRecordsIntakeRecordConnection struct {
+	Nodes []ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord `json:"nodes"`
+}
+
+// GetNodes returns ActionDetailIntakeRecordsIntakeRecordConnection.Nodes, and is useful for accessing the field via an interface.
+func (v *ActionDetailIntakeRecordsIntakeRecordConnection) GetNodes() []ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord {
+	return v.Nodes
+}
+
+// ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord includes the requested fields of the GraphQL type IntakeRecord.
+type ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord struct {
+	Version int    `json:"version"`
+	Trigger string `json:"trigger"`
+	// The session id the event addressed, when it could be computed.
+	SessionId *string `json:"sessionId"`
+	// Stable reason code: input_conflict, input_invalid, mapping_failed, session_closed, session_not_found, id_failed, ends_failed.
+	Reason    string                                                                `json:"reason"`
+	Message   string                                                                `json:"message"`
+	CreatedAt time.Time                                                             `json:"createdAt"`
+	Event     ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecordEvent `json:"event"`
+}
+
+// GetVersion returns ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord.Version, and is useful for accessing the field via an interface.
+func (v *ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord) GetVersion() int {
+	return v.Version
+}
+
+// GetTrigger returns ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord.Trigger, and is useful for accessing the field via an interface.
+func (v *ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord) GetTrigger() string {
+	return v.Trigger
+}
+
+// GetSessionId returns ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord.SessionId, and is useful for accessing the field via an interface.
+func (v *ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord) GetSessionId() *string {
+	return v.SessionId
+}
+
+// GetReason returns ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord.Reason, and is useful for accessing the field via an interface.
+func (v *ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord) GetReason() string {
+	return v.Reason
+}
+
+// GetMessage returns ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord.Message, and is useful for accessing the field via an interface.
+func (v *ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord) GetMessage() string {
+	return v.Message
+}
+
+// GetCreatedAt returns ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord.CreatedAt, and is useful for accessing the field via an interface.
+func (v *ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord) GetCreatedAt() time.Time {
+	return v.CreatedAt
+}
+
+// GetEvent returns ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord.Event, and is useful for accessing the field via an interface.
+func (v *ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecord) GetEvent() ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecordEvent {
+	return v.Event
+}
+
+// ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecordEvent includes the requested fields of the GraphQL type Event.
+// The GraphQL type's documentation follows.
+//
+// One committed ledger event.
+type ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecordEvent struct {
+	// Position in commit order, as a decimal string (a 64-bit integer).
+	Position string `json:"position"`
+}
+
+// GetPosition returns ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecordEvent.Position, and is useful for accessing the field via an interface.
+func (v *ActionDetailIntakeRecordsIntakeRecordConnectionNodesIntakeRecordEvent) GetPosition() string {
+	return v.Position
+}
 
 // ActionDetailSchedulesTriggerClock includes the requested fields of the GraphQL type TriggerClock.
 // The GraphQL type's documentation follows.
@@ -91,6 +177,53 @@ func (v *ActionDetailSchedulesTriggerClock) GetLastFiredAt() *time.Time { return
 
 // GetDueAt returns ActionDetailSchedulesTriggerClock.DueAt, and is useful for accessing the field via an interface.
 func (v *ActionDetailSchedulesTriggerClock) GetDueAt() *time.Time { return v.DueAt }
+
+// ActionDetailTriggerDiagnosticsTriggerDiagnostic includes the requested fields of the GraphQL type TriggerDiagnostic.
+type ActionDetailTriggerDiagnosticsTriggerDiagnostic struct {
+	Version int    `json:"version"`
+	Trigger string `json:"trigger"`
+	// How many events the predicate failed on.
+	Count       int                                                       `json:"count"`
+	LastMessage string                                                    `json:"lastMessage"`
+	LastAt      time.Time                                                 `json:"lastAt"`
+	LastEvent   *ActionDetailTriggerDiagnosticsTriggerDiagnosticLastEvent `json:"lastEvent"`
+}
+
+// GetVersion returns ActionDetailTriggerDiagnosticsTriggerDiagnostic.Version, and is useful for accessing the field via an interface.
+func (v *ActionDetailTriggerDiagnosticsTriggerDiagnostic) GetVersion() int { return v.Version }
+
+// GetTrigger returns ActionDetailTriggerDiagnosticsTriggerDiagnostic.Trigger, and is useful for accessing the field via an interface.
+func (v *ActionDetailTriggerDiagnosticsTriggerDiagnostic) GetTrigger() string { return v.Trigger }
+
+// GetCount returns ActionDetailTriggerDiagnosticsTriggerDiagnostic.Count, and is useful for accessing the field via an interface.
+func (v *ActionDetailTriggerDiagnosticsTriggerDiagnostic) GetCount() int { return v.Count }
+
+// GetLastMessage returns ActionDetailTriggerDiagnosticsTriggerDiagnostic.LastMessage, and is useful for accessing the field via an interface.
+func (v *ActionDetailTriggerDiagnosticsTriggerDiagnostic) GetLastMessage() string {
+	return v.LastMessage
+}
+
+// GetLastAt returns ActionDetailTriggerDiagnosticsTriggerDiagnostic.LastAt, and is useful for accessing the field via an interface.
+func (v *ActionDetailTriggerDiagnosticsTriggerDiagnostic) GetLastAt() time.Time { return v.LastAt }
+
+// GetLastEvent returns ActionDetailTriggerDiagnosticsTriggerDiagnostic.LastEvent, and is useful for accessing the field via an interface.
+func (v *ActionDetailTriggerDiagnosticsTriggerDiagnostic) GetLastEvent() *ActionDetailTriggerDiagnosticsTriggerDiagnosticLastEvent {
+	return v.LastEvent
+}
+
+// ActionDetailTriggerDiagnosticsTriggerDiagnosticLastEvent includes the requested fields of the GraphQL type Event.
+// The GraphQL type's documentation follows.
+//
+// One committed ledger event.
+type ActionDetailTriggerDiagnosticsTriggerDiagnosticLastEvent struct {
+	// Position in commit order, as a decimal string (a 64-bit integer).
+	Position string `json:"position"`
+}
+
+// GetPosition returns ActionDetailTriggerDiagnosticsTriggerDiagnosticLastEvent.Position, and is useful for accessing the field via an interface.
+func (v *ActionDetailTriggerDiagnosticsTriggerDiagnosticLastEvent) GetPosition() string {
+	return v.Position
+}
 
 // ActionDetailVersionsActionVersion includes the requested fields of the GraphQL type ActionVersion.
 type ActionDetailVersionsActionVersion struct {
@@ -5426,6 +5559,29 @@ query GetAction ($id: UUID!) {
 				missed
 				lastFiredAt
 				dueAt
+			}
+			triggerDiagnostics {
+				version
+				trigger
+				count
+				lastMessage
+				lastAt
+				lastEvent {
+					position
+				}
+			}
+			intakeRecords(first: 5) {
+				nodes {
+					version
+					trigger
+					sessionId
+					reason
+					message
+					createdAt
+					event {
+						position
+					}
+				}
 			}
 		}
 	}
