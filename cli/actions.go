@@ -252,4 +252,3 @@ func printIgnored(w io.Writer, a *client.ActionDetail) error {
 	}
 	return nil
 }
-
