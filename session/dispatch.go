@@ -141,8 +141,10 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 		// lose only the newest such commits, each whole, cursor included, and
 		// the next dispatcher does them again from the ledger, to the same
 		// result. Nothing is acknowledged on the strength of a dispatch, and
-		// every transaction that builds on one (a claim, a turn's commit)
-		// commits synchronously, which makes the WAL before it durable too.
+		// every transaction that acknowledges what builds on one (a turn's
+		// commit; a claim that appends firings or ends a session, while
+		// other claims commit as this does) commits synchronously, which
+		// makes the WAL before it durable too.
 		// It keeps the batch from waiting for, and adding, one disk flush
 		// per batch beside the writers' (issue 14).
 		cursor, epoch, ok, err := lockCursor(ctx, tx)
