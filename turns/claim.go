@@ -197,9 +197,10 @@ func (e *Executor) claim(ctx context.Context, n int) (_ []*claim, leased int, er
 		// the turn's commit, which needs it, is synchronous and so makes
 		// the WAL before it durable too. A PostgreSQL crash can lose only
 		// the newest such claims, each whole; their sessions are claimed
-		// again, their turns run again from the same inputs (as after a
-		// worker's crash, T7). It keeps the turn from waiting one disk
-		// flush before its handler runs (issue 14).
+		// again and their turns planned again from the inputs then
+		// pending (a reclaimed turn's attempt is counted again). Handlers
+		// may run twice, as after a worker's crash (T7). It keeps the turn
+		// from waiting one disk flush before its handler runs (issue 14).
 		b.Queue(asyncCommit)
 	}
 	w.queue(b, out)
