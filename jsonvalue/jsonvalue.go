@@ -146,10 +146,11 @@ func scan(raw []byte, field string) error {
 				}
 			}
 		case json.Number:
-			if !numericFits(string(x)) {
+			size, fits := numeric(string(x))
+			if !fits {
 				return fault.New(fault.InvalidJSON, field, "number %.40s is outside the stored range (at most %d digits before the decimal point and %d after)", x, maxIntDigits, maxFracDigits)
 			}
-			if n := numericLen(string(x)) - int64(len(x)); n > 0 {
+			if n := size - int64(len(x)); n > 0 {
 				grow += n
 			}
 		case string:
@@ -225,57 +226,45 @@ const (
 	maxExponent   = 1<<30 - 1 // INT_MAX/2 in PostgreSQL's numeric input
 )
 
-// numericFits reports whether the JSON number n fits PostgreSQL's numeric.
-func numericFits(n string) bool {
-	n = strings.TrimPrefix(n, "-")
+// numeric reads the JSON number n as PostgreSQL's numeric (which jsonb
+// stores numbers as) would: whether it fits, and if so its length written
+// out in full, as PostgreSQL returns it: sign, the digits before the
+// decimal point (at least one), and the point and the digits after it when
+// its scale is above zero.
+func numeric(n string) (size int64, fits bool) {
+	if strings.HasPrefix(n, "-") {
+		size, n = 1, n[1:]
+	}
 	mant, exp := n, int64(0)
 	if i := strings.IndexAny(n, "eE"); i >= 0 {
 		e, err := strconv.ParseInt(n[i+1:], 10, 64)
 		// PostgreSQL refuses an exponent of INT_MAX/2 or more either way,
 		// whatever the digits (0E2000000000 too).
 		if err != nil || e >= maxExponent || e <= -maxExponent {
-			return false
+			return 0, false
 		}
 		mant, exp = n[:i], e
 	}
 	intPart, frac, _ := strings.Cut(mant, ".")
 	// The scale PostgreSQL keeps counts trailing zeros as written.
-	if int64(len(frac))-exp > maxFracDigits {
-		return false
+	scale := int64(len(frac)) - exp
+	if scale > maxFracDigits {
+		return 0, false
 	}
-	digits := strings.TrimLeft(intPart+frac, "0")
-	if digits == "" {
-		return true // zero
-	}
-	// Digits before the decimal point: the most significant digit's place.
-	before := int64(len(digits)) - int64(len(frac)) + exp
-	return before <= maxIntDigits
-}
-
-// numericLen is the length of the JSON number n (one numericFits
-// accepts) as PostgreSQL's numeric writes it out: sign, the digits before
-// the decimal point (at least one), and the point and the digits after it
-// when its scale is above zero.
-func numericLen(n string) int64 {
-	var size int64
-	if strings.HasPrefix(n, "-") {
-		size, n = 1, n[1:]
-	}
-	mant, exp := n, int64(0)
-	if i := strings.IndexAny(n, "eE"); i >= 0 {
-		exp, _ = strconv.ParseInt(n[i+1:], 10, 64)
-		mant = n[:i]
-	}
-	intPart, frac, _ := strings.Cut(mant, ".")
 	before := int64(1) // zero is written "0", whatever its exponent
 	if digits := strings.TrimLeft(intPart+frac, "0"); digits != "" {
-		before = max(int64(len(digits))-int64(len(frac))+exp, 1)
+		// Digits before the decimal point: the most significant digit's place.
+		b := int64(len(digits)) - int64(len(frac)) + exp
+		if b > maxIntDigits {
+			return 0, false
+		}
+		before = max(b, 1)
 	}
 	size += before
-	if scale := int64(len(frac)) - exp; scale > 0 {
+	if scale > 0 {
 		size += 1 + scale
 	}
-	return size
+	return size, true
 }
 
 // Equal reports whether a and b encode the same JSON value, as PostgreSQL's
