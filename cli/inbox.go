@@ -185,7 +185,7 @@ func (c *RespondCmd) Run(ctx context.Context, env *Env) error {
 	}
 	return env.emit(in, func(w io.Writer) error {
 		if in.Status != client.InputStatusPending {
-			// The same answer again returns the first one's input (P3):
+			// The same answer again returns the first one's input (P5):
 			// nothing new happens.
 			_, err := fmt.Fprintf(w, "%s was answered so already: input %s (%s, %s, sequence %d); nothing new is sent\n",
 				c.Interrupt, in.Identity, in.Kind, in.Status, in.Sequence)
