@@ -31,13 +31,17 @@ type env struct {
 
 // newEnv starts a service for t. The clock is a Manual clock (nothing in
 // these tests depends on time passing); the background loops run until t ends.
+// Its pool holds at most 5 connections (the service's default is 20): each
+// new connection to a fresh database costs PostgreSQL a cold catalog cache
+// and a plan for every statement it runs, and these tests never need more
+// (docs/development.md, "Test time").
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &logBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	clk := clock.NewManual(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
-	app, err := server.New(ctx, server.Config{DatabaseURL: pgtest.NewDB(t), Clock: clk, Poll: 50 * time.Millisecond}, log)
+	app, err := server.New(ctx, server.Config{DatabaseURL: pgtest.NewDB(t), Clock: clk, Poll: 50 * time.Millisecond, MaxConns: 5}, log)
 	require.NoError(t, err)
 	srv := httptest.NewServer(app.Handler())
 	done := make(chan error, 1)

@@ -223,16 +223,26 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn, adminURL string) (stri
 }
 
 // createFromTemplate copies tmpl into a new database name, retrying while
-// the template still has sessions (SQLSTATE 55006).
+// the template still has sessions (SQLSTATE 55006). It copies the files
+// (STRATEGY FILE_COPY) rather than writing every page of the template
+// through the WAL (PostgreSQL 15's default): measured, 0.10 s of
+// PostgreSQL CPU a database instead of 0.25 s, and its drop 0.05 s instead
+// of 0.11 s (docs/development.md, "Test time"). A server older than 15,
+// which knows no strategy, copies its only way.
 func createFromTemplate(ctx context.Context, admin *pgx.Conn, name, tmpl string) error {
 	const attempts = 8
 	backoff := 50 * time.Millisecond
+	strategy := " STRATEGY FILE_COPY"
 	for i := 1; ; i++ {
-		_, err := admin.Exec(ctx, "CREATE DATABASE "+ident(name)+" TEMPLATE "+ident(tmpl))
+		_, err := admin.Exec(ctx, "CREATE DATABASE "+ident(name)+" TEMPLATE "+ident(tmpl)+strategy)
 		if err == nil {
 			return nil
 		}
 		var pgErr *pgconn.PgError
+		if strategy != "" && errors.As(err, &pgErr) && pgErr.Code == "42601" && strings.Contains(pgErr.Message, "strategy") {
+			strategy = "" // PostgreSQL 14 or older: option "strategy" not recognized
+			continue
+		}
 		if i == attempts || !errors.As(err, &pgErr) || pgErr.Code != "55006" {
 			return fmt.Errorf("create database %s from %s: %w", name, tmpl, err)
 		}
