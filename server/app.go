@@ -231,7 +231,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 			pcfg.MaxConns = int32(max(cfg.Workers, 4) + 16)
 		}
 	}
-	pgplan.Configure(&pcfg.ConnConfig.Config)
+	pgplan.ConfigurePool(pcfg)
 	if observe.Tracing(cfg.TracerProvider) {
 		pcfg.ConnConfig.Tracer = observe.PgxTracer(cfg.TracerProvider)
 	}

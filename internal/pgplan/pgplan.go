@@ -31,7 +31,15 @@
 //     each key is one index probe instead of a hash of the table.
 package pgplan
 
-import "github.com/jackc/pgx/v5/pgconn"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+	pgxuuid "github.com/vgarvardt/pgx-google-uuid/v5"
+)
 
 // Settings are the run-time parameters Configure gives every connection.
 var Settings = map[string]string{
@@ -64,3 +72,31 @@ const KeyJoins = `SELECT ` + KeyJoinsExpr
 // KeyJoinsExpr is KeyJoins as an expression (text, never null), to ride on
 // a statement the transaction runs first anyway.
 const KeyJoinsExpr = `set_config('enable_hashjoin', 'off', true) || set_config('enable_mergejoin', 'off', true)`
+
+// ConfigurePool is Configure for a pool's connections, and has each
+// connection encode and scan github.com/google/uuid values directly
+// (Types), after any AfterConnect cfg already has.
+func ConfigurePool(cfg *pgxpool.Config) {
+	Configure(&cfg.ConnConfig.Config)
+	after := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		Types(c.TypeMap())
+		if after != nil {
+			return after(ctx, c)
+		}
+		return nil
+	}
+}
+
+// Types makes tm encode uuid.UUID parameters (and their slices, which the
+// batch statements pass) as the 16 bytes they are, and scan uuid columns
+// into uuid.UUID the same way. Without it pgx takes a uuid.UUID as a
+// driver.Valuer: it formats each one as text and parses the text back
+// (with an error value per failed plan) before sending it, which was 9 %
+// of the service's CPU in the bench's single-write pass (issue 14). The
+// values read and written are unchanged; a uuid column scanned into an
+// interface still gives [16]byte.
+func Types(tm *pgtype.Map) {
+	tm.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{pgxuuid.TryWrapUUIDEncodePlan}, tm.TryWrapEncodePlanFuncs...)
+	tm.TryWrapScanPlanFuncs = append([]pgtype.TryWrapScanPlanFunc{pgxuuid.TryWrapUUIDScanPlan}, tm.TryWrapScanPlanFuncs...)
+}

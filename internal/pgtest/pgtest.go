@@ -126,7 +126,7 @@ func checkReferences(ctx context.Context, t testing.TB, dsn string) {
 }
 
 // NewPool returns a pool on a fresh database from NewDB, its connections
-// set up as the service's (pgplan.Configure). The pool is closed,
+// set up as the service's (pgplan.ConfigurePool). The pool is closed,
 // then the database dropped, when t ends.
 func NewPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
@@ -137,7 +137,7 @@ func NewPool(t testing.TB) *pgxpool.Pool {
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	pgplan.Configure(&cfg.ConnConfig.Config) // the service's own connection settings
+	pgplan.ConfigurePool(cfg) // the service's own connection settings
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatalf("pgtest: pgxpool.New: %v", err)
