@@ -375,6 +375,10 @@ try {
   check(indent[0] === indent[1], 'the tool call run after the approval sits at the level of the model message, not nested under nothing', indent.join(' vs '));
   const told = follow.locator('[data-turn="1"] .msg-approval .answered');
   await told.filter({ hasText: 'Approved by admin' }).waitFor();
+  // The link to the turn that ran the call comes with a later live update
+  // than the answer itself (that turn has to commit first): wait for it,
+  // and let the check below say what the page showed if it never came.
+  await told.getByRole('link', { name: 'turn 2' }).waitFor({ timeout: 15000 }).catch(() => {});
   const toldText = await told.innerText();
   check(toldText.includes('Confirmed with the account owner.') && toldText.includes('3 min ago') && (await told.getByRole('link', { name: 'turn 2' }).count()) === 1, 'turn 1 shows how its approval was answered: by whom, when, the reason and the turn that ran the call', toldText);
   await screen(follow, 'session');
