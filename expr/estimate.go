@@ -155,7 +155,7 @@ func checkCost(env *cel.Env, spec roleSpec, checked *cel.Ast) error {
 	if err != nil {
 		return fault.New(fault.InvalidExpression, "", "the cost of this expression cannot be estimated: %v", err)
 	}
-	if large.Max/growthLimit > small.Max || large.Max >= math.MaxUint64/2 {
+	if large.Max/growthLimit > small.Max || large.Max >= unbounded {
 		return fault.New(fault.InvalidExpression, "",
 			"on the largest %s (%d bytes) this expression may cost %s, on one of %d bytes %s: "+
 				"its cost grows faster than the data (as with replace(\"\", ...), a loop inside a loop over the data, "+
@@ -197,10 +197,14 @@ func checkRegexes(e ast.Expr) error {
 	return found
 }
 
+// unbounded is where the cost estimator's figures stop meaning units: an
+// estimate this large has no bound.
+const unbounded = math.MaxUint64 / 2
+
 // costUnits is an estimated cost for a message: the units, or that it has
 // no bound (the estimator's ceiling).
 func costUnits(n uint64) string {
-	if n >= math.MaxUint64/2 {
+	if n >= unbounded {
 		return "without bound"
 	}
 	return fmt.Sprintf("%d units", n)

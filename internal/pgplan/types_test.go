@@ -45,15 +45,13 @@ func TestTypesEncodeAsBefore(t *testing.T) {
 	plain, with := pgtype.NewMap(), pgtype.NewMap()
 	pgplan.Types(with)
 	for _, v := range []any{ids, ids[0], &ids[1]} {
-		a, err := plain.Encode(pgtype.UUIDArrayOID, pgtype.BinaryFormatCode, v, nil)
-		if _, single := v.([]uuid.UUID); !single {
-			a, err = plain.Encode(pgtype.UUIDOID, pgtype.BinaryFormatCode, v, nil)
+		oid := uint32(pgtype.UUIDOID)
+		if _, array := v.([]uuid.UUID); array {
+			oid = pgtype.UUIDArrayOID
 		}
+		a, err := plain.Encode(oid, pgtype.BinaryFormatCode, v, nil)
 		require.NoError(t, err)
-		b, err := with.Encode(pgtype.UUIDArrayOID, pgtype.BinaryFormatCode, v, nil)
-		if _, single := v.([]uuid.UUID); !single {
-			b, err = with.Encode(pgtype.UUIDOID, pgtype.BinaryFormatCode, v, nil)
-		}
+		b, err := with.Encode(oid, pgtype.BinaryFormatCode, v, nil)
 		require.NoError(t, err)
 		require.Equal(t, a, b)
 	}
