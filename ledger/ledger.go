@@ -220,7 +220,7 @@ func Append(ctx context.Context, tx pgx.Tx, now time.Time, evs ...NewEvent) ([]E
 	for i, e := range evs {
 		ids[i] = e.ID
 		if ids[i] == uuid.Nil {
-			ids[i] = uuid.New()
+			ids[i] = NewID()
 		}
 		types[i] = e.Type
 		data := e.Data
@@ -326,7 +326,7 @@ func eventWrite(typ string, data jsonvalue.Value, idemKey, prefix string) (write
 	if err := validateIdemKey(idemKey, prefix+"idempotencyKey"); err != nil {
 		return write{}, err
 	}
-	w := write{op: opAppend, id: uuid.New(), typ: typ, data: data, idem: idemKey}
+	w := write{op: opAppend, id: NewID(), typ: typ, data: data, idem: idemKey}
 	if idemKey != "" {
 		w.hash = requestHash(opAppend, []any{typ, data})
 	}
@@ -348,7 +348,7 @@ func valueWrite(ns, key string, value jsonvalue.Value, idemKey, prefix string) (
 	if err := validateIdemKey(idemKey, prefix+"idempotencyKey"); err != nil {
 		return write{}, err
 	}
-	w := write{op: opPut, id: uuid.New(), ns: ns, key: key, data: value, idem: idemKey}
+	w := write{op: opPut, id: NewID(), ns: ns, key: key, data: value, idem: idemKey}
 	if idemKey != "" {
 		w.hash = requestHash(opPut, []any{ns, key, value})
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -189,7 +188,7 @@ func (w *Writer) Flush(ctx context.Context) ([]Event, error) {
 
 // putRecord writes the record row and returns the event to append for it.
 func putRecord(ctx context.Context, tx pgx.Tx, now time.Time, ns, key string, value jsonvalue.Value) (NewEvent, int64, time.Time, error) {
-	eventID := uuid.New()
+	eventID := NewID()
 	var version int64
 	var inserted bool
 	var created time.Time

@@ -202,7 +202,7 @@ func deliverCommand(ctx context.Context, tx pgx.Tx, s *Session, c Commanded, ide
 	if err != nil {
 		return nil, err
 	}
-	eventID := uuid.New()
+	eventID := ledger.NewID()
 	set := `input_count = input_count + 1, updated_at = $2`
 	if status == InputPending {
 		set = WakeOnInput("$2")

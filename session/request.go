@@ -243,7 +243,7 @@ func (st *Store) deliverRequest(ctx context.Context, tx pgx.Tx, comp *action.Com
 			return nil, fault.New(fault.SessionInputConflict, "arguments", "the open session %q has a different input than this request maps to", s.ID)
 		}
 	}
-	eventID := uuid.New()
+	eventID := ledger.NewID()
 	data, err := json.Marshal(Requested{ActionID: comp.ActionID, SessionID: s.ID, Key: req.Key, Tool: req.Tool,
 		Arguments: req.Arguments, Principal: req.Principal, MCPSession: req.MCPSession})
 	if err != nil {

@@ -211,7 +211,7 @@ func (st *Store) Respond(ctx context.Context, actionID uuid.UUID, id, interruptI
 		}
 		// The input refers to the event, which is appended last (taking the
 		// ledger head); the reference is checked at commit.
-		eventID := uuid.New()
+		eventID := ledger.NewID()
 		skip := resp.Hold != nil && Decision(resp.Hold.Decision) == Skip
 		status := InputPending
 		if skip {

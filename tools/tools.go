@@ -278,7 +278,7 @@ func (s *Service) run1(ctx context.Context, w *ledger.Writer, caller *uuid.UUID,
 		}
 	}
 	now := s.clock.Now()
-	execID := uuid.Must(uuid.NewV7()) // time-ordered: children list oldest first by id
+	execID := ledger.NewID() // time-ordered: children list oldest first by id
 	var sid *int64
 	if sess != nil {
 		sid = &sess.SID

@@ -181,7 +181,7 @@ func (e *Executor) claim(ctx context.Context, n int) (_ []*claim, leased int, er
 			w.held, w.heldUntil = append(w.held, cl.Lease), append(w.heldUntil, tk.notBefore) // G3: debounced
 			continue
 		}
-		c.turn, c.execID, c.final, c.endsAt, c.attempt = cl.Session.TurnCount+1, uuid.New(), tk.final, cl.Session.EndsAt, 1
+		c.turn, c.execID, c.final, c.endsAt, c.attempt = cl.Session.TurnCount+1, ledger.NewID(), tk.final, cl.Session.EndsAt, 1
 		c.inputs = w.start(c, cl.InputCount, tk.items)
 		e.startTurn(ctx, c)
 		out = append(out, c)

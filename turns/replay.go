@@ -451,7 +451,7 @@ func (e *Executor) DryRunTurns(ctx context.Context, tx pgx.Tx, comp *action.Comp
 		if err != nil {
 			return nil, err
 		}
-		execID := uuid.New()
+		execID := ledger.NewID()
 		req := &Request{ActionID: comp.ActionID, Version: comp.Version, SessionID: sess.ID, Input: sess.Input, State: sess.State,
 			Inputs: views, Turn: 1, EndsAt: sess.EndsAt, ExecutionID: execID, Attempt: 1,
 			Spec: Spec{Config: comp.Def.Config, Source: comp.Def.Source}, Transcript: &Transcript{now: e.clock.Now, attempt: 1}}

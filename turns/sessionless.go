@@ -59,7 +59,7 @@ func QueueMatches(b *pgx.Batch, now time.Time, ms []session.Match) {
 	keys, errs := make([]*string, n), make([]*string, n)
 	for i, m := range ms {
 		tj, _ := json.Marshal(m.Triggers) // strings: never fails
-		ids[i], actionIDs[i], eventIDs[i] = uuid.New(), m.Action.ActionID, m.Event.ID
+		ids[i], actionIDs[i], eventIDs[i] = ledger.NewID(), m.Action.ActionID, m.Event.ID
 		versions[i], positions[i], triggers[i], statuses[i] = int32(m.Action.Version), m.Event.Position, string(tj), string(ExecQueued)
 		if cc := m.Action.Concurrency; cc != nil {
 			l := int32(cc.Limit)

@@ -209,7 +209,7 @@ func merge(pending []session.Input, firings []session.Firing, events map[uuid.UU
 
 func firingItem(f session.Firing) item {
 	ev := f.Event()
-	ev.ID = uuid.New()
+	ev.ID = ledger.NewID()
 	return item{firing: &f, event: ev, at: f.At}
 }
 
