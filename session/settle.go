@@ -1,6 +1,8 @@
 package session
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -57,14 +59,42 @@ type ListedInterrupt struct {
 	Status InterruptStatus
 }
 
+// LockWait is how QueueFence takes the row locks of the sessions it
+// fences when another transaction holds some of them: WaitForLocks,
+// SkipLocked, or WaitUpTo a bound.
+type LockWait time.Duration
+
+const (
+	// WaitForLocks waits as long as it takes, like any writer of a row:
+	// for a caller settling one turn.
+	WaitForLocks LockWait = 0
+	// SkipLocked leaves out the sessions another transaction holds (out
+	// gets no entry for them); it never waits.
+	SkipLocked LockWait = -1
+)
+
+// WaitUpTo waits up to d (rounded down to milliseconds, at least 1 ms),
+// then fails the statement, and so the transaction, with SQLSTATE 55P03
+// (IsLockTimeout). A caller settling many turns at once takes their
+// sessions in sid order, as the dispatcher's deliveries do; the bound
+// keeps it from sitting out PostgreSQL's deadlock timeout (1 s) behind a
+// transaction that takes some of them in another order.
+func WaitUpTo(d time.Duration) LockWait {
+	return LockWait(max(d.Truncate(time.Millisecond), time.Millisecond))
+}
+
+// IsLockTimeout reports whether err is a statement that gave up waiting
+// for a lock (SQLSTATE 55P03: lock_timeout, or NOWAIT).
+func IsLockTimeout(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55P03"
+}
+
 // QueueFence queues the lock of the sessions of settling turns, in sid
 // order, and the reads that decide their outcomes; out gets an entry for
-// each session locked. With skipLocked, sessions another transaction holds
-// are left out instead of waited for: a caller settling many turns at once
-// never waits on a row lock, so it cannot deadlock with a transaction that
-// locks the same sessions in another order (the dispatcher); it settles
-// the ones left out one by one.
-func QueueFence(b *pgx.Batch, reads []FenceRead, skipLocked bool, out map[int64]*Fenced) {
+// each session locked. wait says what it does when another transaction
+// holds one of the rows (LockWait).
+func QueueFence(b *pgx.Batch, reads []FenceRead, wait LockWait, out map[int64]*Fenced) {
 	sids, tokens := make([]int64, len(reads)), make([]int64, len(reads))
 	var listedSIDs, listedSeqSIDs, listedSeqs []int64
 	var listed []uuid.UUID
@@ -81,8 +111,11 @@ func QueueFence(b *pgx.Batch, reads []FenceRead, skipLocked bool, out map[int64]
 	// The lock an UPDATE of the row takes: it does not conflict with the
 	// key-share locks of inserts that refer to the session.
 	lock := `FOR NO KEY UPDATE OF s`
-	if skipLocked {
+	switch {
+	case wait == SkipLocked:
 		lock += ` SKIP LOCKED`
+	case wait > 0:
+		b.Queue(fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, time.Duration(wait).Milliseconds()))
 	}
 	b.Queue(`SELECT s.sid, s.lease_token = u.token, s.status, s.started_at, s.ends_at, s.interrupt_turn, s.interrupted_by
 		  FROM sessions s JOIN unnest($1::bigint[], $2::bigint[]) AS u (sid, token) ON s.sid = u.sid
@@ -98,6 +131,11 @@ func QueueFence(b *pgx.Batch, reads []FenceRead, skipLocked bool, out map[int64]
 		}
 		return rows.Err()
 	})
+	if wait > 0 {
+		// The bound is the fence's alone: the writes after it take no
+		// session lock they do not hold already.
+		b.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
+	}
 	if len(listedSIDs) == 0 {
 		return
 	}

@@ -146,15 +146,16 @@ func TestHP3T6BatchWithALostLeaseCommitsTheOthersOnly(t *testing.T) {
 	}
 }
 
-// HARD-PARTS 3: the completer's transaction never waits for a session row
-// another transaction holds (a delivery, say), so it cannot deadlock with
-// one that locks sessions in another order: such a turn is left out of the
-// batch and committed by itself once the row is free.
+// HARD-PARTS 3: the completer's transaction waits for a session row
+// another transaction holds (a delivery, say) no longer than
+// Config.SettleLockWait, so it cannot sit in a deadlock with one that locks
+// sessions in another order: past the wait, the batch commits without that
+// turn, which is committed by itself once the row is free.
 func TestHP3BatchLeavesOutASessionAnotherTransactionHolds(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(_ context.Context, req *turns.Request) (*turns.Outcome, error) { return countOutcome(req, "") })
 	b.accountsWithEntries(2)
-	ex := b.executor("worker-a", turns.Config{})
+	ex := b.executor("worker-a", turns.Config{SettleLockWait: 10 * time.Millisecond})
 	ran, _, err := turns.ClaimAndRun(b.ctx, ex, 2)
 	require.NoError(t, err)
 	require.Len(t, ran, 2)
@@ -179,6 +180,54 @@ func TestHP3BatchLeavesOutASessionAnotherTransactionHolds(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, session.Open, s.Status)
 	require.Equal(t, 1, readTally(t, s.State).Count)
+}
+
+// Issue 14: a batch whose session another transaction holds for a while
+// (a dispatch batch delivering to it) waits for it and commits every turn
+// in the one transaction, instead of leaving that turn to a commit of its
+// own.
+func TestHP3BatchWaitsForASessionHeldBriefly(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(_ context.Context, req *turns.Request) (*turns.Outcome, error) { return countOutcome(req, "") })
+	b.accountsWithEntries(2)
+	ex := b.executor("worker-a", turns.Config{SettleLockWait: time.Hour})
+	ran, _, err := turns.ClaimAndRun(b.ctx, ex, 2)
+	require.NoError(t, err)
+	require.Len(t, ran, 2)
+	held := ran[0].SID()
+
+	tx, err := b.app.Pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	_, err = tx.Exec(b.ctx, `UPDATE sessions SET updated_at = updated_at WHERE sid = $1`, held)
+	require.NoError(t, err)
+	type result struct {
+		verdicts []string
+		err      error
+	}
+	done := make(chan result, 1)
+	go func() {
+		vs, err := turns.CommitBatch(b.ctx, ex, ran)
+		done <- result{vs, err}
+	}()
+	// The batch is waiting once its backend waits for the holder's
+	// transaction id.
+	var holder int64
+	require.NoError(t, tx.QueryRow(b.ctx, `SELECT txid_current()`).Scan(&holder))
+	require.Eventually(t, func() bool {
+		var waiting bool
+		err := b.app.Pool.QueryRow(b.ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+			WHERE locktype = 'transactionid' AND NOT granted AND transactionid::text::bigint = $1)`, holder).Scan(&waiting)
+		return err == nil && waiting
+	}, time.Minute, 5*time.Millisecond)
+	require.NoError(t, tx.Commit(b.ctx))
+
+	r := <-done
+	require.NoError(t, r.err)
+	require.Equal(t, []string{turns.Committed, turns.Committed}, r.verdicts)
+	for _, x := range ran {
+		require.EqualValues(t, "COMPLETED", b.turn(x.SID(), 1).Status)
+	}
 }
 
 func mapValues[K comparable, V any](m map[K]V) []V {

@@ -72,7 +72,7 @@ func (e *Executor) settleOne(ctx context.Context, f *finished) (bool, error) {
 			return false, err
 		}
 		defer p.close(ctx)
-		v, err := e.settle(ctx, p, []*finished{f}, false)
+		v, err := e.settle(ctx, p, []*finished{f}, session.WaitForLocks)
 		if err != nil || v[0] != committed {
 			return false, err
 		}
@@ -83,7 +83,7 @@ func (e *Executor) settleOne(ctx context.Context, f *finished) (bool, error) {
 		return false, err
 	}
 	var ann session.Announcement
-	v, err := e.settle(ctx, txSender{tx, &ann}, []*finished{f}, false)
+	v, err := e.settle(ctx, txSender{tx, &ann}, []*finished{f}, session.WaitForLocks)
 	if err == nil && v[0] == interruptedInTx {
 		// G9: interrupted while it ran: its writes do not commit.
 		f.w.Rollback(ctx)
@@ -106,9 +106,10 @@ func (e *Executor) settleOne(ctx context.Context, f *finished) (bool, error) {
 // sessions and checks each lease (a turn whose lease was taken over
 // commits nothing, HARD-PARTS 3) and reads what decides the outcomes, the
 // second writes them all; a *pipeTx commits with it, other callers commit
-// after. With skipLocked, turns whose session another transaction holds
+// after. wait is how the sessions' locks are taken (session.LockWait);
+// with session.SkipLocked, turns whose session another transaction holds
 // are left alone (their verdict is alone). It returns a verdict per turn.
-func (e *Executor) settle(ctx context.Context, s sender, fs []*finished, skipLocked bool) ([]verdict, error) {
+func (e *Executor) settle(ctx context.Context, s sender, fs []*finished, wait session.LockWait) ([]verdict, error) {
 	verdicts := make([]verdict, len(fs))
 	reads := make([]session.FenceRead, len(fs))
 	var clocked []int64
@@ -124,7 +125,7 @@ func (e *Executor) settle(ctx context.Context, s sender, fs []*finished, skipLoc
 	fenced := map[int64]*session.Fenced{}
 	taken := map[int64]map[string]time.Time{}
 	b := &pgx.Batch{}
-	session.QueueFence(b, reads, skipLocked, fenced)
+	session.QueueFence(b, reads, wait, fenced)
 	session.QueueTakenFirings(b, clocked, taken)
 	if err := s.send(ctx, b); err != nil {
 		return nil, fmt.Errorf("commit: lock: %w", err)
@@ -594,13 +595,26 @@ func (cp *completer) commit(ctx context.Context, batch []*completion) {
 	}
 }
 
+// batch settles fs in one transaction that waits up to
+// Config.SettleLockWait for their sessions' locks; when the wait runs
+// out, it tries once more in a new transaction that leaves the sessions
+// still held out (their turns are then settled alone).
 func (cp *completer) batch(ctx context.Context, fs []*finished) ([]verdict, error) {
+	vs, err := cp.settle(ctx, fs, session.WaitUpTo(cp.e.cfg.SettleLockWait))
+	if session.IsLockTimeout(err) {
+		cp.e.log.Debug("turn batch waited too long for its sessions; settling it again without waiting", "turns", len(fs))
+		return cp.settle(ctx, fs, session.SkipLocked)
+	}
+	return vs, err
+}
+
+func (cp *completer) settle(ctx context.Context, fs []*finished, wait session.LockWait) ([]verdict, error) {
 	p, err := newPipeTx(ctx, cp.e.pool)
 	if err != nil {
 		return nil, err
 	}
 	defer p.close(ctx)
-	return cp.e.settle(ctx, p, fs, true)
+	return cp.e.settle(ctx, p, fs, wait)
 }
 
 // fail answers what is still queued when the completer stops.

@@ -43,7 +43,20 @@ type Config struct {
 	// Prices is the model price table (MODEL_PRICES) that prices the
 	// turns' model calls against their sessions' spend caps (G8).
 	Prices Prices
+	// SettleLockWait bounds how long the transaction that commits a batch
+	// of finished turns waits for their sessions' row locks
+	// (DefaultSettleLockWait); past it, the batch is committed again
+	// without the sessions still held, and their turns one by one.
+	SettleLockWait time.Duration
 }
+
+// DefaultSettleLockWait is Config.SettleLockWait's default: longer than a
+// dispatch batch holds the sessions it delivers to (tens of
+// milliseconds), far shorter than PostgreSQL's deadlock timeout (1 s).
+// Waiting for the batch lets one transaction commit the turns that
+// finished meanwhile; skipping their sessions sent each turn to be
+// committed alone behind the batch, a disk flush each (issue 14).
+const DefaultSettleLockWait = 100 * time.Millisecond
 
 // DefaultLiveDelay is Config.LiveDelay's default: short enough that a
 // person watching a model-driven turn sees it working, long enough that
@@ -74,6 +87,9 @@ func (c *Config) defaults() {
 	}
 	if c.LiveDelay == 0 {
 		c.LiveDelay = DefaultLiveDelay
+	}
+	if c.SettleLockWait <= 0 {
+		c.SettleLockWait = DefaultSettleLockWait
 	}
 }
 

@@ -50,18 +50,15 @@ const (
 )
 
 // CommitBatch commits turns as the completer does: in one transaction that
-// skips sessions another transaction holds. It returns each turn's verdict.
+// waits up to Config.SettleLockWait for their sessions, then, if the wait
+// ran out, in one that skips the sessions another transaction holds. It
+// returns each turn's verdict.
 func CommitBatch(ctx context.Context, e *Executor, rs []Ran) ([]string, error) {
 	fs := make([]*finished, len(rs))
 	for i, r := range rs {
 		fs[i] = r.f
 	}
-	p, err := newPipeTx(ctx, e.pool)
-	if err != nil {
-		return nil, err
-	}
-	defer p.close(ctx)
-	vs, err := e.settle(ctx, p, fs, true)
+	vs, err := newCompleter(e).batch(ctx, fs)
 	if err != nil {
 		return nil, err
 	}
