@@ -25,9 +25,11 @@
 // whatever finished while its previous batch was in flight in one
 // transaction of two round trips: BEGIN and the lock of the sessions with
 // their lease check, then every write and COMMIT. A turn whose lease was
-// taken over commits nothing while the others of its batch do; a turn
-// whose session another transaction holds is left out (SKIP LOCKED) and
-// committed by itself. A turn whose handler wrote to the ledger commits in
+// taken over commits nothing while the others of its batch do. The batch
+// waits for a session another transaction holds (a dispatch batch
+// delivering to it) up to Config.SettleLockWait; past that, it commits
+// again without the sessions still held (SKIP LOCKED), whose turns are
+// then committed by themselves. A turn whose handler wrote to the ledger commits in
 // the handler's transaction, by itself (T6). RunOnce claims one session
 // and commits its turn by itself.
 //
