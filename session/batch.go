@@ -36,11 +36,14 @@ type batch struct {
 	join *int64
 	// dry, for a dry run, counts per trigger and leaves every cursor and
 	// execution queue alone (DryRun).
-	dry    *DryRunStats
-	tx     pgx.Tx
-	now    time.Time
-	diags  map[diagKey]*diagEntry
-	notify bool
+	dry *DryRunStats
+	tx  pgx.Tx
+	// commit: flush ends the transaction, sending COMMIT with its last
+	// writes; committed reports that it did (DispatchOnce).
+	commit, committed bool
+	now               time.Time
+	diags             map[diagKey]*diagEntry
+	notify            bool
 	// timers: a session timer was set; the timer loop may sleep past it.
 	timers bool
 	// changed are the sessions the batch created or delivered to (issue 12).
@@ -735,8 +738,21 @@ func (b *batch) flush(ctx context.Context, position int64) error {
 	}
 	b.notice = b.changed
 	b.notice.Turns, b.notice.Timers, b.notice.Executions = b.notify, b.timers, len(b.matches) > 0
+	if b.commit {
+		// The sessions the deliveries locked are held until the commit:
+		// sending it with the last writes frees them a round trip sooner
+		// for the turn commits and claims that wait on or skip them
+		// (issue 14).
+		q.Queue("COMMIT")
+	}
 	if err := b.tx.SendBatch(ctx, q).Close(); err != nil {
 		return fmt.Errorf("dispatch: %w", err)
+	}
+	if b.commit {
+		if st := b.tx.Conn().PgConn().TxStatus(); st != 'I' {
+			return fmt.Errorf("dispatch: batch not committed (transaction status %c)", st)
+		}
+		b.committed = true
 	}
 	return nil
 }

@@ -135,7 +135,19 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 		}
 	}()
 	var b *batch // the batch with events, once made
-	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	// A connection of its own, not pool.Begin: a batch sends its COMMIT
+	// itself (batch.commit), and a pooled transaction gives its connection
+	// back only on a Commit or Rollback of its own, one more round trip.
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	err = func() error {
 		// The batch commits without waiting for its WAL to reach disk
 		// (synchronous_commit off for this transaction alone): a crash can
 		// lose only the newest such commits, each whole, cursor included, and
@@ -187,7 +199,7 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 		ctx, span = d.tracer().Start(ctx, "dispatch.batch", trace.WithNewRoot(), trace.WithTimestamp(began),
 			trace.WithAttributes(observe.Events.Int(len(events)), observe.FromPosition.Int64(events[0].Position),
 				observe.ToPosition.Int64(events[len(events)-1].Position)))
-		b = &batch{d: d, index: d.index, tx: tx, now: d.clock.Now(), diags: map[diagKey]*diagEntry{}}
+		b = &batch{d: d, index: d.index, tx: tx, commit: true, now: d.clock.Now(), diags: map[diagKey]*diagEntry{}}
 		for _, ev := range events {
 			if err := b.event(ctx, ev); err != nil {
 				return fmt.Errorf("dispatch: event %d: %w", ev.Position, err)
@@ -198,7 +210,15 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 		}
 		n = len(events)
 		return nil
-	})
+	}()
+	switch {
+	case err != nil:
+		_ = tx.Rollback(ctx)
+	case b == nil || !b.committed:
+		// Nothing dispatched (caught up, or another dispatcher holds the
+		// cursor): the transaction read only.
+		err = tx.Commit(ctx)
+	}
 	if err == nil && b != nil {
 		b.notice.Post(d.Notifier, b.xid) // committed: tell the others
 	}
