@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/actionsledger/actionsledger/jsonvalue"
@@ -153,18 +154,8 @@ func TestHP3T6BatchWithALostLeaseCommitsTheOthersOnly(t *testing.T) {
 // turn, which is committed by itself once the row is free.
 func TestHP3BatchLeavesOutASessionAnotherTransactionHolds(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(_ context.Context, req *turns.Request) (*turns.Outcome, error) { return countOutcome(req, "") })
-	b.accountsWithEntries(2)
-	ex := b.executor("worker-a", turns.Config{SettleLockWait: 10 * time.Millisecond})
-	ran, _, err := turns.ClaimAndRun(b.ctx, ex, 2)
-	require.NoError(t, err)
-	require.Len(t, ran, 2)
+	b, ex, ran, tx := ranWithOneSessionHeld(t, 10*time.Millisecond)
 	held := ran[0].SID()
-
-	tx, err := b.app.Pool.Begin(b.ctx)
-	require.NoError(t, err)
-	_, err = tx.Exec(b.ctx, `UPDATE sessions SET updated_at = updated_at WHERE sid = $1`, held)
-	require.NoError(t, err)
 	verdicts, err := turns.CommitBatch(b.ctx, ex, ran)
 	require.NoError(t, err)
 	require.Equal(t, []string{turns.Alone, turns.Committed}, verdicts)
@@ -188,19 +179,7 @@ func TestHP3BatchLeavesOutASessionAnotherTransactionHolds(t *testing.T) {
 // own.
 func TestHP3BatchWaitsForASessionHeldBriefly(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(_ context.Context, req *turns.Request) (*turns.Outcome, error) { return countOutcome(req, "") })
-	b.accountsWithEntries(2)
-	ex := b.executor("worker-a", turns.Config{SettleLockWait: time.Hour})
-	ran, _, err := turns.ClaimAndRun(b.ctx, ex, 2)
-	require.NoError(t, err)
-	require.Len(t, ran, 2)
-	held := ran[0].SID()
-
-	tx, err := b.app.Pool.Begin(b.ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(b.ctx) }()
-	_, err = tx.Exec(b.ctx, `UPDATE sessions SET updated_at = updated_at WHERE sid = $1`, held)
-	require.NoError(t, err)
+	b, ex, ran, tx := ranWithOneSessionHeld(t, time.Hour)
 	type result struct {
 		verdicts []string
 		err      error
@@ -228,6 +207,26 @@ func TestHP3BatchWaitsForASessionHeldBriefly(t *testing.T) {
 	for _, x := range ran {
 		require.EqualValues(t, "COMPLETED", b.turn(x.SID(), 1).Status)
 	}
+}
+
+// ranWithOneSessionHeld runs the turns of two sessions, each with an
+// entry, on an executor whose batches wait up to wait for a session's
+// lock, and returns them with an open transaction that holds the row of
+// the first one's session (rolled back when the test ends, unless
+// committed).
+func ranWithOneSessionHeld(t *testing.T, wait time.Duration) (*bundle, *turns.Executor, []turns.Ran, pgx.Tx) {
+	b := setup(t, func(_ context.Context, req *turns.Request) (*turns.Outcome, error) { return countOutcome(req, "") })
+	b.accountsWithEntries(2)
+	ex := b.executor("worker-a", turns.Config{SettleLockWait: wait})
+	ran, _, err := turns.ClaimAndRun(b.ctx, ex, 2)
+	require.NoError(t, err)
+	require.Len(t, ran, 2)
+	tx, err := b.app.Pool.Begin(b.ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(b.ctx, `UPDATE sessions SET updated_at = updated_at WHERE sid = $1`, ran[0].SID())
+	require.NoError(t, err)
+	return b, ex, ran, tx
 }
 
 func mapValues[K comparable, V any](m map[K]V) []V {
