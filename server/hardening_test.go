@@ -575,6 +575,10 @@ func TestIssue10TransportErrorsCarryCodes(t *testing.T) {
 		{"GET extensions not JSON", http.MethodGet, "/graphql?query=%7B__typename%7D&extensions=nope", nil, nil, 400, "BAD_USER_INPUT"},
 		{"GET malformed query string", http.MethodGet, "/graphql?query=%zz", nil, nil, 400, "BAD_USER_INPUT"},
 		{"GET without query", http.MethodGet, "/graphql", nil, nil, 400, "BAD_USER_INPUT"}, // not a GraphQL request, as a POST without one (docs/errors.md)
+		// readPost keeps a POST body's variables as text (issue 14); what
+		// is not an object is still refused as gqlgen's shape refuses it.
+		{"POST variables a list", http.MethodPost, "/graphql", []byte(`{"query": "{ __typename }", "variables": [1]}`), nil, 400, "BAD_USER_INPUT"},
+		{"POST variables a string", http.MethodPost, "/graphql", []byte(`{"query": "{ __typename }", "variables": "{}"}`), nil, 400, "BAD_USER_INPUT"},
 		{"PUT", http.MethodPut, "/graphql", []byte(`{}`), nil, 405, "METHOD_NOT_ALLOWED"},
 		{"DELETE", http.MethodDelete, "/graphql", nil, nil, 405, "METHOD_NOT_ALLOWED"},
 		{"PATCH", http.MethodPatch, "/graphql", []byte(`{"query": "{ __typename }"}`), nil, 405, "METHOD_NOT_ALLOWED"},
@@ -601,6 +605,11 @@ func TestIssue10TransportErrorsCarryCodes(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, s.countEvents(t, "get.x"), "a mutation sent with GET ran")
+	for _, vars := range []string{`null`, ` {"a": 1} `} {
+		status, _, r := s.send(t, http.MethodPost, "/graphql", []byte(`{"query": "{ __typename }", "variables": `+vars+`}`), nil)
+		require.Equal(t, http.StatusOK, status, vars)
+		require.Empty(t, r.Errors, vars)
+	}
 	status, _, _ := s.send(t, http.MethodOptions, "/graphql", nil, nil)
 	require.Equal(t, http.StatusOK, status)
 	s.requireAlive(t)
