@@ -605,12 +605,18 @@ func TestIssue10TransportErrorsCarryCodes(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, s.countEvents(t, "get.x"), "a mutation sent with GET ran")
+	// A body nested past what encoding/json reads is refused with a
+	// message that says so, not as "not a GraphQL request".
+	deep := `{"query": "{ __typename }", "variables": {"v": ` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}}`
+	status, _, r := s.send(t, http.MethodPost, "/graphql", []byte(deep), nil)
+	require.Equal(t, http.StatusBadRequest, status)
+	require.Contains(t, requireError(t, r, "BAD_USER_INPUT", "").Message, "nests deeper than 10000 levels")
 	for _, vars := range []string{`null`, ` {"a": 1} `} {
-		status, _, r := s.send(t, http.MethodPost, "/graphql", []byte(`{"query": "{ __typename }", "variables": `+vars+`}`), nil)
+		status, _, r = s.send(t, http.MethodPost, "/graphql", []byte(`{"query": "{ __typename }", "variables": `+vars+`}`), nil)
 		require.Equal(t, http.StatusOK, status, vars)
 		require.Empty(t, r.Errors, vars)
 	}
-	status, _, _ := s.send(t, http.MethodOptions, "/graphql", nil, nil)
+	status, _, _ = s.send(t, http.MethodOptions, "/graphql", nil, nil)
 	require.Equal(t, http.StatusOK, status)
 	s.requireAlive(t)
 }

@@ -221,7 +221,13 @@ func readPost(w http.ResponseWriter, req *http.Request) bool {
 	var params postParams
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	if err := dec.Decode(&params); err != nil || !params.variablesObject() || !hasQuery(body, params) {
+	err = dec.Decode(&params)
+	if se := (*json.SyntaxError)(nil); errors.As(err, &se) && strings.HasSuffix(se.Error(), maxDepthMsg) {
+		writeError(w, http.StatusBadRequest, fault.BadInput, fmt.Sprintf(
+			"the request body nests deeper than %d levels, which is not read; a JSON value may nest at most %d", bodyMaxDepth, jsonvalue.MaxDepth))
+		return false
+	}
+	if err != nil || !params.variablesObject() || !hasQuery(body, params) {
 		writeError(w, http.StatusBadRequest, fault.BadInput,
 			"the request body is not a GraphQL request: a JSON object with a string query and optional operationName, variables and extensions")
 		return false
@@ -229,6 +235,14 @@ func readPost(w http.ResponseWriter, req *http.Request) bool {
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	return true
 }
+
+// maxDepthMsg ends encoding/json's SyntaxError for a body nested deeper
+// than bodyMaxDepth, the decoder's fixed bound ("invalid character '['
+// exceeded max depth").
+const (
+	maxDepthMsg  = "exceeded max depth"
+	bodyMaxDepth = 10000
+)
 
 // postParams is a POST body's shape as gqlgen's transport decodes it
 // (graphql.RawParams), with the variables kept as their JSON text: the
