@@ -222,7 +222,8 @@ func readPost(w http.ResponseWriter, req *http.Request) bool {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	err = dec.Decode(&params)
-	if se := (*json.SyntaxError)(nil); errors.As(err, &se) && strings.HasSuffix(se.Error(), maxDepthMsg) {
+	var se *json.SyntaxError
+	if errors.As(err, &se) && strings.HasSuffix(se.Error(), maxDepthMsg) {
 		writeError(w, http.StatusBadRequest, fault.BadInput, fmt.Sprintf(
 			"the request body nests deeper than %d levels, which is not read; a JSON value may nest at most %d", bodyMaxDepth, jsonvalue.MaxDepth))
 		return false

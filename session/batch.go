@@ -39,11 +39,11 @@ type batch struct {
 	dry *DryRunStats
 	tx  pgx.Tx
 	// commit: flush ends the transaction, sending COMMIT with its last
-	// writes; committed reports that it did (DispatchOnce).
-	commit, committed bool
-	now               time.Time
-	diags             map[diagKey]*diagEntry
-	notify            bool
+	// writes; when it returns nil, the batch is committed (DispatchOnce).
+	commit bool
+	now    time.Time
+	diags  map[diagKey]*diagEntry
+	notify bool
 	// timers: a session timer was set; the timer loop may sleep past it.
 	timers bool
 	// changed are the sessions the batch created or delivered to (issue 12).
@@ -752,7 +752,6 @@ func (b *batch) flush(ctx context.Context, position int64) error {
 		if st := b.tx.Conn().PgConn().TxStatus(); st != 'I' {
 			return fmt.Errorf("dispatch: batch not committed (transaction status %c)", st)
 		}
-		b.committed = true
 	}
 	return nil
 }

@@ -214,9 +214,9 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 	switch {
 	case err != nil:
 		_ = tx.Rollback(ctx)
-	case b == nil || !b.committed:
+	case b == nil:
 		// Nothing dispatched (caught up, or another dispatcher holds the
-		// cursor): the transaction read only.
+		// cursor): the transaction read only. A batch committed itself.
 		err = tx.Commit(ctx)
 	}
 	if err == nil && b != nil {

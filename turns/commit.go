@@ -67,12 +67,7 @@ func (e *Executor) settleOne(ctx context.Context, f *finished) (bool, error) {
 		if f.w != nil {
 			f.w.Rollback(ctx)
 		}
-		p, err := newPipeTx(ctx, e.pool)
-		if err != nil {
-			return false, err
-		}
-		defer p.close(ctx)
-		v, err := e.settle(ctx, p, []*finished{f}, session.WaitForLocks)
+		v, err := e.settleInTx(ctx, []*finished{f}, session.WaitForLocks)
 		if err != nil || v[0] != committed {
 			return false, err
 		}
@@ -600,21 +595,23 @@ func (cp *completer) commit(ctx context.Context, batch []*completion) {
 // out, it tries once more in a new transaction that leaves the sessions
 // still held out (their turns are then settled alone).
 func (cp *completer) batch(ctx context.Context, fs []*finished) ([]verdict, error) {
-	vs, err := cp.settle(ctx, fs, session.WaitUpTo(cp.e.cfg.SettleLockWait))
+	vs, err := cp.e.settleInTx(ctx, fs, session.WaitUpTo(cp.e.cfg.SettleLockWait))
 	if session.IsLockTimeout(err) {
 		cp.e.log.Debug("turn batch waited too long for its sessions; settling it again without waiting", "turns", len(fs))
-		return cp.settle(ctx, fs, session.SkipLocked)
+		return cp.e.settleInTx(ctx, fs, session.SkipLocked)
 	}
 	return vs, err
 }
 
-func (cp *completer) settle(ctx context.Context, fs []*finished, wait session.LockWait) ([]verdict, error) {
-	p, err := newPipeTx(ctx, cp.e.pool)
+// settleInTx settles fs (settle) in a transaction of its own, which
+// commits with its writes.
+func (e *Executor) settleInTx(ctx context.Context, fs []*finished, wait session.LockWait) ([]verdict, error) {
+	p, err := newPipeTx(ctx, e.pool)
 	if err != nil {
 		return nil, err
 	}
 	defer p.close(ctx)
-	return cp.e.settle(ctx, p, fs, wait)
+	return e.settle(ctx, p, fs, wait)
 }
 
 // fail answers what is still queued when the completer stops.
