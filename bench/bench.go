@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -39,6 +40,9 @@ type result struct {
 	singleDone, bulkDone time.Duration
 	singleTurns          int
 	bulkSkipped          string
+	// work of the end-to-end passes, from their first write until every
+	// input was taken (the writes included)
+	singleWork, bulkWork work
 }
 
 func (r result) ceiling1() float64 { return (r.c1[0] + r.c1[1]) / 2 }
@@ -110,18 +114,22 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger) error {
 	if err := r.stop(); err != nil {
 		return fmt.Errorf("bench: service: %w", err)
 	}
-	var writes, bulk, e2e []float64
+	var writes, bulk, e2e, pgSingle []float64
 	for _, res := range results {
 		writes = append(writes, res.writes/res.ceiling8())
 		bulk = append(bulk, res.bulk/res.ceiling8())
 		e2e = append(e2e, res.e2e()/res.ceiling8())
+		pgSingle = append(pgSingle, res.singleWork.pgPerInput(res.single.n))
 	}
 	if len(results) > 1 {
 		say("\nover %d runs, min / median / max:", len(results))
 		for _, f := range []struct {
 			name string
 			xs   []float64
-		}{{"writes/ceiling8", writes}, {"bulk/ceiling8", bulk}, {"e2e/ceiling8", e2e}} {
+		}{{"writes/ceiling8", writes}, {"bulk/ceiling8", bulk}, {"e2e/ceiling8", e2e}, {"pg_ms/input", pgSingle}} {
+			if slices.Min(f.xs) < 0 {
+				continue // not readable
+			}
 			lo, hi := f.xs[0], f.xs[0]
 			for _, x := range f.xs {
 				lo, hi = min(lo, x), max(hi, x)
@@ -158,6 +166,10 @@ func measure(ctx context.Context, r *rig, ceil *ceiling, c Config, prefix string
 	if err != nil {
 		return res, err
 	}
+	meter, err := startWork(ctx, r.app.Pool)
+	if err != nil {
+		return res, err
+	}
 	res.single, err = r.singleWrites(ctx, prefix+"-s", c.Duration, 0)
 	if err != nil {
 		return res, err
@@ -168,6 +180,9 @@ func measure(ctx context.Context, r *rig, ceil *ceiling, c Config, prefix string
 	if err != nil {
 		return res, err
 	}
+	if res.singleWork, err = meter.stop(ctx); err != nil {
+		return res, err
+	}
 	res.e2eSingle = float64(res.single.n) / res.singleDone.Seconds()
 	if res.saturated, err = r.latency(ctx, res.single.acks, res.single.start); err != nil {
 		return res, err
@@ -176,12 +191,16 @@ func measure(ctx context.Context, r *rig, ceil *ceiling, c Config, prefix string
 		res.singleDone.Seconds(), res.e2eSingle, res.saturated.turns, float64(res.single.n)/float64(max(res.saturated.turns, 1)))
 	say("  latency, saturated: commit->turn %s; stages p50/p99 ms: dispatch %s, wait for a claim %s, turn %s",
 		res.saturated.commit, res.saturated.dispatch.short(), res.saturated.wait.short(), res.saturated.turn.short())
+	say("  work per input, fed by single writes: %s", res.singleWork.perInput(res.single.n))
 
 	// Bulk writes over the accounts; then until every event is taken.
 	if bulkErr != nil {
 		res.bulkSkipped = bulkErr.Error()
 	} else {
 		if base, err = r.consumed(ctx); err != nil {
+			return res, err
+		}
+		if meter, err = startWork(ctx, r.app.Pool); err != nil {
 			return res, err
 		}
 		if res.bulkW, err = r.bulkWrites(ctx, prefix+"-b", c.BulkSize, c.Duration, c.BulkMax); err != nil {
@@ -198,8 +217,12 @@ func measure(ctx context.Context, r *rig, ceil *ceiling, c Config, prefix string
 		} else {
 			res.e2eBulk = float64(res.bulkW.n) / res.bulkDone.Seconds()
 		}
+		if res.bulkWork, err = meter.stop(ctx); err != nil {
+			return res, err
+		}
 		say("  end to end, fed by bulk writes over %d sessions: every event taken by a turn %.1fs after the first write: %.0f/s",
 			len(r.accounts), res.bulkDone.Seconds(), res.e2eBulk)
+		say("  work per input, fed by bulk writes: %s", res.bulkWork.perInput(res.bulkW.n))
 	}
 
 	// Latency, paced at half the end-to-end rate of single writes: the
@@ -230,6 +253,11 @@ func measure(ctx context.Context, r *rig, ceil *ceiling, c Config, prefix string
 	return res, nil
 }
 
+// baselinePGPerInput is the PostgreSQL backend CPU per consumed input, in
+// ms, measured when issue 14 was filed (single writes feeding, a turn per
+// input); the issue's target is a third of it.
+const baselinePGPerInput = 1.7
+
 // table prints the run's figures with their ratios to the ceiling.
 func (res result) table(out io.Writer, trips int64) {
 	c1, c8 := res.ceiling1(), res.ceiling8()
@@ -248,6 +276,12 @@ func (res result) table(out io.Writer, trips int64) {
 	fmt.Fprintf(tw, "  commit->turn, saturated (single writes)\t%s ms p50/p99\t\t\n", res.saturated.commit.short())
 	fmt.Fprintf(tw, "  commit->turn, paced at %.0f/s\t%s ms p50/p99\t%.2f of ceiling8 paced\tp50 <= 10, p99 <= 50\n", res.pacedRate, res.paced.commit.short(), res.pacedRate/c8)
 	fmt.Fprintf(tw, "  session query round trips\t%d\t\t<= 8\n", trips)
+	if pg := res.singleWork.pgPerInput(res.single.n); pg >= 0 {
+		fmt.Fprintf(tw, "  PostgreSQL CPU per input, fed by single writes\t%.3f ms\t%.2f of issue 14's 1.7 ms\t<= 0.33\n", pg, pg/baselinePGPerInput)
+	}
+	if pg := res.bulkWork.pgPerInput(res.bulkW.n); pg >= 0 && res.bulkSkipped == "" {
+		fmt.Fprintf(tw, "  PostgreSQL CPU per input, fed by bulk writes\t%.3f ms\t\t\n", pg)
+	}
 	_ = tw.Flush()
 	if res.bulkSkipped != "" {
 		fmt.Fprintf(out, "  (e2e/ceiling8 is fed by single writes: %s)\n", strings.TrimSuffix(res.bulkSkipped, "."))

@@ -158,12 +158,8 @@ func (b *clockBench) idle(ctx context.Context, d time.Duration) (idleUse, error)
 	if err != nil {
 		return idleUse{}, err
 	}
-	var pids []int
-	rows, err := b.app.Pool.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
+	pids, err := backendPIDs(ctx, b.app.Pool)
 	if err != nil {
-		return idleUse{}, err
-	}
-	if pids, err = pgx.CollectRows(rows, pgx.RowTo[int]); err != nil {
 		return idleUse{}, err
 	}
 	s0, p0, t0 := selfCPU(), backendCPU(pids), time.Now()

@@ -184,3 +184,37 @@ func TestLiveLimitDefaults(t *testing.T) {
 	require.Equal(t, 7, set.MaxStreams)
 	require.Equal(t, 3, set.MaxSocketSubscriptions)
 }
+
+// Issue 10 item 1 with issue 14's bulk writes: a bulk write weighs one
+// node per item (at most ledger.MaxBulk), counted from the raw argument,
+// whether the list comes in a variable or as a literal; a single value
+// where the list is due counts as a list of one.
+func TestBulkWritesWeighedByTheirItems(t *testing.T) {
+	t.Parallel()
+	es := graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{}, Complexity: complexity()})
+	records := func(n int) []any {
+		l := make([]any, n)
+		for i := range l {
+			l[i] = map[string]any{"namespace": "acct", "key": fmt.Sprint(i), "value": map[string]any{"n": i}}
+		}
+		return l
+	}
+	const byVariable = `mutation ($r: [ValueInput!]!) { ledger { putValues(records: $r) { key version } } }`
+	for _, tc := range []struct {
+		name  string
+		query string
+		vars  map[string]any
+		want  int // 1 for ledger + items × (1 + 2 leaves)
+	}{
+		{"variable", byVariable, map[string]any{"r": records(3)}, 1 + 3*3},
+		{"over the bulk limit", byVariable, map[string]any{"r": records(1500)}, 1 + 1000*3},
+		{"one value for the list", byVariable, map[string]any{"r": records(1)[0]}, 1 + 3},
+		{"literal", `mutation { ledger { appendEvents(events: [{type: "a.b", data: {}}, {type: "a.c", data: 1}]) { id position } } }`, nil, 1 + 2*3},
+		{"empty", `mutation { ledger { appendEvents(events: []) { id position } } }`, nil, 1 + 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := validDoc(t, tc.query)
+			require.Equal(t, tc.want, operationComplexity(context.Background(), es, doc.Operations[0], doc.Fragments, tc.vars))
+		})
+	}
+}
