@@ -362,8 +362,12 @@ func requestHash(op string, req []any) string {
 		h.Write([]byte{0})
 		switch v := r.(type) {
 		case jsonvalue.Value:
-			d, _ := v.Decode()
-			e, _ := jsonvalue.Encode(d)
+			// The value's canonical form; "null" when it is not JSON (as
+			// Decode's nil encodes): stored hashes stay comparable.
+			e, err := jsonvalue.Canonical(v)
+			if err != nil {
+				e = []byte("null")
+			}
 			h.Write(e)
 		default:
 			fmt.Fprint(h, v)
