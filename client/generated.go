@@ -392,9 +392,9 @@ func (v *ActionVersionResponse) GetActions() ActionVersionActionsActionsQuery { 
 // The GraphQL type's documentation follows.
 //
 // Ledger writes. Fields run one after another in the order written, each in
-// its own transaction. Results of the single writes are nullable so that a
-// failed field does not hide the fields before it that committed: check each
-// alias. The bulk writes (appendEvents, putValues) take up to 1,000 items each.
+// its own transaction. Results are nullable so that a failed field does not
+// hide the fields before it that committed: check each alias. The bulk writes
+// (appendEvents, putValues) take up to 1,000 items each.
 type AppendEventLedgerLedgerMutation struct {
 	// Appends an event with no record. A repeated idempotencyKey returns the first result.
 	AppendEvent *AppendResult `json:"appendEvent"`
@@ -2730,9 +2730,9 @@ func (v *PutResultEvent) GetPosition() string { return v.Position }
 // The GraphQL type's documentation follows.
 //
 // Ledger writes. Fields run one after another in the order written, each in
-// its own transaction. Results of the single writes are nullable so that a
-// failed field does not hide the fields before it that committed: check each
-// alias. The bulk writes (appendEvents, putValues) take up to 1,000 items each.
+// its own transaction. Results are nullable so that a failed field does not
+// hide the fields before it that committed: check each alias. The bulk writes
+// (appendEvents, putValues) take up to 1,000 items each.
 type PutValueLedgerLedgerMutation struct {
 	// Writes a key-value record and appends `<namespace>.inserted` (first write of
 	// the key) or `<namespace>.updated`, whose data is the value and whose record

@@ -4539,9 +4539,9 @@ type LedgerQuery {
 
 """
 Ledger writes. Fields run one after another in the order written, each in
-its own transaction. Results of the single writes are nullable so that a
-failed field does not hide the fields before it that committed: check each
-alias. The bulk writes (appendEvents, putValues) take up to 1,000 items each.
+its own transaction. Results are nullable so that a failed field does not
+hide the fields before it that committed: check each alias. The bulk writes
+(appendEvents, putValues) take up to 1,000 items each.
 """
 type LedgerMutation {
   """
@@ -4562,14 +4562,14 @@ type LedgerMutation {
   IDEMPOTENCY_CONFLICT; a key repeated within the call returns one event for
   both items (the same event) or fails the call (different ones).
   """
-  appendEvents(events: [EventInput!]!): [Event!]!
+  appendEvents(events: [EventInput!]!): [Event!]
   """
   Writes 1 to 1,000 key-value records in one transaction, all or nothing,
   each as putValue does, and returns each record as its write left it. A key
   written by several items takes consecutive versions. Errors and
   idempotency keys as for appendEvents (fields ` + "`" + `records[i].namespace` + "`" + `, ...).
   """
-  putValues(records: [ValueInput!]!): [KVValue!]!
+  putValues(records: [ValueInput!]!): [KVValue!]
 }
 
 "One event of appendEvents."
@@ -17869,10 +17869,10 @@ func (ec *executionContext) _LedgerMutation_appendEvents(ctx context.Context, fi
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []ledger.Event) graphql.Marshaler {
-			return ec.marshalNEvent2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEventᚄ(ctx, selections, v)
+			return ec.marshalOEvent2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEventᚄ(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_LedgerMutation_appendEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -17913,10 +17913,10 @@ func (ec *executionContext) _LedgerMutation_putValues(ctx context.Context, field
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []ledger.KVValue) graphql.Marshaler {
-			return ec.marshalNKVValue2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐKVValueᚄ(ctx, selections, v)
+			return ec.marshalOKVValue2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐKVValueᚄ(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_LedgerMutation_putValues(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -27449,12 +27449,12 @@ func (ec *executionContext) _LedgerMutation(ctx context.Context, sel ast.Selecti
 			}
 		case "appendEvents":
 			out.Values[i] = ec._LedgerMutation_appendEvents(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "putValues":
 			out.Values[i] = ec._LedgerMutation_putValues(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -31370,6 +31370,25 @@ func (ec *executionContext) unmarshalODebounceInput2ᚖgithubᚗcomᚋactionsled
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalOEvent2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEventᚄ(ctx context.Context, sel ast.SelectionSet, v []ledger.Event) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNEvent2githubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEvent(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalOEvent2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐEvent(ctx context.Context, sel ast.SelectionSet, v *ledger.Event) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -31544,6 +31563,25 @@ func (ec *executionContext) marshalOJSON2githubᚗcomᚋactionsledgerᚋactionsl
 	_ = ctx
 	res := model.MarshalJSON(v)
 	return res
+}
+
+func (ec *executionContext) marshalOKVValue2ᚕgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐKVValueᚄ(ctx context.Context, sel ast.SelectionSet, v []ledger.KVValue) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNKVValue2githubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐKVValue(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalOKVValue2ᚖgithubᚗcomᚋactionsledgerᚋactionsledgerᚋledgerᚐKVValue(ctx context.Context, sel ast.SelectionSet, v *ledger.KVValue) graphql.Marshaler {

@@ -17,17 +17,18 @@ const maxBulkErrors = 20
 
 // EventInput is one event of AppendEvents: as the arguments of AppendEvent.
 type EventInput struct {
-	Type           string
-	Data           jsonvalue.Value
-	IdempotencyKey string
+	// The json names are the schema's: errors name an item's fields by them.
+	Type           string          `json:"type"`
+	Data           jsonvalue.Value `json:"data"`
+	IdempotencyKey string          `json:"idempotencyKey"`
 }
 
 // ValueInput is one record write of PutValues: as the arguments of PutValue.
 type ValueInput struct {
-	Namespace      string
-	Key            string
-	Value          jsonvalue.Value
-	IdempotencyKey string
+	Namespace      string          `json:"namespace"`
+	Key            string          `json:"key"`
+	Value          jsonvalue.Value `json:"value"`
+	IdempotencyKey string          `json:"idempotencyKey"`
 }
 
 // AppendEvents appends 1 to MaxBulk events with no record in one

@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -29,17 +28,15 @@ import (
 // write would.
 //
 // Each write keeps its caller's deadline too (issue 10 item 1: no request's
-// work survives its deadline). A group's transaction is explicit: BEGIN,
-// its statement and COMMIT are sent together, once every member's context
-// is checked, under the committer's lock, to be still live; a call whose
-// context ends before that returns the context's error, taken out of the
-// queue, and its write is certainly not committed. A call whose context
-// ends after it cancels the group's statement in PostgreSQL at once (so a
-// group waiting on a lock does not wait on) and waits for the batch's
-// outcome: when the cancel stopped the statement, PostgreSQL skipped the
-// COMMIT, the call gets its context's error and the other members go
-// again; when the statement had already finished, the COMMIT stands and
-// the call gets that true outcome.
+// work survives its deadline). A group's transaction is explicit: its
+// statement runs after BEGIN, and COMMIT is sent only once every member's
+// context is checked, under the committer's lock, to be still live. So a
+// call whose context ends before its group reached COMMIT returns the
+// context's error, and its write is certainly not committed: it is taken
+// out of the queue, or its group is rolled back (the statement cancelled
+// in PostgreSQL at once, so a group waiting on a lock does not wait on) and
+// the other members go again. A call whose context ends while its group's
+// COMMIT is on its way waits for that COMMIT and gets its true outcome.
 
 // Defaults of the group committer.
 const (
@@ -69,7 +66,7 @@ type stage int
 const (
 	waiting    stage = iota // in the queue
 	running                 // taken into a group, before its COMMIT
-	committing              // its group's batch, COMMIT included, is sent: wait for it
+	committing              // its group's COMMIT is sent: wait for it
 )
 
 // queued is one write waiting in the group committer.
@@ -118,8 +115,7 @@ func (c *committer) submit(ctx context.Context, w write) outcome {
 		return <-q.done
 	}
 	// Waiting: out of the queue. Running: its group checks every member's
-	// context before it sends its batch, sees this one ended, and goes
-	// again without it.
+	// context before COMMIT, sees this one ended, and rolls back.
 	return outcome{err: ctx.Err()}
 }
 
@@ -297,32 +293,25 @@ func (c *committer) runGroup(group []*queued) ([]outcome, error) {
 	for i, q := range group {
 		ws[i] = q.w
 	}
-	if !c.commitAll(group) {
-		tainted()
+	out, err := writeInTx(stmt, conn.Conn(), ws, c.s.clock.Now())
+	if tainted() {
+		_ = conn.Conn().Close(context.WithoutCancel(ctx))
 		return nil, errAbandoned
 	}
-	// The members' outcome is now this batch's: BEGIN, the statement and
-	// COMMIT go together, so the ledger head is held for the statement and
-	// the commit only, not while this goroutine reads the statement's rows
-	// and sends COMMIT (issue 14). A member whose context ends meanwhile
-	// still cancels the statement in PostgreSQL (its watcher), and the
-	// COMMIT after a failed statement is skipped: nothing commits. The
-	// batch is read with ctx, not stmt: a read cut short would leave the
-	// COMMIT's outcome unknown.
-	out, err := writeInTx(ctx, conn.Conn(), ws, c.s.clock.Now(), true)
-	if tainted() {
-		// A cancel request may still reach this connection: close it.
-		_ = conn.Conn().Close(context.WithoutCancel(ctx))
-		if err != nil {
-			return nil, errAbandoned
+	if err == nil && c.commitAll(group) {
+		// The members' contexts no longer count: their outcome is this
+		// COMMIT's.
+		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+			return nil, fmt.Errorf("ledger: commit: %w", err)
 		}
+		c.s.notifier.Head(newest(out))
+		return out, nil
 	}
-	if err != nil {
-		endTx(ctx, conn.Conn())
-		return nil, err
+	endTx(ctx, conn.Conn())
+	if err == nil { // a member's context ended after the statement
+		return nil, errAbandoned
 	}
-	c.s.notifier.Head(newest(out))
-	return out, nil
+	return nil, err
 }
 
 // commitAll marks every member of group committing when all their
@@ -351,17 +340,12 @@ func (c *committer) anyEnded(group []*queued) bool {
 	return false
 }
 
-// writeInTx begins a transaction on conn and writes ws in it; it returns
-// their outcomes. With commit, COMMIT goes in the same batch, after the
-// write (skipped by PostgreSQL when the write fails); without, the
-// transaction is left open for the caller to commit or roll back.
-func writeInTx(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time, commit bool) ([]outcome, error) {
+// writeInTx begins a transaction on conn and writes ws in it, leaving it
+// open for the caller to commit or roll back; it returns their outcomes.
+func writeInTx(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time) ([]outcome, error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	queueWrite(b, ws, now)
-	if commit {
-		b.Queue("COMMIT")
-	}
 	br := conn.SendBatch(ctx, b)
 	_, err := br.Exec()
 	var out []outcome
@@ -369,27 +353,14 @@ func writeInTx(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time, c
 	if err == nil {
 		out, missing, err = readWrite(br, ws)
 	}
-	if err == nil && commit {
-		if _, err = br.Exec(); err != nil {
-			err = fmt.Errorf("ledger: commit: %w", err)
-		}
-	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = readKeys(ctx, conn, ws, out, missing)
+	}
 	if err != nil {
 		return nil, err
-	}
-	if err := readKeys(ctx, conn, ws, out, missing); err != nil {
-		if !commit {
-			return nil, err
-		}
-		// Committed: only the writes whose keys were to be read fail.
-		for i, w := range ws {
-			if w.idem != "" && slices.Contains(missing, w.idem) {
-				out[i] = outcome{err: err}
-			}
-		}
 	}
 	return out, nil
 }

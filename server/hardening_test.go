@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -101,7 +102,7 @@ func (s *served) send(t testing.TB, method, path string, body []byte, header map
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	var r response
-	if strings.Contains(resp.Header.Get("Content-Type"), "json") {
+	if strings.Contains(resp.Header.Get("Content-Type"), "json") && method != http.MethodHead {
 		require.NoError(t, json.Unmarshal(raw, &r), "%s %s answered %d with a body that is not JSON: %q", method, path, resp.StatusCode, raw)
 	}
 	r.Status = resp.StatusCode
@@ -579,6 +580,14 @@ func TestIssue10TransportErrorsCarryCodes(t *testing.T) {
 		// is not an object is still refused as gqlgen's shape refuses it.
 		{"POST variables a list", http.MethodPost, "/graphql", []byte(`{"query": "{ __typename }", "variables": [1]}`), nil, 400, "BAD_USER_INPUT"},
 		{"POST variables a string", http.MethodPost, "/graphql", []byte(`{"query": "{ __typename }", "variables": "{}"}`), nil, 400, "BAD_USER_INPUT"},
+		// A body is one request: what follows its object, or a parameter
+		// named twice (in any case), is refused before anything runs
+		// (found by a fresh helper's attack: the first object ran).
+		{"POST data after the object", http.MethodPost, "/graphql", []byte(`{"query": ` + strconv.Quote(appendQ) + `}garbage`), nil, 400, "BAD_USER_INPUT"},
+		{"POST two objects", http.MethodPost, "/graphql", []byte(`{"query": ` + strconv.Quote(appendQ) + `} {"query": "{ __typename }"}`), nil, 400, "BAD_USER_INPUT"},
+		{"POST query twice", http.MethodPost, "/graphql", []byte(`{"query": "{ __typename }", "query": ` + strconv.Quote(appendQ) + `}`), nil, 400, "BAD_USER_INPUT"},
+		{"POST query twice, other case", http.MethodPost, "/graphql", []byte(`{"query": "{ __typename }", "QUERY": ` + strconv.Quote(appendQ) + `}`), nil, 400, "BAD_USER_INPUT"},
+		{"HEAD", http.MethodHead, "/graphql", nil, nil, 405, ""},
 		{"PUT", http.MethodPut, "/graphql", []byte(`{}`), nil, 405, "METHOD_NOT_ALLOWED"},
 		{"DELETE", http.MethodDelete, "/graphql", nil, nil, 405, "METHOD_NOT_ALLOWED"},
 		{"PATCH", http.MethodPatch, "/graphql", []byte(`{"query": "{ __typename }"}`), nil, 405, "METHOD_NOT_ALLOWED"},
@@ -598,7 +607,9 @@ func TestIssue10TransportErrorsCarryCodes(t *testing.T) {
 	} {
 		status, hdr, r := s.send(t, tc.method, tc.path, tc.body, tc.header)
 		require.Equal(t, tc.status, status, "%s: %+v", tc.name, r.Errors)
-		requireError(t, r, tc.code, "")
+		if tc.method != http.MethodHead { // answered without a body
+			requireError(t, r, tc.code, "")
+		}
 		require.Contains(t, hdr.Get("Content-Type"), "json", tc.name)
 		if status == http.StatusMethodNotAllowed {
 			require.NotEmpty(t, hdr.Get("Allow"), tc.name)
@@ -619,6 +630,58 @@ func TestIssue10TransportErrorsCarryCodes(t *testing.T) {
 	status, _, _ = s.send(t, http.MethodOptions, "/graphql", nil, nil)
 	require.Equal(t, http.StatusOK, status)
 	s.requireAlive(t)
+}
+
+// A bulk write's item errors name the item's field as the schema spells
+// it, whichever check refuses it: the server's text check or the store's
+// (found by a fresh helper's attack: records[1].Value against
+// records[1].value). Nothing is written.
+func TestBulkItemErrorsNameSchemaFields(t *testing.T) {
+	t.Parallel()
+	s := serve(t, server.Config{}, nil)
+	const op = `mutation($r: [ValueInput!]!) { ledger { putValues(records: $r) { key } } }`
+	good := map[string]any{"namespace": "acct", "key": "a", "value": 1}
+	for _, tc := range []struct {
+		rec         map[string]any
+		code, field string
+	}{
+		{map[string]any{"namespace": "acct", "key": "b", "value": map[string]any{"a": "x\u0000y"}}, "INVALID_JSON", "records[1].value"},
+		{map[string]any{"namespace": "ac\u0000ct", "key": "b", "value": 1}, "BAD_USER_INPUT", "records[1].namespace"},
+		{map[string]any{"namespace": "acct", "key": "b\u0000", "value": 1}, "BAD_USER_INPUT", "records[1].key"},
+		{map[string]any{"namespace": "acct", "key": "b", "value": 1, "idempotencyKey": "i\u0000"}, "BAD_USER_INPUT", "records[1].idempotencyKey"},
+		{map[string]any{"namespace": "acct", "key": "", "value": 1}, "BAD_USER_INPUT", "records[1].key"},
+	} {
+		r := s.do(t, op, map[string]any{"r": []any{good, tc.rec}})
+		requireError(t, r, tc.code, tc.field)
+	}
+	r := s.do(t, `mutation { ledger { appendEvents(events: [{type: "ok.a", data: 1}, {type: "ok.b", data: 1, idempotencyKey: "k\u0000"}]) { id } } }`, nil)
+	requireError(t, r, "BAD_USER_INPUT", "events[1].idempotencyKey")
+	require.Zero(t, s.countEvents(t, "acct.inserted"))
+	require.Zero(t, s.countEvents(t, "ok.a"))
+}
+
+// A refused bulk write leaves the ledger fields before it that committed in
+// the answer: its list is nullable, as the single writes' results are.
+func TestFailedBulkWriteDoesNotHideEarlierWrites(t *testing.T) {
+	t.Parallel()
+	s := serve(t, server.Config{}, nil)
+	r := s.do(t, `mutation { ledger {
+		a: putValue(namespace: "two", key: "c", value: 1) { key version }
+		b: appendEvents(events: [{type: "", data: 1}]) { id } } }`, nil)
+	requireError(t, r, "BAD_USER_INPUT", "events[0].type")
+	var data struct {
+		Ledger struct {
+			A *struct {
+				Key     string
+				Version int
+			}
+			B []any
+		}
+	}
+	require.NoError(t, json.Unmarshal(r.Data, &data), "%s", r.Data)
+	require.NotNil(t, data.Ledger.A, "the committed write is hidden: %s", r.Data)
+	require.Equal(t, "c", data.Ledger.A.Key)
+	require.Nil(t, data.Ledger.B)
 }
 
 // sha256Hex is a persisted query's hash.

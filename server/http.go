@@ -170,8 +170,8 @@ func WithLoadersAndLimits(r *graph.Resolver, h http.Handler, lim Limits) http.Ha
 			if !checkGet(w, req) {
 				return
 			}
-		case req.Method == http.MethodOptions, req.Method == http.MethodHead:
-			timed.ServeHTTP(w, req) // no body either way
+		case req.Method == http.MethodOptions:
+			timed.ServeHTTP(w, req) // no body
 			return
 		default:
 			w.Header().Set("Allow", allowed)
@@ -218,17 +218,23 @@ func readPost(w http.ResponseWriter, req *http.Request) bool {
 			field+" holds text that is not Unicode: an invalid UTF-8 byte or an unpaired surrogate escape (\\ud800-\\udfff)")
 		return false
 	}
-	var params postParams
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	err = dec.Decode(&params)
+	params, err := decodePost(body)
 	var se *json.SyntaxError
-	if errors.As(err, &se) && strings.HasSuffix(se.Error(), maxDepthMsg) {
+	var dup duplicateParam
+	switch {
+	case errors.As(err, &se) && strings.HasSuffix(se.Error(), maxDepthMsg):
 		writeError(w, http.StatusBadRequest, fault.BadInput, fmt.Sprintf(
 			"the request body nests deeper than %d levels, which is not read; a JSON value may nest at most %d", bodyMaxDepth, jsonvalue.MaxDepth))
 		return false
-	}
-	if err != nil || !params.variablesObject() || !hasQuery(body, params) {
+	case errors.As(err, &dup):
+		writeFieldError(w, http.StatusBadRequest, fault.BadInput, string(dup),
+			fmt.Sprintf("the request body names %s more than once; a GraphQL request names each parameter once", string(dup)))
+		return false
+	case errors.Is(err, errTrailingData):
+		writeError(w, http.StatusBadRequest, fault.BadInput,
+			"the request body holds more after its JSON object; send one GraphQL request per body")
+		return false
+	case err != nil || !params.variablesObject() || !params.hasQuery():
 		writeError(w, http.StatusBadRequest, fault.BadInput,
 			"the request body is not a GraphQL request: a JSON object with a string query and optional operationName, variables and extensions")
 		return false
@@ -250,11 +256,84 @@ const (
 // transport decodes them again, and a bulk write's 1,000 records decoded
 // twice were a measurable share of its CPU (issue 14).
 type postParams struct {
-	Query         string          `json:"query"`
-	OperationName string          `json:"operationName"`
-	Variables     json.RawMessage `json:"variables"`
-	Extensions    map[string]any  `json:"extensions"`
+	Query         string
+	hasQueryParam bool // query was given, even as "" or null
+	OperationName string
+	Variables     json.RawMessage
+	Extensions    map[string]any
 }
+
+// duplicateParam is decodePost's error for a parameter named twice.
+type duplicateParam string
+
+func (d duplicateParam) Error() string { return "parameter " + string(d) + " named twice" }
+
+// errTrailingData is decodePost's error for data after the body's object.
+var errTrailingData = errors.New("data after the request's JSON object")
+
+// decodePost reads a POST body in one pass: a JSON object whose query and
+// operationName are strings or null, variables any value (checked by
+// variablesObject) and extensions an object or null; other members are
+// skipped, as gqlgen skips them. Names match ignoring case, as gqlgen
+// matches them. It refuses a parameter named twice
+// (duplicateParam: encoding/json would keep the last, and a proxy reading
+// the first would see another request) and anything after the object
+// (errTrailingData: encoding/json would read the first object and run it).
+func decodePost(body []byte) (postParams, error) {
+	var p postParams
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return p, errors.New("not a JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return p, err
+		}
+		name, _ := t.(string)
+		// encoding/json, and so gqlgen's transport, matches member names
+		// to fields ignoring case (Unicode folding): so does this.
+		for _, known := range postParamNames {
+			if strings.EqualFold(name, known) {
+				name = known
+				break
+			}
+		}
+		if seen[name] {
+			return p, duplicateParam(name)
+		}
+		seen[name] = true
+		var target any
+		switch name {
+		case "query":
+			p.hasQueryParam = true
+			target = &p.Query
+		case "operationName":
+			target = &p.OperationName
+		case "variables":
+			target = &p.Variables
+		case "extensions":
+			target = &p.Extensions
+		default:
+			target = new(json.RawMessage)
+		}
+		if err := dec.Decode(target); err != nil {
+			return p, err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return p, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return p, errTrailingData
+	}
+	return p, nil
+}
+
+// postParamNames are the members of a GraphQL request body.
+var postParamNames = [...]string{"query", "operationName", "variables", "extensions"}
 
 // variablesObject reports whether the variables are absent, null or an
 // object, as graphql.RawParams's map takes them.
@@ -267,16 +346,8 @@ func (p postParams) variablesObject() bool {
 // parameter (even an empty one, which fails as GraphQL), or a persisted
 // query's hash in extensions. A body with neither is not a GraphQL request
 // (HTTP 400, as GraphQL over HTTP asks of invalid parameters).
-func hasQuery(body []byte, params postParams) bool {
-	if params.Query != "" || params.Extensions["persistedQuery"] != nil {
-		return true
-	}
-	var keys map[string]json.RawMessage
-	if json.Unmarshal(body, &keys) != nil {
-		return false
-	}
-	_, ok := keys["query"]
-	return ok
+func (p postParams) hasQuery() bool {
+	return p.hasQueryParam || p.Extensions["persistedQuery"] != nil
 }
 
 // checkGet checks what gqlgen's GET transport would refuse without a code:

@@ -33,6 +33,10 @@ createRoot(root).render(
     <GraphiQL
       fetcher={fetcher(window.location)}
       defaultTabs={examples.map((e) => ({ query: e.query, variables: e.variables }))}
+      // GraphiQL fills the first tab's query editor from defaultTabs but not
+      // its variables editor (a fresh page ran CreateMonitor without its
+      // id): on a first visit, give them as the initial variables too.
+      initialVariables={firstVisit ? examples[0].variables : undefined}
       defaultEditorToolsVisibility="variables"
       plugins={[examplesPlugin]}
       visiblePlugin={firstVisit ? examplesPlugin : undefined}

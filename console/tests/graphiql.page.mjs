@@ -90,6 +90,16 @@ try {
     check(listed.includes(title), `example "${title}" is listed`, JSON.stringify(listed));
   }
 
+  // The first tab is ready to run as the page opens: its variables are in
+  // the variables editor (found by a README walkthrough: they were not).
+  await page.waitForFunction(
+    () => [...document.querySelectorAll('.graphiql-editor-tool .view-lines')].some((e) => e.textContent.includes('4f1c2a7e')),
+    null,
+    { timeout: 10_000 },
+  ).catch(() => {});
+  const toolText = await page.locator('.graphiql-editor-tool .view-lines').allTextContents();
+  check(toolText.some((t) => t.includes('4f1c2a7e')), "the first tab's variables are in the variables editor", JSON.stringify(toolText));
+
   // showing waits for the response pane to show want (white space aside).
   const showing = (want, options = {}) =>
     page.waitForFunction(
