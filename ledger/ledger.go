@@ -152,8 +152,8 @@ func TypeShaped(t string) bool {
 // prefixes schedule. and action_session. belong to the service.
 // Errors: fault.BadInput, fault.ReservedEventType.
 func ValidateType(t, field string) error {
-	if !TypeShaped(t) {
-		return fault.New(fault.BadInput, field, "an event type is 1-%d characters of dot-separated names (letters, digits, _ and -), such as order.shipped", MaxTypeLen)
+	if err := ValidateTypeShape(t, field); err != nil {
+		return err
 	}
 	for _, p := range []string{"schedule.", "action_session."} {
 		if strings.HasPrefix(t, p) {
@@ -172,11 +172,30 @@ func ValidateType(t, field string) error {
 // action_session are the service's (their events would pose as clock
 // firings and responses). Errors: fault.BadInput, fault.ReservedEventType.
 func ValidateNamespace(ns, field string) error {
-	if len(ns) == 0 || len(ns) > MaxNamespaceLen || !namespacePattern.MatchString(ns) {
-		return fault.New(fault.BadInput, field, "a namespace is 1-%d letters, digits, _ or -, starting with a letter or _", MaxNamespaceLen)
+	if err := ValidateNamespaceShape(ns, field); err != nil {
+		return err
 	}
 	if ns == "schedule" || ns == "action_session" {
 		return fault.New(fault.ReservedEventType, field, "namespace %q is reserved: its events are written by the service", ns)
+	}
+	return nil
+}
+
+// ValidateTypeShape checks an event type to read by: the shape
+// ValidateType asks, the service's types included. Errors: fault.BadInput.
+func ValidateTypeShape(t, field string) error {
+	if !TypeShaped(t) {
+		return fault.New(fault.BadInput, field, "an event type is 1-%d characters of dot-separated names (letters, digits, _ and -), such as order.shipped", MaxTypeLen)
+	}
+	return nil
+}
+
+// ValidateNamespaceShape checks a namespace to read: the shape
+// ValidateNamespace asks, the reserved namespaces included. Errors:
+// fault.BadInput.
+func ValidateNamespaceShape(ns, field string) error {
+	if len(ns) == 0 || len(ns) > MaxNamespaceLen || !namespacePattern.MatchString(ns) {
+		return fault.New(fault.BadInput, field, "a namespace is 1-%d letters, digits, _ or -, starting with a letter or _", MaxNamespaceLen)
 	}
 	return nil
 }
@@ -453,8 +472,15 @@ func (s *Store) Recent(ctx context.Context, before int64, last int, typ string) 
 	return out, rows.Err()
 }
 
-// Events pages events by position (L4). first is capped at MaxPage.
+// Events pages events by position (L4). first is capped at MaxPage; typ,
+// when not empty, keeps the events of that type. Errors: fault.BadInput
+// when typ is not shaped as a type (ValidateTypeShape).
 func (s *Store) Events(ctx context.Context, after int64, first int, typ string) ([]Event, error) {
+	if typ != "" {
+		if err := ValidateTypeShape(typ, "type"); err != nil {
+			return nil, err
+		}
+	}
 	return ReadAfter(ctx, s.pool, after, clampPage(first), typ)
 }
 
@@ -493,8 +519,16 @@ func (s *Store) Event(ctx context.Context, id uuid.UUID) (Event, error) {
 // kvColumns reads a record; its updated time is its event's commit time.
 const kvColumns = `k.namespace, k.key, k.value, k.version, k.event_id, k.created_at, e.commit_time`
 
-// Value returns the current record under namespace and key, or nil when there is none.
+// Value returns the current record under namespace and key, or nil when
+// there is none. Errors: fault.BadInput when ns or key is not shaped as
+// one (ValidateNamespaceShape, ValidateKey).
 func (s *Store) Value(ctx context.Context, ns, key string) (*KVValue, error) {
+	if err := ValidateNamespaceShape(ns, "namespace"); err != nil {
+		return nil, err
+	}
+	if err := ValidateKey(key, "key"); err != nil {
+		return nil, err
+	}
 	var kv KVValue
 	err := s.pool.QueryRow(ctx, `SELECT `+kvColumns+` FROM kv_values k JOIN events e ON e.id = k.event_id
 		WHERE k.namespace = $1 AND k.key = $2`, ns, key).Scan(
@@ -510,8 +544,12 @@ func (s *Store) Value(ctx context.Context, ns, key string) (*KVValue, error) {
 }
 
 // Values pages a namespace's current records in key order, after the given
-// key (empty for the start). first is capped at MaxPage.
+// key (empty for the start). first is capped at MaxPage. Errors:
+// fault.BadInput when ns is not shaped as a namespace.
 func (s *Store) Values(ctx context.Context, ns, afterKey string, first int) ([]KVValue, error) {
+	if err := ValidateNamespaceShape(ns, "namespace"); err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+kvColumns+` FROM kv_values k JOIN events e ON e.id = k.event_id
 		WHERE k.namespace = $1 AND k.key > $2 ORDER BY k.key LIMIT $3`, ns, afterKey, clampPage(first))
 	if err != nil {

@@ -597,6 +597,7 @@ func TestIssue10TransportErrorsCarryCodes(t *testing.T) {
 		{"WebSocket from another origin", http.MethodGet, "/graphql", nil, map[string]string{"Upgrade": "websocket", "Connection": "Upgrade",
 			"Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version": "13", "Origin": "https://elsewhere.example"}, 403, "FORBIDDEN"},
 		{"upgrade to h2c", http.MethodGet, "/graphql", nil, map[string]string{"Upgrade": "h2c", "Connection": "Upgrade"}, 405, "METHOD_NOT_ALLOWED"},
+		{"POST latin1", http.MethodPost, "/graphql", []byte(`{"query": "{ __typename }"}`), map[string]string{"Content-Type": "application/json; charset=latin1"}, 415, "BAD_USER_INPUT"},
 		{"POST text/plain", http.MethodPost, "/graphql", []byte(`{"query": "{ __typename }"}`), map[string]string{"Content-Type": "text/plain"}, 415, "BAD_USER_INPUT"},
 		{"POST not JSON", http.MethodPost, "/graphql", []byte(`query { __typename }`), nil, 400, "BAD_USER_INPUT"},
 		{"POST unknown persisted query", http.MethodPost, "/graphql", []byte(`{"extensions": {"persistedQuery": {"version": 1, "sha256Hash": "` + sha256Hex("x") + `"}}}`), nil, 200, "PERSISTED_QUERY_NOT_FOUND"},
@@ -622,6 +623,11 @@ func TestIssue10TransportErrorsCarryCodes(t *testing.T) {
 	status, _, r := s.send(t, http.MethodPost, "/graphql", []byte(deep), nil)
 	require.Equal(t, http.StatusBadRequest, status)
 	require.Contains(t, requireError(t, r, "BAD_USER_INPUT", "").Message, "nests deeper than 10000 levels")
+	for _, ct := range []string{"application/json; charset=UTF-8", "application/json;charset=utf8"} {
+		status, _, r = s.send(t, http.MethodPost, "/graphql", []byte(`{"query": "{ __typename }"}`), map[string]string{"Content-Type": ct})
+		require.Equal(t, http.StatusOK, status, ct)
+		require.Empty(t, r.Errors, ct)
+	}
 	for _, vars := range []string{`null`, ` {"a": 1} `} {
 		status, _, r = s.send(t, http.MethodPost, "/graphql", []byte(`{"query": "{ __typename }", "variables": `+vars+`}`), nil)
 		require.Equal(t, http.StatusOK, status, vars)
@@ -658,6 +664,30 @@ func TestBulkItemErrorsNameSchemaFields(t *testing.T) {
 	requireError(t, r, "BAD_USER_INPUT", "events[1].idempotencyKey")
 	require.Zero(t, s.countEvents(t, "acct.inserted"))
 	require.Zero(t, s.countEvents(t, "ok.a"))
+}
+
+// Reads refuse names no write could have made, with the field, instead of
+// answering an empty page (found by a fresh helper's attack); the
+// service's own namespaces and types stay readable.
+func TestReadsRefuseMalformedNames(t *testing.T) {
+	t.Parallel()
+	s := serve(t, server.Config{}, nil)
+	long := strings.Repeat("n", 101)
+	for _, tc := range []struct{ query, field string }{
+		{`{ ledger { values(namespace: "` + long + `") { nodes { key } } } }`, "namespace"},
+		{`{ ledger { values(namespace: "bad space") { nodes { key } } } }`, "namespace"},
+		{`{ ledger { value(namespace: "acct", key: "") { key } } }`, "key"},
+		{`{ ledger { events(type: "not a type!") { nodes { id } } } }`, "type"},
+	} {
+		requireError(t, s.do(t, tc.query, nil), "BAD_USER_INPUT", tc.field)
+	}
+	for _, q := range []string{
+		`{ ledger { values(namespace: "schedule") { nodes { key } } } }`,
+		`{ ledger { events(type: "schedule.fired") { nodes { id } } } }`,
+		`{ ledger { value(namespace: "acct", key: "k") { key } } }`,
+	} {
+		s.ok(t, q, nil)
+	}
 }
 
 // A refused bulk write leaves the ledger fields before it that committed in

@@ -195,8 +195,15 @@ const allowed = "GET, POST, OPTIONS"
 // readPost reads and checks a POST body, leaving it readable again in req.
 // It answers the request itself and returns false when the body is refused.
 func readPost(w http.ResponseWriter, req *http.Request) bool {
-	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	mt, mp, err := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
 		writeError(w, http.StatusUnsupportedMediaType, fault.BadInput, "a POST request's Content-Type is application/json")
+		return false
+	}
+	if cs, ok := mp["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+		// The body is read as UTF-8 whatever it says: refuse another.
+		writeError(w, http.StatusUnsupportedMediaType, fault.BadInput,
+			fmt.Sprintf("a POST request's body is UTF-8 JSON (Content-Type application/json; charset=utf-8), not %s", cs))
 		return false
 	}
 	body, err := io.ReadAll(req.Body)
