@@ -2,7 +2,10 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -28,15 +31,23 @@ import (
 // write would.
 //
 // Each write keeps its caller's deadline too (issue 10 item 1: no request's
-// work survives its deadline). A group's transaction is explicit: its
-// statement runs after BEGIN, and COMMIT is sent only once every member's
-// context is checked, under the committer's lock, to be still live. So a
-// call whose context ends before its group reached COMMIT returns the
-// context's error, and its write is certainly not committed: it is taken
-// out of the queue, or its group is rolled back (the statement cancelled
-// in PostgreSQL at once, so a group waiting on a lock does not wait on) and
-// the other members go again. A call whose context ends while its group's
-// COMMIT is on its way waits for that COMMIT and gets its true outcome.
+// work survives its deadline). A group's transaction is explicit, and BEGIN,
+// its statement and COMMIT go to PostgreSQL together, in one round trip,
+// once every member's context is checked, under the committer's lock, to be
+// still live. The deadline is kept by PostgreSQL itself: the batch sets the
+// transaction's statement_timeout to the earliest member's deadline less
+// commitMargin, so a statement still running (waiting on a lock, say) then
+// is stopped there and PostgreSQL skips the COMMIT; a cancel request sent
+// when the deadline passes would race the lock's release. A write whose
+// deadline is nearer than commitMargin when its group is formed is not
+// sent: its call waits for the deadline and returns the context's error.
+// So a call whose context ends before its group's batch is sent returns the
+// context's error and its write is certainly not committed. A call whose
+// context is cancelled (not timed out) after it still cancels the statement
+// in PostgreSQL at once, and gets the batch's true outcome: nothing
+// committed and the context's error when the cancel stopped the statement
+// (the other members then go again), the committed write when the
+// statement had already finished.
 
 // Defaults of the group committer.
 const (
@@ -58,7 +69,14 @@ const (
 	// cancelTimeout bounds the cancel request sent to PostgreSQL when a
 	// member's context ends while its group's statement runs.
 	cancelTimeout = 5 * time.Second
+	// commitMargin is the time before a member's deadline by which its
+	// group's statement must be done, leaving its COMMIT that long.
+	commitMargin = 100 * time.Millisecond
 )
+
+// errTooLate is the outcome of a write whose deadline came too near for
+// it to be sent (commitMargin): its call waits for the deadline.
+var errTooLate = errors.New("ledger: the write's deadline is too near to send it")
 
 // stage is where a queued write is, guarded by committer.mu.
 type stage int
@@ -66,7 +84,7 @@ type stage int
 const (
 	waiting    stage = iota // in the queue
 	running                 // taken into a group, before its COMMIT
-	committing              // its group's COMMIT is sent: wait for it
+	committing              // its group's batch, COMMIT included, is sent: wait for it
 )
 
 // queued is one write waiting in the group committer.
@@ -102,6 +120,10 @@ func (c *committer) submit(ctx context.Context, w write) outcome {
 	}
 	select {
 	case o := <-q.done:
+		if errors.Is(o.err, errTooLate) {
+			<-ctx.Done()
+			return outcome{err: ctx.Err()}
+		}
 		return o
 	case <-ctx.Done():
 	}
@@ -115,7 +137,8 @@ func (c *committer) submit(ctx context.Context, w write) outcome {
 		return <-q.done
 	}
 	// Waiting: out of the queue. Running: its group checks every member's
-	// context before COMMIT, sees this one ended, and rolls back.
+	// context before it sends its batch, sees this one ended, and goes
+	// again without it.
 	return outcome{err: ctx.Err()}
 }
 
@@ -157,6 +180,10 @@ func (c *committer) take() []*queued {
 		}
 		if q.ctx.Err() != nil {
 			q.done <- outcome{err: q.ctx.Err()}
+			continue
+		}
+		if d, ok := q.ctx.Deadline(); ok && time.Until(d) <= commitMargin {
+			q.done <- outcome{err: errTooLate}
 			continue
 		}
 		if q.w.idem != "" {
@@ -213,7 +240,7 @@ func (c *committer) commit(group []*queued) {
 			o, err := c.runGroup([]*queued{q})
 			switch {
 			case err == errAbandoned:
-				q.done <- outcome{err: q.ctx.Err()}
+				c.requeue([]*queued{q}) // ended: its error; else it goes again, or is too late (take)
 			case err != nil:
 				q.done <- outcome{err: err}
 			default:
@@ -293,25 +320,53 @@ func (c *committer) runGroup(group []*queued) ([]outcome, error) {
 	for i, q := range group {
 		ws[i] = q.w
 	}
-	out, err := writeInTx(stmt, conn.Conn(), ws, c.s.clock.Now())
+	if !c.commitAll(group) {
+		tainted()
+		return nil, errAbandoned
+	}
+	// From here the members' outcome is this batch's (see above). It is
+	// read with ctx, not stmt: a read cut short would leave the COMMIT's
+	// outcome unknown.
+	out, err := writeInTx(ctx, conn.Conn(), ws, c.s.clock.Now(), statementBound(group))
 	if tainted() {
+		// A cancel request may still reach this connection: close it.
 		_ = conn.Conn().Close(context.WithoutCancel(ctx))
-		return nil, errAbandoned
-	}
-	if err == nil && c.commitAll(group) {
-		// The members' contexts no longer count: their outcome is this
-		// COMMIT's.
-		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
-			return nil, fmt.Errorf("ledger: commit: %w", err)
+		if err != nil {
+			return nil, errAbandoned
 		}
-		c.s.notifier.Head(newest(out))
-		return out, nil
 	}
-	endTx(ctx, conn.Conn())
-	if err == nil { // a member's context ended after the statement
-		return nil, errAbandoned
+	if err != nil {
+		endTx(ctx, conn.Conn())
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == queryCanceled {
+			// Stopped by the bound (statementBound), a member's deadline
+			// being near: nothing committed; take answers the members too
+			// late to go again, the others go again.
+			return nil, errAbandoned
+		}
+		return nil, err
 	}
-	return nil, err
+	c.s.notifier.Head(newest(out))
+	return out, nil
+}
+
+// queryCanceled is PostgreSQL's SQLSTATE for a statement stopped by a
+// cancel request or its statement_timeout.
+const queryCanceled = "57014"
+
+// statementBound is how long a group's statement may run: until the
+// earliest member's deadline less commitMargin, at least a millisecond; 0
+// when no member has a deadline.
+func statementBound(group []*queued) time.Duration {
+	var bound time.Duration
+	for _, q := range group {
+		if d, ok := q.ctx.Deadline(); ok {
+			if left := time.Until(d) - commitMargin; bound == 0 || left < bound {
+				bound = max(left, time.Millisecond)
+			}
+		}
+	}
+	return bound
 }
 
 // commitAll marks every member of group committing when all their
@@ -340,27 +395,59 @@ func (c *committer) anyEnded(group []*queued) bool {
 	return false
 }
 
-// writeInTx begins a transaction on conn and writes ws in it, leaving it
-// open for the caller to commit or roll back; it returns their outcomes.
-func writeInTx(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time) ([]outcome, error) {
+// groupCommit is what writeInTx is asked to do: leave the transaction
+// open (noCommit, for the caller to commit or roll back), or commit it in
+// the same batch with its statement bounded to that long (0: unbounded).
+type groupCommit = time.Duration
+
+const noCommit groupCommit = -1
+
+// writeInTx begins a transaction on conn and writes ws in it; it returns
+// their outcomes. With commit >= 0, COMMIT goes in the same batch, after
+// the write (skipped by PostgreSQL when the write fails), and a commit > 0
+// bounds the statements after BEGIN with the transaction's
+// statement_timeout; with noCommit the transaction is left open.
+func writeInTx(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time, commit groupCommit) ([]outcome, error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	if commit > 0 {
+		b.Queue("SELECT set_config('statement_timeout', $1, true)", strconv.FormatInt(max(commit.Milliseconds(), 1), 10))
+	}
 	queueWrite(b, ws, now)
+	if commit >= 0 {
+		b.Queue("COMMIT")
+	}
 	br := conn.SendBatch(ctx, b)
 	_, err := br.Exec()
+	if err == nil && commit > 0 {
+		_, err = br.Exec()
+	}
 	var out []outcome
 	var missing []string
 	if err == nil {
 		out, missing, err = readWrite(br, ws)
 	}
+	if err == nil && commit >= 0 {
+		if _, err = br.Exec(); err != nil {
+			err = fmt.Errorf("ledger: commit: %w", err)
+		}
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = readKeys(ctx, conn, ws, out, missing)
-	}
 	if err != nil {
 		return nil, err
+	}
+	if err := readKeys(ctx, conn, ws, out, missing); err != nil {
+		if commit < 0 {
+			return nil, err
+		}
+		// Committed: only the writes whose keys were to be read fail.
+		for i, w := range ws {
+			if w.idem != "" && slices.Contains(missing, w.idem) {
+				out[i] = outcome{err: err}
+			}
+		}
 	}
 	return out, nil
 }

@@ -10,8 +10,8 @@ import (
 )
 
 // Issue 14: a write's answer carries the event it appended, so asking for
-// the event costs no read: putValue is its group's two round trips (BEGIN
-// with the write, then COMMIT) however many event fields it asks for, and
+// the event costs no read: putValue is its group's one round trip (BEGIN,
+// the write and COMMIT together) however many event fields it asks for, and
 // the event it answers is the one stored (L2).
 func TestPutValueAnswersItsEventWithoutReadingIt(t *testing.T) {
 	t.Parallel()
@@ -53,8 +53,8 @@ func TestPutValueAnswersItsEventWithoutReadingIt(t *testing.T) {
 			best = n
 		}
 	}
-	require.EqualValues(t, 3, best,
-		"BEGIN with the write, then COMMIT, then the notification of the new head; no read of the event")
+	require.EqualValues(t, 2, best,
+		"BEGIN, the write and COMMIT together, then the notification of the new head; no read of the event")
 
 	pv := got.Ledger.PutValue
 	require.Equal(t, "entry.inserted", pv.Event.EventType)
