@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -48,11 +49,7 @@ func inOneGroup(t *testing.T, b testBundle, calls []single) []singleResult {
 	defer cancel()
 	require.Equal(t, 1, b.store.GroupRunners, "the store must have one runner")
 
-	holder, err := b.pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = holder.Rollback(ctx) }()
-	_, err = ledger.Append(ctx, holder, b.clock.Now(), ev("holder.took_head"))
-	require.NoError(t, err)
+	holder := holdHead(ctx, t, b)
 	holderPID := backendPID(t, holder)
 
 	var wg sync.WaitGroup
@@ -392,11 +389,7 @@ func TestGroupCommitMemberCancelledWhileRunning(t *testing.T) {
 
 	// The holder of the head keeps a first group waiting, so that A and B
 	// queue and go together as the next one.
-	holder, err := b.pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = holder.Rollback(ctx) }()
-	_, err = ledger.Append(ctx, holder, b.clock.Now(), ev("holder.took_head"))
-	require.NoError(t, err)
+	holder := holdHead(ctx, t, b)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		_, err := b.store.AppendEvent(ctx, "group.first", jsonvalue.Value(`{}`), "")
@@ -459,11 +452,7 @@ func TestGroupCommitMemberCancelledWhileQueued(t *testing.T) {
 	b := oneRunner(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	holder, err := b.pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = holder.Rollback(ctx) }()
-	_, err = ledger.Append(ctx, holder, b.clock.Now(), ev("holder.took_head"))
-	require.NoError(t, err)
+	holder := holdHead(ctx, t, b)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		_, err := b.store.AppendEvent(ctx, "group.first", jsonvalue.Value(`{}`), "")
@@ -521,11 +510,7 @@ func TestGroupCommitDeadlineKeptByPostgreSQL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	holder, err := b.pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = holder.Rollback(ctx) }()
-	_, err = ledger.Append(ctx, holder, b.clock.Now(), ev("holder.took_head"))
-	require.NoError(t, err)
+	holder := holdHead(ctx, t, b)
 	holderPID := backendPID(t, holder)
 
 	short, stop := context.WithTimeout(ctx, 800*time.Millisecond)
@@ -553,4 +538,16 @@ func TestGroupCommitDeadlineKeptByPostgreSQL(t *testing.T) {
 	}
 	require.Equal(t, []string{"holder.took_head", "patient.write"}, types, "the timed-out write committed")
 	require.Zero(t, countWhere(t, b.pool, `SELECT count(*) FROM idempotency_keys WHERE key = 'late-key'`))
+}
+
+// holdHead begins a transaction that appends holder.took_head and so holds
+// the ledger head until the test commits it (or ends: rolled back).
+func holdHead(ctx context.Context, t *testing.T, b testBundle) pgx.Tx {
+	t.Helper()
+	holder, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Rollback(context.WithoutCancel(ctx)) })
+	_, err = ledger.Append(ctx, holder, b.clock.Now(), ev("holder.took_head"))
+	require.NoError(t, err)
+	return holder
 }
