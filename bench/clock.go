@@ -202,28 +202,38 @@ func selfCPU() time.Duration {
 // processes (autovacuum, checkpointer) and other databases' backends are
 // not counted: the machine may be shared.
 func backendCPU(pids []int) time.Duration {
-	var ticks int64
+	var sum time.Duration
 	found := false
 	for _, pid := range pids {
-		raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			continue
+		if d, ok := procCPU(pid); ok {
+			sum, found = sum+d, true
 		}
-		s := string(raw)
-		closing := strings.LastIndexByte(s, ')')
-		f := strings.Fields(s[closing+1:])
-		if closing < 0 || len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		k, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += u + k
-		found = true
 	}
 	if !found {
 		return -1
 	}
-	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+	return sum
+}
+
+// procCPU reads the CPU time (user and system) of process pid from /proc;
+// false when it cannot be read (no such process, or no /proc).
+func procCPU(pid int) (time.Duration, bool) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	s := string(raw)
+	closing := strings.LastIndexByte(s, ')')
+	if closing < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[closing+1:])
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	k, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+k) * time.Second / 100, true // USER_HZ
 }
 
 // action creates an action whose sessions start on a bench event and keep a

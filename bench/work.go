@@ -48,7 +48,7 @@ func (w work) pgPerInput(n int64) float64 {
 type workMeter struct {
 	pool  *pgxpool.Pool
 	self  time.Duration
-	pids  map[int]time.Duration // backends at the start, with their CPU then
+	pids  map[int]time.Duration // readable backends at the start, with their CPU then
 	xid   int64
 	walAt string
 }
@@ -61,7 +61,9 @@ func startWork(ctx context.Context, pool *pgxpool.Pool) (*workMeter, error) {
 		return nil, err
 	}
 	for _, pid := range pids {
-		m.pids[pid] = backendCPU([]int{pid})
+		if d, ok := procCPU(pid); ok {
+			m.pids[pid] = d
+		}
 	}
 	if err := pool.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint, pg_current_wal_insert_lsn()::text`).
 		Scan(&m.xid, &m.walAt); err != nil {
@@ -81,17 +83,11 @@ func (m *workMeter) stop(ctx context.Context) (work, error) {
 		return w, err
 	}
 	for _, pid := range pids {
-		now := backendCPU([]int{pid})
-		if now < 0 {
+		now, ok := procCPU(pid)
+		if !ok {
 			continue
 		}
-		if w.postgres < 0 {
-			w.postgres = 0
-		}
-		if then, ok := m.pids[pid]; ok && then >= 0 {
-			now -= then
-		}
-		w.postgres += now
+		w.postgres = max(w.postgres, 0) + now - m.pids[pid] // a new backend counts whole
 	}
 	var xid int64
 	if err := m.pool.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint, pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::bigint`, m.walAt).

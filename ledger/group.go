@@ -327,7 +327,7 @@ func (c *committer) runGroup(group []*queued) ([]outcome, error) {
 	// From here the members' outcome is this batch's (see above). It is
 	// read with ctx, not stmt: a read cut short would leave the COMMIT's
 	// outcome unknown.
-	out, err := writeInTx(ctx, conn.Conn(), ws, c.s.clock.Now(), statementBound(group))
+	out, err := writeInTx(ctx, conn.Conn(), ws, c.s.clock.Now(), txEnd{commit: true, bound: statementBound(group)})
 	if tainted() {
 		// A cancel request may still reach this connection: close it.
 		_ = conn.Conn().Close(context.WithoutCancel(ctx))
@@ -395,31 +395,32 @@ func (c *committer) anyEnded(group []*queued) bool {
 	return false
 }
 
-// groupCommit is what writeInTx is asked to do: leave the transaction
-// open (noCommit, for the caller to commit or roll back), or commit it in
-// the same batch with its statement bounded to that long (0: unbounded).
-type groupCommit = time.Duration
+// txEnd says how writeInTx ends its transaction.
+type txEnd struct {
+	// commit sends COMMIT in the same batch, after the write (skipped by
+	// PostgreSQL when the write fails); else the transaction is left open
+	// for the caller to commit or roll back.
+	commit bool
+	// bound, with commit, is the statements' statement_timeout (0: none).
+	bound time.Duration
+}
 
-const noCommit groupCommit = -1
-
-// writeInTx begins a transaction on conn and writes ws in it; it returns
-// their outcomes. With commit >= 0, COMMIT goes in the same batch, after
-// the write (skipped by PostgreSQL when the write fails), and a commit > 0
-// bounds the statements after BEGIN with the transaction's
-// statement_timeout; with noCommit the transaction is left open.
-func writeInTx(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time, commit groupCommit) ([]outcome, error) {
+// writeInTx begins a transaction on conn and writes ws in it, ending it as
+// end says; it returns their outcomes.
+func writeInTx(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time, end txEnd) ([]outcome, error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	if commit > 0 {
-		b.Queue("SELECT set_config('statement_timeout', $1, true)", strconv.FormatInt(max(commit.Milliseconds(), 1), 10))
+	bounded := end.commit && end.bound > 0
+	if bounded {
+		b.Queue("SELECT set_config('statement_timeout', $1, true)", strconv.FormatInt(max(end.bound.Milliseconds(), 1), 10))
 	}
 	queueWrite(b, ws, now)
-	if commit >= 0 {
+	if end.commit {
 		b.Queue("COMMIT")
 	}
 	br := conn.SendBatch(ctx, b)
 	_, err := br.Exec()
-	if err == nil && commit > 0 {
+	if err == nil && bounded {
 		_, err = br.Exec()
 	}
 	var out []outcome
@@ -427,7 +428,7 @@ func writeInTx(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time, c
 	if err == nil {
 		out, missing, err = readWrite(br, ws)
 	}
-	if err == nil && commit >= 0 {
+	if err == nil && end.commit {
 		if _, err = br.Exec(); err != nil {
 			err = fmt.Errorf("ledger: commit: %w", err)
 		}
@@ -439,7 +440,7 @@ func writeInTx(ctx context.Context, conn *pgx.Conn, ws []write, now time.Time, c
 		return nil, err
 	}
 	if err := readKeys(ctx, conn, ws, out, missing); err != nil {
-		if commit < 0 {
+		if !end.commit {
 			return nil, err
 		}
 		// Committed: only the writes whose keys were to be read fail.

@@ -343,7 +343,7 @@ func runAtomic(ctx context.Context, conn *pgx.Conn, notifier *Notifier, ws []wri
 			endTx(ctx, conn)
 		}
 	}()
-	out, err = writeInTx(ctx, conn, ws, now, noCommit)
+	out, err = writeInTx(ctx, conn, ws, now, txEnd{})
 	if err == nil {
 		err = check(ws, out)
 	}
