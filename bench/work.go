@@ -11,8 +11,10 @@ import (
 
 // work is what a pass cost: CPU time of this process (the service and the
 // bench's clients) and of the database's backends, transactions that
-// wrote (transaction ids the cluster assigned) and WAL bytes the cluster
-// inserted. Unlike rates, these hardly move with a noisy neighbour, so they
+// wrote (transaction ids the cluster assigned), WAL bytes the cluster
+// inserted and the times its WAL was flushed to disk (pg_stat_wal's
+// wal_sync: every process's, counted as each reports its statistics, so
+// to within about a second of the pass's edges). Unlike rates, these hardly move with a noisy neighbour, so they
 // compare builds on a shared machine (issue 14: PostgreSQL CPU per consumed
 // input).
 type work struct {
@@ -20,6 +22,7 @@ type work struct {
 	postgres time.Duration // < 0: the backends' CPU is not readable (a remote server)
 	xids     int64
 	walBytes int64
+	flushes  int64
 }
 
 // perInput divides w by n inputs, as printed: CPU in ms, the rest as counts.
@@ -32,8 +35,8 @@ func (w work) perInput(n int64) string {
 	if w.postgres >= 0 {
 		pg = fmt.Sprintf("PostgreSQL backends %.3f ms CPU", float64(w.postgres.Microseconds())/1000/f)
 	}
-	return fmt.Sprintf("%s, this process (service and clients) %.3f ms CPU, %.2f writing transactions, %.0f WAL bytes",
-		pg, float64(w.self.Microseconds())/1000/f, float64(w.xids)/f, float64(w.walBytes)/f)
+	return fmt.Sprintf("%s, this process (service and clients) %.3f ms CPU, %.2f writing transactions, %.0f WAL bytes, %.2f WAL flushes",
+		pg, float64(w.self.Microseconds())/1000/f, float64(w.xids)/f, float64(w.walBytes)/f, float64(w.flushes)/f)
 }
 
 // pgPerInput is the backends' CPU per input in ms; -1 when not readable.
@@ -51,6 +54,7 @@ type workMeter struct {
 	pids  map[int]time.Duration // readable backends at the start, with their CPU then
 	xid   int64
 	walAt string
+	syncs int64
 }
 
 // startWork reads the counters work is the difference of.
@@ -65,8 +69,8 @@ func startWork(ctx context.Context, pool *pgxpool.Pool) (*workMeter, error) {
 			m.pids[pid] = d
 		}
 	}
-	if err := pool.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint, pg_current_wal_insert_lsn()::text`).
-		Scan(&m.xid, &m.walAt); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint, pg_current_wal_insert_lsn()::text, `+walSyncs).
+		Scan(&m.xid, &m.walAt, &m.syncs); err != nil {
 		return nil, fmt.Errorf("bench: read the cluster's counters: %w", err)
 	}
 	m.self = selfCPU()
@@ -89,14 +93,18 @@ func (m *workMeter) stop(ctx context.Context) (work, error) {
 		}
 		w.postgres = max(w.postgres, 0) + now - m.pids[pid] // a new backend counts whole
 	}
-	var xid int64
-	if err := m.pool.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint, pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::bigint`, m.walAt).
-		Scan(&xid, &w.walBytes); err != nil {
+	var xid, syncs int64
+	if err := m.pool.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint, pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::bigint, `+walSyncs, m.walAt).
+		Scan(&xid, &w.walBytes, &syncs); err != nil {
 		return w, fmt.Errorf("bench: read the cluster's counters: %w", err)
 	}
-	w.xids = xid - m.xid
+	w.xids, w.flushes = xid-m.xid, syncs-m.syncs
 	return w, nil
 }
+
+// walSyncs is the select-list expression of the cluster's WAL flushes so
+// far (pg_stat_wal: PostgreSQL 14 and later).
+const walSyncs = `coalesce((SELECT wal_sync FROM pg_stat_wal), 0)::bigint`
 
 // backendPIDs lists the backends connected to the pool's database.
 func backendPIDs(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {

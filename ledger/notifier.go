@@ -34,6 +34,11 @@ type Notifier struct {
 	// Log, when set, reports a send that failed (the notifications of
 	// that statement are dropped: they are wake-ups).
 	Log *slog.Logger
+	// Local, when set, is also handed each notification as it is queued,
+	// so that the loops of this process wake without waiting for the
+	// round trip through PostgreSQL (they get the sent copy too, later).
+	// Set it before the first notification; it must not block.
+	Local func(channel, payload string)
 
 	mu      sync.Mutex
 	pending []notification
@@ -71,6 +76,9 @@ func (n *Notifier) Notify(channel, payload string) {
 	}
 	n.startLocked()
 	n.mu.Unlock()
+	if n.Local != nil {
+		n.Local(channel, payload)
+	}
 }
 
 // Head queues the ledger's notification (NotifyChannel) that the head
@@ -85,6 +93,9 @@ func (n *Notifier) Head(position int64) {
 	n.head = max(n.head, position)
 	n.startLocked()
 	n.mu.Unlock()
+	if n.Local != nil {
+		n.Local(NotifyChannel, strconv.FormatInt(position, 10))
+	}
 }
 
 // startLocked starts the sender unless it runs (n.mu held).
@@ -132,8 +143,13 @@ func (n *Notifier) send() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
 		// unnest keeps the arrays' order, and NOTIFY keeps the order of a
-		// transaction's notifications.
-		_, err := n.pool.Exec(ctx, `SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS x (c, p)`, channels, payloads)
+		// transaction's notifications. NOTIFY gives its transaction an id,
+		// so its commit would wait for a WAL flush like a write's; what it
+		// announces has committed already, and a wake-up lost in a crash is
+		// one the pollers make up for, so it commits without waiting
+		// (synchronous_commit off for this statement's transaction alone).
+		_, err := n.pool.Exec(ctx, `SELECT pg_notify(x.c, x.p)
+			  FROM set_config('synchronous_commit', 'off', true), unnest($1::text[], $2::text[]) AS x (c, p)`, channels, payloads)
 		cancel()
 		if err != nil && n.Log != nil {
 			n.Log.Warn("notifications not sent (wake-ups only: pollers catch up)", "count", len(batch), "err", err)

@@ -82,3 +82,21 @@ func TestNotifierAnnouncesAfterCommit(t *testing.T) {
 	none.Head(1)
 	none.Flush()
 }
+
+// Issue 14: the Notifier hands each notification to Local as it is
+// queued, before any send, so the loops of the process that committed
+// wake without the round trip through PostgreSQL; the sent copies follow.
+func TestNotifierWakesThisProcessAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	conn := listen(t, b, ledger.NotifyChannel, "test_wake")
+	nt := ledger.NewNotifier(b.pool)
+	var local []string
+	nt.Local = func(channel, payload string) { local = append(local, channel+":"+payload) }
+
+	nt.Head(3)
+	nt.Notify("test_wake", "x")
+	require.Equal(t, []string{ledger.NotifyChannel + ":3", "test_wake:x"}, local, "handed over as queued, not when sent")
+	nt.Flush()
+	require.ElementsMatch(t, []string{ledger.NotifyChannel + ":3", "test_wake:x"}, received(t, conn), "and sent as before")
+}

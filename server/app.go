@@ -181,6 +181,43 @@ type App struct {
 	log     *slog.Logger
 	tracer  trace.Tracer
 	schema  *migrations.Checker
+	wakes   wakes
+}
+
+// wakes are the channels that wake the process's loops: by the listener,
+// for what any process committed, and by the notifier at once, for what
+// this one did (wakes.local).
+type wakes struct {
+	ledger, turns, timers, executions, firings chan struct{}
+}
+
+func newWakes() wakes {
+	c := func() chan struct{} { return make(chan struct{}, 1) }
+	return wakes{ledger: c(), turns: c(), timers: c(), executions: c(), firings: c()}
+}
+
+// local wakes the loop that a notification of this process is for,
+// without waiting for its copy through PostgreSQL (ledger.Notifier.Local).
+func (w wakes) local(channel, _ string) {
+	switch channel {
+	case ledger.NotifyChannel:
+		nudgeWake(w.ledger)
+	case session.TurnsChannel:
+		nudgeWake(w.turns)
+	case session.TimersChannel:
+		nudgeWake(w.timers)
+	case session.ExecutionsChannel:
+		nudgeWake(w.executions)
+	case action.FiringsChannel:
+		nudgeWake(w.firings)
+	}
+}
+
+func nudgeWake(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 // Kinds returns the handler kinds this build offers; c is the service clock
@@ -263,6 +300,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	// (issue 14).
 	notifier := a.Ledger.Notifier()
 	notifier.Log = log
+	a.wakes = newWakes()
+	notifier.Local = a.wakes.local
 	a.Actions = action.NewStore(pool, a.Clock, a.Kinds)
 	a.Actions.BudgetCheck = budgetCheck(a.Kinds, cfg.Prices)
 	dir.actions = a.Actions
@@ -385,8 +424,8 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ledgerWake, turnsWake, timersWake := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
-	execWake, firingsWake := make(chan struct{}, 1), make(chan struct{}, 1)
+	ledgerWake, turnsWake, timersWake := a.wakes.ledger, a.wakes.turns, a.wakes.timers
+	execWake, firingsWake := a.wakes.executions, a.wakes.firings
 	a.Executor.ExecutionsWake = execWake
 	l := &pgxlisten.Listener{
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
@@ -521,10 +560,7 @@ type feedHandler struct {
 func (h feedHandler) HandleNotification(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
 	h.feed.Publish(n.Channel, n.Payload)
 	if h.wake != nil {
-		select {
-		case h.wake <- struct{}{}:
-		default:
-		}
+		nudgeWake(h.wake)
 	}
 	return nil
 }
@@ -560,10 +596,7 @@ func (s *listenSync) listened(conn *pgx.Conn, channel string) {
 
 func wakeHandler(ch chan struct{}) pgxlisten.HandlerFunc {
 	return func(context.Context, *pgconn.Notification, *pgx.Conn) error {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+		nudgeWake(ch)
 		return nil
 	}
 }

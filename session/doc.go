@@ -13,11 +13,12 @@
 // its session goes through the functions of lease.go, pending.go and
 // settle.go, each fenced by the lease's token (HARD-PARTS 3):
 //
-//   - QueueClaim leases up to n runnable sessions in one statement (FOR NO
-//     KEY UPDATE SKIP LOCKED, the token incremented); QueuePending and
-//     QueueTakenFirings read what their turns are planned from;
-//     QueueStartTurns, QueueStandDown and QueueCompleteAtEnd (E5) record
-//     the outcome of the claim.
+//   - QueueClaim takes up to n runnable sessions in one statement (FOR NO
+//     KEY UPDATE SKIP LOCKED) with the next token, writing nothing;
+//     QueuePending and QueueTakenFirings read what their turns are planned
+//     from; QueueStartTurns, QueueLease, QueueStandDown, QueueHold and
+//     QueueCompleteAtEnd (E5) record the outcome of the claim, each
+//     session's in one update that installs the token.
 //   - Extend is the heartbeat of every running turn of a process in one
 //     statement; Release gives a lease up.
 //   - QueueFence locks the sessions of finished turns and checks their

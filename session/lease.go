@@ -30,9 +30,11 @@ type Lease struct {
 	Token int64
 }
 
-// Claimed is a session leased by QueueClaim, read while its row is locked.
+// Claimed is a session taken by QueueClaim, read while its row is locked
+// (its lease columns as they were before the claim).
 type Claimed struct {
 	Session *Session
+	// Lease carries the token the claim's write installs.
 	Lease
 	// Runnable is since when the session was runnable (next_turn_at).
 	Runnable time.Time
@@ -41,23 +43,26 @@ type Claimed struct {
 	InputCount int64
 }
 
-// QueueClaim queues the lease of up to limit runnable sessions, longest
+// QueueClaim queues the claim of up to limit runnable sessions, longest
 // runnable first: OPEN, due (next_turn_at at or before now) and leased by
-// nobody (or the lease expired at now). Each gets owner, a lease until
-// until and the next fencing token, and is appended to out. Rows another
-// transaction holds are skipped, never waited for; the claimed rows stay
-// locked until the transaction ends.
-func QueueClaim(b *pgx.Batch, owner string, now, until time.Time, limit int, out *[]Claimed) {
+// nobody (or the lease expired at now). Each is appended to out with the
+// next fencing token. Rows another transaction holds are skipped, never
+// waited for; the claimed rows stay locked until the transaction ends.
+//
+// The claim writes nothing itself: every claimed session must get exactly
+// one of QueueStartTurns, QueueLease, QueueStandDown, QueueHold or
+// QueueCompleteAtEnd in the same transaction, which installs the token
+// (and the lease, or its end) in the row's one update (issue 14: a row
+// version and two foreign-key checks less a turn than a claim that
+// updated the row first). Those fence on the token before it (the row is
+// locked meanwhile, so nothing else can have moved it).
+func QueueClaim(b *pgx.Batch, now time.Time, limit int, out *[]Claimed) {
 	b.Queue(`
-		WITH c AS (
-			SELECT sid FROM sessions
-			 WHERE next_turn_at <= $1 AND status = $5 AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
-			 ORDER BY next_turn_at LIMIT $4
-			   FOR NO KEY UPDATE SKIP LOCKED)
-		UPDATE sessions s SET lease_owner = $2, lease_expires_at = $3, lease_token = s.lease_token + 1
-		  FROM c WHERE s.sid = c.sid
-		RETURNING `+prefixed("s", sessionColumns)+`, s.lease_token, s.next_turn_at, s.input_count`,
-		now, owner, until, limit, Open).Query(func(rows pgx.Rows) error {
+		SELECT `+sessionColumns+`, lease_token + 1, next_turn_at, input_count FROM sessions
+		 WHERE next_turn_at <= $1 AND status = $3 AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
+		 ORDER BY next_turn_at LIMIT $2
+		   FOR NO KEY UPDATE SKIP LOCKED`,
+		now, limit, Open).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var c Claimed
 			var err error
@@ -129,12 +134,13 @@ type StartTurn struct {
 	Entries   []string
 }
 
-// QueueStartTurns queues, for sessions a claim in this transaction leased,
-// the record of their new turns: the turn count and the firings taken as
-// inputs; ann gets the change to announce (issue 12). The firings' events
-// must be appended in the same transaction (ledger.Append); their inputs
-// refer to them, checked at commit.
-func QueueStartTurns(b *pgx.Batch, now time.Time, starts []StartTurn, ann *Announcement) {
+// QueueStartTurns queues, for sessions a claim in this transaction took,
+// their lease (owner, until, the claim's token) and the record of their new
+// turns: the turn count and the firings taken as inputs; ann gets the
+// change to announce (issue 12). The firings' events must be appended in
+// the same transaction (ledger.Append); their inputs refer to them,
+// checked at commit.
+func QueueStartTurns(b *pgx.Batch, owner string, now, until time.Time, starts []StartTurn, ann *Announcement) {
 	if len(starts) == 0 {
 		return
 	}
@@ -162,27 +168,43 @@ func QueueStartTurns(b *pgx.Batch, now time.Time, starts []StartTurn, ann *Annou
 			KindSchedule, InputPending, now, fsid, fseq, fidentity, fevent, fstarts, fsize, fkey, fentry, fat)
 	}
 	b.Queue(`UPDATE sessions s SET turn_count = u.turn,
-			input_count = s.input_count + (SELECT count(*) FROM unnest($4::bigint[]) AS f (sid) WHERE f.sid = s.sid)
+			input_count = s.input_count + (SELECT count(*) FROM unnest($4::bigint[]) AS f (sid) WHERE f.sid = s.sid),
+			lease_owner = $5, lease_expires_at = $6, lease_token = u.token
 		  FROM unnest($1::bigint[], $2::bigint[], $3::int[]) AS u (sid, token, turn)
-		 WHERE s.sid = u.sid AND s.lease_token = u.token`, sids, tokens, turns, fsid)
+		 WHERE s.sid = u.sid AND s.lease_token = u.token - 1`, sids, tokens, turns, fsid, owner, until)
 }
 
-// QueueStandDown queues, for sessions a claim in this transaction leased
-// that have nothing to run, the end of their lease; a session stays
-// runnable only if an input that starts a turn is pending after all.
+// QueueLease queues, for sessions a claim in this transaction took that
+// start no new turn but stay leased (a turn taken over, T9, or a session
+// whose version cannot be used, left until the lease expires), their
+// lease: owner, until and the claim's token.
+func QueueLease(b *pgx.Batch, owner string, until time.Time, leases []Lease) {
+	if len(leases) == 0 {
+		return
+	}
+	sids, tokens := leaseArrays(leases)
+	b.Queue(`UPDATE sessions s SET lease_owner = $3, lease_expires_at = $4, lease_token = u.token
+		  FROM unnest($1::bigint[], $2::bigint[]) AS u (sid, token)
+		 WHERE s.sid = u.sid AND s.lease_token = u.token - 1`, sids, tokens, owner, until)
+}
+
+// QueueStandDown queues, for sessions a claim in this transaction took
+// that have nothing to run, the end of their lease (the claim's token
+// installed, fencing any earlier holder); a session stays runnable only if
+// an input that starts a turn is pending after all.
 func QueueStandDown(b *pgx.Batch, leases []Lease) {
 	if len(leases) == 0 {
 		return
 	}
 	sids, tokens := leaseArrays(leases)
-	b.Queue(`UPDATE sessions s SET lease_owner = NULL, lease_expires_at = NULL,
+	b.Queue(`UPDATE sessions s SET lease_owner = NULL, lease_expires_at = NULL, lease_token = u.token,
 			next_turn_at = CASE WHEN EXISTS (SELECT 1 FROM session_inputs i WHERE i.sid = s.sid AND i.status = 'PENDING' AND i.starts_turn)
 				THEN s.next_turn_at END
 		  FROM unnest($1::bigint[], $2::bigint[]) AS u (sid, token)
-		 WHERE s.sid = u.sid AND s.lease_token = u.token`, sids, tokens)
+		 WHERE s.sid = u.sid AND s.lease_token = u.token - 1`, sids, tokens)
 }
 
-// QueueHold queues, for sessions a claim in this transaction leased whose
+// QueueHold queues, for sessions a claim in this transaction took whose
 // trigger deliveries the debounce holds (G3), the end of their lease and
 // their next turn at until, with a timer that wakes the executor then.
 func QueueHold(b *pgx.Batch, leases []Lease, until []time.Time) {
@@ -190,15 +212,15 @@ func QueueHold(b *pgx.Batch, leases []Lease, until []time.Time) {
 		return
 	}
 	sids, tokens := leaseArrays(leases)
-	b.Queue(`UPDATE sessions s SET lease_owner = NULL, lease_expires_at = NULL, next_turn_at = u.until
+	b.Queue(`UPDATE sessions s SET lease_owner = NULL, lease_expires_at = NULL, lease_token = u.token, next_turn_at = u.until
 		  FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[]) AS u (sid, token, until)
-		 WHERE s.sid = u.sid AND s.lease_token = u.token`, sids, tokens, until)
+		 WHERE s.sid = u.sid AND s.lease_token = u.token - 1`, sids, tokens, until)
 	b.Queue(`INSERT INTO session_timers (sid, due_at) SELECT * FROM unnest($1::bigint[], $2::timestamptz[])
 		ON CONFLICT (sid) DO UPDATE SET due_at = least(session_timers.due_at, EXCLUDED.due_at)`, sids, until)
 }
 
 // QueueCompleteAtEnd queues, for sessions a claim in this transaction
-// leased whose end has come with nothing pending, their completion (E5):
+// took whose end has come with nothing pending, their completion (E5):
 // COMPLETED with reason ended and no turn; their timers go; ann gets the
 // change to announce.
 func QueueCompleteAtEnd(b *pgx.Batch, now time.Time, leases []Lease, ann *Announcement) {
@@ -207,9 +229,9 @@ func QueueCompleteAtEnd(b *pgx.Batch, now time.Time, leases []Lease, ann *Announ
 	}
 	sids, tokens := leaseArrays(leases)
 	b.Queue(`UPDATE sessions s SET status = $3, reason = $4, closed_at = $5, updated_at = $5,
-			next_turn_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+			next_turn_at = NULL, lease_owner = NULL, lease_expires_at = NULL, lease_token = u.token
 		  FROM unnest($1::bigint[], $2::bigint[]) AS u (sid, token)
-		 WHERE s.sid = u.sid AND s.lease_token = u.token`, sids, tokens, Completed, ReasonEnded, now)
+		 WHERE s.sid = u.sid AND s.lease_token = u.token - 1`, sids, tokens, Completed, ReasonEnded, now)
 	queueDropTimers(b, sids)
 	for _, sid := range sids {
 		ann.Session(sid)

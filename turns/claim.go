@@ -104,9 +104,11 @@ func (e *Executor) claim(ctx context.Context, n int) (_ []*claim, leased int, er
 	}
 	defer p.close(ctx)
 	now := e.clock.Now()
+	// Every session the claim takes gets its one write from w (QueueClaim).
+	w := claimWrites{owner: e.cfg.Owner, now: now, until: now.Add(e.cfg.Lease)}
 	var claimed []session.Claimed
 	b := &pgx.Batch{}
-	session.QueueClaim(b, e.cfg.Owner, now, now.Add(e.cfg.Lease), n, &claimed)
+	session.QueueClaim(b, now, n, &claimed)
 	if err := p.send(ctx, b); err != nil {
 		return nil, 0, fmt.Errorf("claim: %w", err)
 	}
@@ -126,6 +128,7 @@ func (e *Executor) claim(ctx context.Context, n int) (_ []*claim, leased int, er
 			// Left leased: the claim tries again when the lease expires,
 			// and the other sessions are not held up meanwhile.
 			e.log.Error("claim: session's version unusable; it waits for its lease to expire", "session", c.Session.ID, "err", err)
+			w.kept = append(w.kept, c.Lease)
 			continue
 		}
 		comps[c.SID] = comp
@@ -149,7 +152,6 @@ func (e *Executor) claim(ctx context.Context, n int) (_ []*claim, leased int, er
 	}
 
 	// Plan each session's turn, then write them all: the last round trip.
-	w := claimWrites{now: now}
 	var out []*claim
 	defer func() {
 		if err != nil {
@@ -291,6 +293,7 @@ func (e *Executor) reclaim(ctx context.Context, c *claim, r *running, w *claimWr
 	// The run that settles the turn keeps its trace.
 	e.startTurn(ctx, c)
 	w.reclaimed = append(w.reclaimed, c)
+	w.kept = append(w.kept, c.lease)
 }
 
 // resumes works out where the new turns that take answers start (P5,
@@ -345,8 +348,12 @@ func (e *Executor) resumes(ctx context.Context, p *pipeTx, cs []*claim) error {
 
 // claimWrites collects what a claim writes.
 type claimWrites struct {
-	now       time.Time
-	starts    []session.StartTurn
+	owner      string
+	now, until time.Time
+	starts     []session.StartTurn
+	// kept are sessions that stay leased without a new turn: reclaimed
+	// turns (T9) and sessions whose version is unusable.
+	kept      []session.Lease
 	standDown []session.Lease
 	// held are sessions whose trigger deliveries the debounce holds until
 	// heldUntil (G3).
@@ -398,7 +405,8 @@ func (w *claimWrites) start(c *claim, count int64, items []item) []session.Input
 // queue queues the claim's writes: the sessions' (package session) before
 // the turns', executions' and turn inputs' that refer to them.
 func (w *claimWrites) queue(b *pgx.Batch, cs []*claim) {
-	session.QueueStartTurns(b, w.now, w.starts, &w.ann)
+	session.QueueStartTurns(b, w.owner, w.now, w.until, w.starts, &w.ann)
+	session.QueueLease(b, w.owner, w.until, w.kept)
 	session.QueueStandDown(b, w.standDown)
 	session.QueueHold(b, w.held, w.heldUntil)
 	session.QueueCompleteAtEnd(b, w.now, w.ended, &w.ann)

@@ -176,8 +176,11 @@ func (p *publisher) drain() {
 
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		// unnest keeps the array's order, and NOTIFY keeps the order of
-		// its calls.
-		_, err := p.pool.Exec(ctx, `SELECT pg_notify($1, x) FROM unnest($2::text[]) AS x`, TranscriptChannel, batch)
+		// its calls. Its commit does not wait for a WAL flush (as
+		// ledger.Notifier's): live entries are announcements, and a crash
+		// loses the turn's attempt with them.
+		_, err := p.pool.Exec(ctx, `SELECT pg_notify($1, x)
+			  FROM set_config('synchronous_commit', 'off', true), unnest($2::text[]) AS x`, TranscriptChannel, batch)
 		cancel()
 		if err != nil && !errors.Is(err, puddle.ErrClosedPool) {
 			p.log.Warn("live transcript: entries not published (subscribers see the gap)", "entries", n, "err", err)

@@ -1,0 +1,110 @@
+package turns_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actionsledger/actionsledger/turns"
+)
+
+// countingAs is a well-behaved handler (countOutcome) by.
+func countingAs(by string) runFunc {
+	return func(_ context.Context, req *turns.Request) (*turns.Outcome, error) { return countOutcome(req, by) }
+}
+
+// sessionWrites records every update of a session row with its
+// transaction, the lease token before and after and the turn count after.
+func (b *bundle) recordSessionWrites() {
+	b.t.Helper()
+	_, err := b.app.Pool.Exec(b.ctx, `
+		CREATE TABLE session_writes (xid xid8, sid bigint, old_token bigint, new_token bigint, owner text, turn_count int);
+		CREATE FUNCTION record_session_write() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO session_writes VALUES (pg_current_xact_id(), NEW.sid, OLD.lease_token, NEW.lease_token, NEW.lease_owner, NEW.turn_count);
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER record_session_write AFTER UPDATE ON sessions FOR EACH ROW EXECUTE FUNCTION record_session_write();`)
+	require.NoError(b.t, err)
+}
+
+type sessionWrite struct {
+	XID                string
+	OldToken, NewToken int64
+	Owner              *string
+	TurnCount          int
+}
+
+func (b *bundle) sessionWrites(sid int64) []sessionWrite {
+	b.t.Helper()
+	rows, err := b.app.Pool.Query(b.ctx, `SELECT xid::text, old_token, new_token, owner, turn_count FROM session_writes WHERE sid = $1 ORDER BY xid`, sid)
+	require.NoError(b.t, err)
+	defer rows.Close()
+	var out []sessionWrite
+	for rows.Next() {
+		var w sessionWrite
+		require.NoError(b.t, rows.Scan(&w.XID, &w.OldToken, &w.NewToken, &w.Owner, &w.TurnCount))
+		out = append(out, w)
+	}
+	require.NoError(b.t, rows.Err())
+	return out
+}
+
+// Issue 14, T1, HARD-PARTS 3: a claim that starts a turn writes its
+// session's row once, installing the lease (owner and the next token) with
+// the turn count; the turn's settle then writes it under that token.
+func TestClaimWritesTheSessionOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, countingAs("w"))
+	actionID := b.probeMonitor(nil)
+	acct := b.openAccount()
+	b.entry(acct, 1)
+	b.dispatch()
+	s := b.session(actionID, acct)
+	b.recordSessionWrites()
+
+	require.True(t, b.runOnce(b.executor("worker-w", turns.Config{})))
+
+	ws := b.sessionWrites(s.SID)
+	require.NotEmpty(t, ws)
+	claim := ws[0]
+	require.Equal(t, 1, claim.TurnCount, "the claim's write records the turn")
+	require.Equal(t, claim.OldToken+1, claim.NewToken, "and installs the next token")
+	require.Equal(t, "worker-w", *claim.Owner)
+	perTx := map[string]int{}
+	for _, w := range ws {
+		perTx[w.XID]++
+	}
+	require.Equal(t, 1, perTx[claim.XID], "one write of the row in the claim's transaction: %+v", ws)
+	for _, w := range ws[1:] {
+		require.Equal(t, claim.NewToken, w.OldToken, "later writes are fenced by the claim's token: %+v", ws)
+	}
+}
+
+// Issue 14, HARD-PARTS 3: a claim that finds nothing to run stands down
+// in one write that still moves the token on, so a holder from before the
+// claim is fenced out as when the claim wrote the token first.
+func TestClaimThatStandsDownMovesTheToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t, countingAs("w"))
+	actionID := b.probeMonitor(nil)
+	acct := b.openAccount()
+	b.dispatch()
+	s := b.session(actionID, acct)
+	// Runnable with nothing pending: the claim takes it and stands down.
+	_, err := b.app.Pool.Exec(b.ctx, `UPDATE sessions SET next_turn_at = $2 WHERE sid = $1`, s.SID, b.clock.Now())
+	require.NoError(t, err)
+	b.recordSessionWrites()
+	var before int64
+	require.NoError(t, b.app.Pool.QueryRow(b.ctx, `SELECT lease_token FROM sessions WHERE sid = $1`, s.SID).Scan(&before))
+
+	require.False(t, b.runOnce(b.executor("worker-w", turns.Config{})), "nothing to run")
+
+	ws := b.sessionWrites(s.SID)
+	require.Len(t, ws, 1, "one write: %+v", ws)
+	require.Equal(t, before, ws[0].OldToken)
+	require.Equal(t, before+1, ws[0].NewToken)
+	require.Nil(t, ws[0].Owner, "no lease is left")
+	require.Zero(t, b.count(`SELECT count(*) FROM sessions WHERE sid = $1 AND next_turn_at IS NOT NULL`, s.SID), "nothing keeps it runnable")
+}
