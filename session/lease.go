@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/actionsledger/actionsledger/ledger"
 )
@@ -21,10 +22,10 @@ import (
 // round trip. The batch must be sent in a transaction (pgx.Batch.BeginTx or
 // a pgx.Tx), and the results are read when the batch is closed.
 
-// Lease is a worker's claim on a session: the session's fencing token when
-// the claim took it. Every later claim takes a higher token, so a write
-// fenced by the token (WHERE lease_token = Token) fails for a worker that
-// lost the lease.
+// Lease is a worker's claim on a session: the fencing token its claim
+// installed. Every later claim installs a higher token, so a write fenced
+// by the token (WHERE lease_token = Token) fails for a worker that lost the
+// lease (HARD-PARTS 3).
 type Lease struct {
 	SID   int64
 	Token int64
@@ -54,11 +55,21 @@ type Claimed struct {
 // QueueCompleteAtEnd in the same transaction, which installs the token
 // (and the lease, or its end) in the row's one update (issue 14: a row
 // version and two foreign-key checks less a turn than a claim that
-// updated the row first). Those fence on the token before it (the row is
-// locked meanwhile, so nothing else can have moved it).
+// updated the row first). Those fence on a token below it (the row is
+// locked meanwhile, so nothing else can have moved it) and fail the
+// transaction when a row is not written.
+//
+// The token is the session's last one plus one, or the database's clock
+// in microseconds when that is higher. A claim that commits without
+// waiting for its WAL can be lost whole in a PostgreSQL crash while its
+// worker runs the turn; the next claim then reads the token from before
+// the lost one, and plus one alone would hand out the lost claim's token
+// again, letting both workers' commits through their fences. The clock
+// has moved on since (the restart alone takes longer than a microsecond),
+// so the new token is higher.
 func QueueClaim(b *pgx.Batch, now time.Time, limit int, out *[]Claimed) {
 	b.Queue(`
-		SELECT `+sessionColumns+`, lease_token + 1, next_turn_at, input_count FROM sessions
+		SELECT `+sessionColumns+`, `+nextToken+`, next_turn_at, input_count FROM sessions
 		 WHERE next_turn_at <= $1 AND status = $3 AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
 		 ORDER BY next_turn_at LIMIT $2
 		   FOR NO KEY UPDATE SKIP LOCKED`,
@@ -134,6 +145,20 @@ type StartTurn struct {
 	Entries   []string
 }
 
+// nextToken is the select-list expression of a claimed session's next
+// token (QueueClaim).
+const nextToken = `greatest(lease_token + 1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)`
+
+// wroteAll checks that a claim's write reached each of its n sessions.
+func wroteAll(what string, n int) func(pgconn.CommandTag) error {
+	return func(ct pgconn.CommandTag) error {
+		if ct.RowsAffected() != int64(n) {
+			return fmt.Errorf("session: claim: %s wrote %d of %d sessions (their tokens moved)", what, ct.RowsAffected(), n)
+		}
+		return nil
+	}
+}
+
 // QueueStartTurns queues, for sessions a claim in this transaction took,
 // their lease (owner, until, the claim's token) and the record of their new
 // turns: the turn count and the firings taken as inputs; ann gets the
@@ -171,7 +196,7 @@ func QueueStartTurns(b *pgx.Batch, owner string, now, until time.Time, starts []
 			input_count = s.input_count + (SELECT count(*) FROM unnest($4::bigint[]) AS f (sid) WHERE f.sid = s.sid),
 			lease_owner = $5, lease_expires_at = $6, lease_token = u.token
 		  FROM unnest($1::bigint[], $2::bigint[], $3::int[]) AS u (sid, token, turn)
-		 WHERE s.sid = u.sid AND s.lease_token = u.token - 1`, sids, tokens, turns, fsid, owner, until)
+		 WHERE s.sid = u.sid AND s.lease_token < u.token`, sids, tokens, turns, fsid, owner, until).Exec(wroteAll("the start of turns", len(sids)))
 }
 
 // QueueLease queues, for sessions a claim in this transaction took that
@@ -185,7 +210,7 @@ func QueueLease(b *pgx.Batch, owner string, until time.Time, leases []Lease) {
 	sids, tokens := leaseArrays(leases)
 	b.Queue(`UPDATE sessions s SET lease_owner = $3, lease_expires_at = $4, lease_token = u.token
 		  FROM unnest($1::bigint[], $2::bigint[]) AS u (sid, token)
-		 WHERE s.sid = u.sid AND s.lease_token = u.token - 1`, sids, tokens, owner, until)
+		 WHERE s.sid = u.sid AND s.lease_token < u.token`, sids, tokens, owner, until).Exec(wroteAll("the lease", len(sids)))
 }
 
 // QueueStandDown queues, for sessions a claim in this transaction took
@@ -201,7 +226,7 @@ func QueueStandDown(b *pgx.Batch, leases []Lease) {
 			next_turn_at = CASE WHEN EXISTS (SELECT 1 FROM session_inputs i WHERE i.sid = s.sid AND i.status = 'PENDING' AND i.starts_turn)
 				THEN s.next_turn_at END
 		  FROM unnest($1::bigint[], $2::bigint[]) AS u (sid, token)
-		 WHERE s.sid = u.sid AND s.lease_token = u.token - 1`, sids, tokens)
+		 WHERE s.sid = u.sid AND s.lease_token < u.token`, sids, tokens).Exec(wroteAll("the stand-down", len(sids)))
 }
 
 // QueueHold queues, for sessions a claim in this transaction took whose
@@ -214,7 +239,7 @@ func QueueHold(b *pgx.Batch, leases []Lease, until []time.Time) {
 	sids, tokens := leaseArrays(leases)
 	b.Queue(`UPDATE sessions s SET lease_owner = NULL, lease_expires_at = NULL, lease_token = u.token, next_turn_at = u.until
 		  FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[]) AS u (sid, token, until)
-		 WHERE s.sid = u.sid AND s.lease_token = u.token - 1`, sids, tokens, until)
+		 WHERE s.sid = u.sid AND s.lease_token < u.token`, sids, tokens, until).Exec(wroteAll("the hold", len(sids)))
 	b.Queue(`INSERT INTO session_timers (sid, due_at) SELECT * FROM unnest($1::bigint[], $2::timestamptz[])
 		ON CONFLICT (sid) DO UPDATE SET due_at = least(session_timers.due_at, EXCLUDED.due_at)`, sids, until)
 }
@@ -231,7 +256,7 @@ func QueueCompleteAtEnd(b *pgx.Batch, now time.Time, leases []Lease, ann *Announ
 	b.Queue(`UPDATE sessions s SET status = $3, reason = $4, closed_at = $5, updated_at = $5,
 			next_turn_at = NULL, lease_owner = NULL, lease_expires_at = NULL, lease_token = u.token
 		  FROM unnest($1::bigint[], $2::bigint[]) AS u (sid, token)
-		 WHERE s.sid = u.sid AND s.lease_token = u.token - 1`, sids, tokens, Completed, ReasonEnded, now)
+		 WHERE s.sid = u.sid AND s.lease_token < u.token`, sids, tokens, Completed, ReasonEnded, now).Exec(wroteAll("the completion at the end", len(sids)))
 	queueDropTimers(b, sids)
 	for _, sid := range sids {
 		ann.Session(sid)

@@ -81,8 +81,8 @@ type running struct {
 }
 
 // claim leases up to n runnable sessions and fixes their turns, in one
-// transaction of three round trips whatever n (the first begins it with
-// the lease, the last commits): for each session the RUNNING turn a dead
+// transaction of three round trips whatever n (the first begins it and
+// locks the sessions, the last writes each one's lease and commits): for each session the RUNNING turn a dead
 // worker left (with its inputs, final and endsAt, T9), or a new turn over
 // the pending inputs and due firings (T2, T3, C4-C6), final when the
 // session's end has come and it takes everything (E3, E4). A session whose
@@ -200,7 +200,9 @@ func (e *Executor) claim(ctx context.Context, n int) (_ []*claim, leased int, er
 		// the WAL before it durable too. A PostgreSQL crash can lose only
 		// the newest such claims, each whole; their sessions are claimed
 		// again and their turns planned again from the inputs then
-		// pending (a reclaimed turn's attempt is counted again). Handlers
+		// pending (a reclaimed turn's attempt is counted again), under a
+		// token higher than the lost claim's (session.QueueClaim), so the
+		// worker that ran the lost claim's turn cannot commit it. Handlers
 		// may run twice, as after a worker's crash (T7). It keeps the turn
 		// from waiting one disk flush before its handler runs (issue 14).
 		b.Queue(asyncCommit)

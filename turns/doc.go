@@ -11,10 +11,10 @@
 // Executor.Run keeps Workers turns in flight. One loop claims: when woken
 // (a notification on session.TurnsChannel, a commit that left its session
 // runnable, a poll) it leases as many runnable sessions as there are free
-// slots in one claim of three round trips (claim.go): BEGIN and the lease,
-// then the reads (pending inputs with their events, RUNNING turns a dead
-// worker left, taken firings), then the new turns, executions and turn
-// inputs with COMMIT. The claimed rows stay locked until that commit, so
+// slots in one claim of three round trips (claim.go): BEGIN and the lock
+// of the sessions, then the reads (pending inputs with their events,
+// RUNNING turns a dead worker left, taken firings), then the leases, new
+// turns, executions and turn inputs with COMMIT. The claimed rows stay locked until that commit, so
 // every input delivered before the claim is seen and one delivered during it
 // waits for it.
 //
