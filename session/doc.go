@@ -34,10 +34,15 @@
 // batches. Statements are set-based (unnest of parallel arrays), so a batch
 // of k turns costs the statements of one.
 //
-// Settling locks with SKIP LOCKED when it settles several turns at once: it
-// then never waits for a row lock, so it cannot deadlock with the
-// dispatcher, which locks sessions in event order; a turn whose session is
-// held is settled by itself afterwards, waiting like any one-row writer.
+// Settling several turns at once waits for their sessions' locks for a
+// bounded time (WaitUpTo), then skips the sessions still held (SkipLocked),
+// so it never sits out a deadlock timeout behind the dispatcher, which
+// locks sessions in event order; a turn whose session was skipped is
+// settled by itself afterwards, waiting like any one-row writer. A batch
+// whose outcomes were decided from the claims' reads locks with
+// QueueFenceCheck instead of QueueFence: one round trip, failing before any
+// write when a session changed meanwhile (IsSessionChanged), after which
+// the batch is settled the usual way.
 //
 // # Values and SQL
 //

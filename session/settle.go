@@ -90,6 +90,68 @@ func IsLockTimeout(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "55P03"
 }
 
+// FenceCheck is what QueueFenceCheck holds a settling turn's session to:
+// the claim's lease and the session's fields that decide an outcome
+// (Fenced), as the claim read them.
+type FenceCheck struct {
+	Lease
+	Status        Status
+	StartedAt     time.Time
+	EndsAt        *time.Time
+	InterruptTurn *int
+}
+
+// Fenced is the view of the session that QueueFence would read if nothing
+// changed since the claim, which QueueFenceCheck verifies.
+func (c FenceCheck) Fenced() *Fenced {
+	return &Fenced{Held: true, Status: c.Status, Clock: Clock{StartedAt: c.StartedAt, EndsAt: c.EndsAt}, InterruptTurn: c.InterruptTurn}
+}
+
+// QueueFenceCheck queues the lock of the sessions of settling turns, in
+// sid order, and fails the transaction (IsSessionChanged) when any of them
+// is not as its check says: lease taken over, status, start, end or
+// interrupt moved. The caller then settles the turns the usual way
+// (QueueFence first). It stands for QueueFence when the outcomes were
+// decided from the claims' reads (check.Fenced) and no turn lists
+// approvals or keeps a clock (those read more at the fence). wait is as
+// QueueFence's, but SkipLocked is not allowed: every session must be
+// locked, or the transaction fails (IsLockTimeout).
+func QueueFenceCheck(b *pgx.Batch, checks []FenceCheck, wait LockWait) {
+	n := len(checks)
+	sids, tokens, statuses := make([]int64, n), make([]int64, n), make([]string, n)
+	starts, ends, interrupts := make([]time.Time, n), make([]*time.Time, n), make([]*int32, n)
+	for i, c := range checks {
+		sids[i], tokens[i], statuses[i], starts[i], ends[i] = c.SID, c.Token, string(c.Status), c.StartedAt, c.EndsAt
+		if c.InterruptTurn != nil {
+			t := int32(*c.InterruptTurn)
+			interrupts[i] = &t
+		}
+	}
+	if wait > 0 {
+		b.Queue(fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, time.Duration(wait).Milliseconds()))
+	}
+	b.Queue(`WITH u AS (
+			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::int[])
+			       AS u (sid, token, status, started_at, ends_at, interrupt_turn)),
+		l AS (
+			SELECT s.lease_token = u.token AND s.status = u.status AND s.started_at = u.started_at
+			       AND s.ends_at IS NOT DISTINCT FROM u.ends_at AND s.interrupt_turn IS NOT DISTINCT FROM u.interrupt_turn AS same
+			  FROM sessions s JOIN u ON s.sid = u.sid
+			 ORDER BY s.sid FOR NO KEY UPDATE OF s)
+		SELECT settle_check((SELECT count(*) FROM u) - (SELECT count(*) FROM l WHERE l.same))`,
+		sids, tokens, statuses, starts, ends, interrupts)
+	if wait > 0 {
+		b.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
+	}
+}
+
+// IsSessionChanged reports whether err is QueueFenceCheck's: a session
+// changed since its turn was claimed (SQLSTATE AL001).
+func IsSessionChanged(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "AL001"
+}
+
 // QueueFence queues the lock of the sessions of settling turns, in sid
 // order, and the reads that decide their outcomes; out gets an entry for
 // each session locked. wait says what it does when another transaction

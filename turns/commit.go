@@ -595,12 +595,86 @@ func (cp *completer) commit(ctx context.Context, batch []*completion) {
 // out, it tries once more in a new transaction that leaves the sessions
 // still held out (their turns are then settled alone).
 func (cp *completer) batch(ctx context.Context, fs []*finished) ([]verdict, error) {
-	vs, err := cp.e.settleInTx(ctx, fs, session.WaitUpTo(cp.e.cfg.SettleLockWait))
+	vs, err := cp.e.settleAtOnce(ctx, fs)
+	switch {
+	case err == nil && vs != nil:
+		return vs, nil
+	case session.IsLockTimeout(err):
+		// It waited SettleLockWait already.
+		cp.e.log.Debug("turn batch waited too long for its sessions; settling it without waiting", "turns", len(fs))
+		return cp.e.settleInTx(ctx, fs, session.SkipLocked)
+	}
+	vs, err = cp.e.settleInTx(ctx, fs, session.WaitUpTo(cp.e.cfg.SettleLockWait))
 	if session.IsLockTimeout(err) {
 		cp.e.log.Debug("turn batch waited too long for its sessions; settling it again without waiting", "turns", len(fs))
 		return cp.e.settleInTx(ctx, fs, session.SkipLocked)
 	}
 	return vs, err
+}
+
+// settleAtOnce settles fs in one round trip (issue 14) when it can: their
+// outcomes are decided from their sessions as their claims read them, and
+// the statement that locks the sessions fails the transaction, before any
+// write, if one of them changed since (session.QueueFenceCheck). The
+// settle the usual way (settle) holds the sessions' locks from its fence
+// until its commit, across the round trip and the service's work between;
+// this one only for the round trip that writes. It returns a verdict per
+// turn (all committed), or none when it does not apply (a turn lists
+// approvals, keeps a clock or has an interrupt recorded: those decide on
+// more than the claim read) or did not commit (a session changed, or any
+// other failure; err is the failure): the caller then settles fs the
+// usual way, which decides again from the sessions as they are, skipping
+// the sessions still locked when err IsLockTimeout (it waited
+// SettleLockWait).
+func (e *Executor) settleAtOnce(ctx context.Context, fs []*finished) ([]verdict, error) {
+	checks := make([]session.FenceCheck, len(fs))
+	for i, f := range fs {
+		if f.w != nil || (f.runErr == nil && f.out != nil && len(f.out.Approvals) > 0) {
+			return nil, nil
+		}
+		if cs := f.c.comp.Session; cs != nil && len(cs.Clock) > 0 {
+			return nil, nil
+		}
+		s := f.c.sess
+		if s.InterruptTurn != nil {
+			return nil, nil // an interrupt is recorded: who asked is read at the fence (G9)
+		}
+		checks[i] = session.FenceCheck{Lease: f.c.lease, Status: s.Status, StartedAt: s.StartedAt, EndsAt: s.EndsAt, InterruptTurn: s.InterruptTurn}
+	}
+	now := e.clock.Now()
+	settlements := make([]session.Settlement, len(fs))
+	var writes turnWrites
+	for i, f := range fs {
+		settlements[i] = e.decide(f, checks[i].Fenced(), now, &writes)
+	}
+	p, err := newPipeTx(ctx, e.pool)
+	if err != nil {
+		return nil, err
+	}
+	defer p.close(ctx)
+	b := &pgx.Batch{}
+	session.QueueFenceCheck(b, checks, session.WaitUpTo(e.cfg.SettleLockWait))
+	var res session.SettleResult
+	writes.queue(b, now)
+	session.QueueSettle(b, now, settlements, &res)
+	if err := p.commit(ctx, b); err != nil {
+		for _, f := range fs {
+			f.c.outcome = ""
+		}
+		if !session.IsSessionChanged(err) && !session.IsLockTimeout(err) && ctx.Err() == nil {
+			e.log.Debug("turn batch not settled in one round trip; settling it the usual way", "turns", len(fs), "err", err)
+		}
+		return nil, err
+	}
+	res.Post(e.Notifier)
+	if len(res.Runnable) > 0 {
+		nudge(e.kick)
+	}
+	vs := make([]verdict, len(fs))
+	for i := range vs {
+		vs[i] = committed
+	}
+	return vs, nil
 }
 
 // settleInTx settles fs (settle) in a transaction of its own, which

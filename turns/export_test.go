@@ -69,6 +69,18 @@ func CommitBatch(ctx context.Context, e *Executor, rs []Ran) ([]string, error) {
 	return out, nil
 }
 
+// SettleAtOnce settles turns in one round trip, decided from their
+// sessions as their claims read them (the completer's first try). ok is
+// false when it did not apply or did not commit; err is why it did not.
+func SettleAtOnce(ctx context.Context, e *Executor, rs []Ran) (ok bool, err error) {
+	fs := make([]*finished, len(rs))
+	for i, r := range rs {
+		fs[i] = r.f
+	}
+	vs, err := e.settleAtOnce(ctx, fs)
+	return vs != nil, err
+}
+
 // CommitAlone commits one turn by itself, waiting for its session's lock.
 func CommitAlone(ctx context.Context, e *Executor, r Ran) (bool, error) {
 	return e.settleOne(ctx, r.f)
