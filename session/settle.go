@@ -29,8 +29,10 @@ type FenceRead struct {
 
 // Fenced is a settling turn's session as QueueFence found it, locked.
 type Fenced struct {
-	// Held: the lease is still the caller's (the token matches). A turn
-	// whose lease is gone commits nothing (HARD-PARTS 3).
+	// Held: the lease is still the caller's (the token matches and the
+	// lease was not ended: a turn settled already ended it, so a second
+	// settle of the same turn, after a commit whose answer was lost, finds
+	// it gone). A turn whose lease is gone commits nothing (HARD-PARTS 3).
 	Held   bool
 	Status Status
 	// Clock is the session's start and end, as they are now (S3 may have
@@ -134,7 +136,7 @@ func QueueFenceCheck(b *pgx.Batch, checks []FenceCheck, wait LockWait) {
 			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::int[])
 			       AS u (sid, token, status, started_at, ends_at, interrupt_turn)),
 		l AS (
-			SELECT s.lease_token = u.token AND s.status = u.status AND s.started_at = u.started_at
+			SELECT s.lease_token = u.token AND s.lease_owner IS NOT NULL AND s.status = u.status AND s.started_at = u.started_at
 			       AND s.ends_at IS NOT DISTINCT FROM u.ends_at AND s.interrupt_turn IS NOT DISTINCT FROM u.interrupt_turn AS same
 			  FROM sessions s JOIN u ON s.sid = u.sid
 			 ORDER BY s.sid FOR NO KEY UPDATE OF s)
@@ -179,7 +181,7 @@ func QueueFence(b *pgx.Batch, reads []FenceRead, wait LockWait, out map[int64]*F
 	case wait > 0:
 		b.Queue(fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, time.Duration(wait).Milliseconds()))
 	}
-	b.Queue(`SELECT s.sid, s.lease_token = u.token, s.status, s.started_at, s.ends_at, s.interrupt_turn, s.interrupted_by
+	b.Queue(`SELECT s.sid, s.lease_token = u.token AND s.lease_owner IS NOT NULL, s.status, s.started_at, s.ends_at, s.interrupt_turn, s.interrupted_by
 		  FROM sessions s JOIN unnest($1::bigint[], $2::bigint[]) AS u (sid, token) ON s.sid = u.sid
 		 ORDER BY s.sid `+lock, sids, tokens).Query(func(rows pgx.Rows) error {
 		for rows.Next() {

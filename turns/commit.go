@@ -176,6 +176,14 @@ func (e *Executor) settle(ctx context.Context, s sender, fs []*finished, wait se
 		}
 		return nil, fmt.Errorf("commit: %w", err)
 	}
+	e.committed(settled, &res)
+	return verdicts, nil
+}
+
+// committed is what follows the commit of settled turns: each keeps as
+// raised only the interrupts the commit raised (one listed again is not
+// new), and the claim loop is woken when a session is runnable again.
+func (e *Executor) committed(settled []*finished, res *session.SettleResult) {
 	raisedIDs := map[uuid.UUID]bool{}
 	for _, id := range res.Raised {
 		raisedIDs[id] = true
@@ -192,7 +200,6 @@ func (e *Executor) settle(ctx context.Context, s sender, fs []*finished, wait se
 	if len(res.Runnable) > 0 {
 		nudge(e.kick)
 	}
-	return verdicts, nil
 }
 
 // decide works out how f settles now that its session fc is locked and
@@ -627,6 +634,7 @@ func (cp *completer) batch(ctx context.Context, fs []*finished) ([]verdict, erro
 // the sessions still locked when err IsLockTimeout (it waited
 // SettleLockWait).
 func (e *Executor) settleAtOnce(ctx context.Context, fs []*finished) ([]verdict, error) {
+	now := e.clock.Now()
 	checks := make([]session.FenceCheck, len(fs))
 	for i, f := range fs {
 		if f.w != nil || (f.runErr == nil && f.out != nil && len(f.out.Approvals) > 0) {
@@ -639,9 +647,14 @@ func (e *Executor) settleAtOnce(ctx context.Context, fs []*finished) ([]verdict,
 		if s.InterruptTurn != nil {
 			return nil, nil // an interrupt is recorded: who asked is read at the fence (G9)
 		}
+		if s.EndsAt != nil && s.EndsAt.Before(now.Add(atOnceEndMargin)) {
+			// E4, E5: whether the end has come is decided at the lock (a
+			// timer may act on it meanwhile), so an end near enough for
+			// the wait to reach it takes the usual way.
+			return nil, nil
+		}
 		checks[i] = session.FenceCheck{Lease: f.c.lease, Status: s.Status, StartedAt: s.StartedAt, EndsAt: s.EndsAt, InterruptTurn: s.InterruptTurn}
 	}
-	now := e.clock.Now()
 	settlements := make([]session.Settlement, len(fs))
 	var writes turnWrites
 	for i, f := range fs {
@@ -667,15 +680,18 @@ func (e *Executor) settleAtOnce(ctx context.Context, fs []*finished) ([]verdict,
 		return nil, err
 	}
 	res.Post(e.Notifier)
-	if len(res.Runnable) > 0 {
-		nudge(e.kick)
-	}
+	e.committed(fs, &res)
 	vs := make([]verdict, len(fs))
 	for i := range vs {
 		vs[i] = committed
 	}
 	return vs, nil
 }
+
+// atOnceEndMargin: settleAtOnce leaves to the usual settle a session whose
+// end comes within it, far more than the lock wait (SettleLockWait) and
+// the round trip between its decision and its lock.
+const atOnceEndMargin = time.Minute
 
 // settleInTx settles fs (settle) in a transaction of its own, which
 // commits with its writes.

@@ -90,3 +90,54 @@ func TestSettleInOneRoundTripRefusesALostLease(t *testing.T) {
 	require.EqualValues(t, "COMPLETED", b.turn(ran[0].SID(), 1).Status)
 	require.EqualValues(t, "RUNNING", b.turn(lost, 1).Status, "the lost lease's turn is left to its new holder")
 }
+
+// HARD-PARTS 3, T6: a turn settles once. Settled again (as after a commit
+// whose answer was lost on the way back), it finds its lease ended and
+// commits nothing, either way it is settled.
+func TestASettledTurnDoesNotSettleAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(_ context.Context, req *turns.Request) (*turns.Outcome, error) { return countOutcome(req, "once") })
+	sids, _ := b.accountsWithEntries(1)
+	ex := b.executor("worker-a", turns.Config{})
+	ran, _, err := turns.ClaimAndRun(b.ctx, ex, 1)
+	require.NoError(t, err)
+	verdicts, err := turns.CommitBatch(b.ctx, ex, ran)
+	require.NoError(t, err)
+	require.Equal(t, []string{turns.Committed}, verdicts)
+
+	ok, err := turns.SettleAtOnce(b.ctx, ex, ran)
+	require.False(t, ok)
+	require.True(t, session.IsSessionChanged(err), "%v", err)
+	verdicts, err = turns.CommitBatch(b.ctx, ex, ran)
+	require.NoError(t, err)
+	require.Equal(t, []string{turns.LeaseLost}, verdicts)
+	committed, err := turns.CommitAlone(b.ctx, ex, ran[0])
+	require.NoError(t, err)
+	require.False(t, committed)
+	for _, sid := range sids {
+		require.Equal(t, 1, b.count(`SELECT count(*) FROM sessions WHERE sid = $1 AND (state->>'count')::int = 1`, sid), "counted once")
+	}
+}
+
+// E4, E5: whether a session's end has come is decided under its lock, so
+// a session whose end is near is settled the usual way (a timer may act
+// on the end between a decision made from the claim's read and the lock).
+func TestSettleInOneRoundTripLeavesANearEndToTheUsualSettle(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(_ context.Context, req *turns.Request) (*turns.Outcome, error) { return countOutcome(req, "once") })
+	sids, _ := b.accountsWithEntries(1)
+	for _, sid := range sids {
+		_, err := b.app.Pool.Exec(b.ctx, `UPDATE sessions SET ends_at = $2 WHERE sid = $1`, sid, b.clock.Now().Add(30*time.Second))
+		require.NoError(t, err)
+	}
+	ex := b.executor("worker-a", turns.Config{})
+	ran, _, err := turns.ClaimAndRun(b.ctx, ex, 1)
+	require.NoError(t, err)
+
+	ok, err := turns.SettleAtOnce(b.ctx, ex, ran)
+	require.NoError(t, err)
+	require.False(t, ok, "not tried")
+	verdicts, err := turns.CommitBatch(b.ctx, ex, ran)
+	require.NoError(t, err)
+	require.Equal(t, []string{turns.Committed}, verdicts)
+}
