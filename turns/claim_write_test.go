@@ -16,6 +16,17 @@ func countingAs(by string) runFunc {
 	return func(_ context.Context, req *turns.Request) (*turns.Outcome, error) { return countOutcome(req, by) }
 }
 
+// runnableSession opens an account of a probe monitor with one entry
+// delivered: its session waits for a turn.
+func (b *bundle) runnableSession() *session.Session {
+	b.t.Helper()
+	actionID := b.probeMonitor(nil)
+	acct := b.openAccount()
+	b.entry(acct, 1)
+	b.dispatch()
+	return b.session(actionID, acct)
+}
+
 // recordSessionWrites records every update of a session row with its
 // transaction, the lease token before and after and the turn count after.
 func (b *bundle) recordSessionWrites() {
@@ -59,11 +70,7 @@ func (b *bundle) sessionWrites(sid int64) []sessionWrite {
 func TestClaimWritesTheSessionOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, countingAs("w"))
-	actionID := b.probeMonitor(nil)
-	acct := b.openAccount()
-	b.entry(acct, 1)
-	b.dispatch()
-	s := b.session(actionID, acct)
+	s := b.runnableSession()
 	b.recordSessionWrites()
 
 	require.True(t, b.runOnce(b.executor("worker-w", turns.Config{})))
@@ -119,11 +126,7 @@ func TestClaimThatStandsDownMovesTheToken(t *testing.T) {
 func TestTokenOfALostClaimIsNotHandedOutAgain(t *testing.T) {
 	t.Parallel()
 	b := setup(t, countingAs("w"))
-	actionID := b.probeMonitor(nil)
-	acct := b.openAccount()
-	b.entry(acct, 1)
-	b.dispatch()
-	s := b.session(actionID, acct)
+	s := b.runnableSession()
 
 	tx, err := b.app.Pool.Begin(b.ctx)
 	require.NoError(t, err)

@@ -1,7 +1,6 @@
 package turns_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -11,17 +10,25 @@ import (
 	"github.com/actionsledger/actionsledger/turns"
 )
 
+// claimedTurns opens n accounts with an entry each and runs their first
+// turns with one claim of worker-a, committing nothing.
+func claimedTurns(t *testing.T, n int) (*bundle, map[string]int64, map[int64]string, *turns.Executor, []turns.Ran) {
+	t.Helper()
+	b := setup(t, countingAs("once"))
+	sids, entries := b.accountsWithEntries(n)
+	ex := b.executor("worker-a", turns.Config{})
+	ran, leased, err := turns.ClaimAndRun(b.ctx, ex, n)
+	require.NoError(t, err)
+	require.Equal(t, n, leased)
+	return b, sids, entries, ex, ran
+}
+
 // Issue 14, T6, HARD-PARTS 3: finished turns whose sessions did not change
 // since their claim settle in one round trip: each turn committed, its
 // input consumed, the state written, the lease ended.
 func TestSettleInOneRoundTrip(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(_ context.Context, req *turns.Request) (*turns.Outcome, error) { return countOutcome(req, "once") })
-	sids, entries := b.accountsWithEntries(3)
-	ex := b.executor("worker-a", turns.Config{})
-	ran, leased, err := turns.ClaimAndRun(b.ctx, ex, 3)
-	require.NoError(t, err)
-	require.Equal(t, 3, leased)
+	b, sids, entries, ex, ran := claimedTurns(t, 3)
 
 	ok, err := turns.SettleAtOnce(b.ctx, ex, ran)
 	require.NoError(t, err)
@@ -40,13 +47,9 @@ func TestSettleInOneRoundTrip(t *testing.T) {
 // sessions as they are and commits every turn.
 func TestSettleInOneRoundTripGivesWayWhenASessionChanged(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(_ context.Context, req *turns.Request) (*turns.Outcome, error) { return countOutcome(req, "once") })
-	sids, _ := b.accountsWithEntries(2)
-	ex := b.executor("worker-a", turns.Config{})
-	ran, _, err := turns.ClaimAndRun(b.ctx, ex, 2)
-	require.NoError(t, err)
+	b, sids, _, ex, ran := claimedTurns(t, 2)
 	moved := ran[0].SID()
-	_, err = b.app.Pool.Exec(b.ctx, `UPDATE sessions SET ends_at = $2 WHERE sid = $1`, moved, b.clock.Now().Add(time.Hour))
+	_, err := b.app.Pool.Exec(b.ctx, `UPDATE sessions SET ends_at = $2 WHERE sid = $1`, moved, b.clock.Now().Add(time.Hour))
 	require.NoError(t, err)
 
 	ok, err := turns.SettleAtOnce(b.ctx, ex, ran)
@@ -71,13 +74,9 @@ func TestSettleInOneRoundTripGivesWayWhenASessionChanged(t *testing.T) {
 // others.
 func TestSettleInOneRoundTripRefusesALostLease(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(_ context.Context, req *turns.Request) (*turns.Outcome, error) { return countOutcome(req, "once") })
-	b.accountsWithEntries(2)
-	ex := b.executor("worker-a", turns.Config{})
-	ran, _, err := turns.ClaimAndRun(b.ctx, ex, 2)
-	require.NoError(t, err)
+	b, _, _, ex, ran := claimedTurns(t, 2)
 	lost := ran[1].SID()
-	_, err = b.app.Pool.Exec(b.ctx, `UPDATE sessions SET lease_token = lease_token + 1, lease_owner = 'worker-b' WHERE sid = $1`, lost)
+	_, err := b.app.Pool.Exec(b.ctx, `UPDATE sessions SET lease_token = lease_token + 1, lease_owner = 'worker-b' WHERE sid = $1`, lost)
 	require.NoError(t, err)
 
 	ok, err := turns.SettleAtOnce(b.ctx, ex, ran)
@@ -96,11 +95,7 @@ func TestSettleInOneRoundTripRefusesALostLease(t *testing.T) {
 // commits nothing, either way it is settled.
 func TestASettledTurnDoesNotSettleAgain(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(_ context.Context, req *turns.Request) (*turns.Outcome, error) { return countOutcome(req, "once") })
-	sids, _ := b.accountsWithEntries(1)
-	ex := b.executor("worker-a", turns.Config{})
-	ran, _, err := turns.ClaimAndRun(b.ctx, ex, 1)
-	require.NoError(t, err)
+	b, sids, _, ex, ran := claimedTurns(t, 1)
 	verdicts, err := turns.CommitBatch(b.ctx, ex, ran)
 	require.NoError(t, err)
 	require.Equal(t, []string{turns.Committed}, verdicts)
@@ -124,7 +119,7 @@ func TestASettledTurnDoesNotSettleAgain(t *testing.T) {
 // on the end between a decision made from the claim's read and the lock).
 func TestSettleInOneRoundTripLeavesANearEndToTheUsualSettle(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(_ context.Context, req *turns.Request) (*turns.Outcome, error) { return countOutcome(req, "once") })
+	b := setup(t, countingAs("once"))
 	sids, _ := b.accountsWithEntries(1)
 	for _, sid := range sids {
 		_, err := b.app.Pool.Exec(b.ctx, `UPDATE sessions SET ends_at = $2 WHERE sid = $1`, sid, b.clock.Now().Add(30*time.Second))
