@@ -92,6 +92,22 @@ func IsLockTimeout(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "55P03"
 }
 
+// leaseHeld is the SQL condition that session row s is still leased with
+// token u.token (Fenced.Held).
+const leaseHeld = `s.lease_token = u.token AND s.lease_owner IS NOT NULL`
+
+// queueLockBound queues, when wait bounds it (WaitUpTo), the limit on the
+// row-lock waits of the statements queued next, and returns the func that
+// queues its end: the bound is the fence's alone, the writes after it take
+// no session lock they do not hold already.
+func queueLockBound(b *pgx.Batch, wait LockWait) (end func()) {
+	if wait <= 0 {
+		return func() {}
+	}
+	b.Queue(fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, time.Duration(wait).Milliseconds()))
+	return func() { b.Queue(`SET LOCAL lock_timeout TO DEFAULT`) }
+}
+
 // FenceCheck is what QueueFenceCheck holds a settling turn's session to:
 // the claim's lease and the session's fields that decide an outcome
 // (Fenced), as the claim read them.
@@ -129,22 +145,18 @@ func QueueFenceCheck(b *pgx.Batch, checks []FenceCheck, wait LockWait) {
 			interrupts[i] = &t
 		}
 	}
-	if wait > 0 {
-		b.Queue(fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, time.Duration(wait).Milliseconds()))
-	}
+	bounded := queueLockBound(b, wait)
 	b.Queue(`WITH u AS (
 			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::int[])
 			       AS u (sid, token, status, started_at, ends_at, interrupt_turn)),
 		l AS (
-			SELECT s.lease_token = u.token AND s.lease_owner IS NOT NULL AND s.status = u.status AND s.started_at = u.started_at
+			SELECT `+leaseHeld+` AND s.status = u.status AND s.started_at = u.started_at
 			       AND s.ends_at IS NOT DISTINCT FROM u.ends_at AND s.interrupt_turn IS NOT DISTINCT FROM u.interrupt_turn AS same
 			  FROM sessions s JOIN u ON s.sid = u.sid
 			 ORDER BY s.sid FOR NO KEY UPDATE OF s)
 		SELECT settle_check((SELECT count(*) FROM u) - (SELECT count(*) FROM l WHERE l.same))`,
 		sids, tokens, statuses, starts, ends, interrupts)
-	if wait > 0 {
-		b.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
-	}
+	bounded()
 }
 
 // IsSessionChanged reports whether err is QueueFenceCheck's: a session
@@ -175,13 +187,11 @@ func QueueFence(b *pgx.Batch, reads []FenceRead, wait LockWait, out map[int64]*F
 	// The lock an UPDATE of the row takes: it does not conflict with the
 	// key-share locks of inserts that refer to the session.
 	lock := `FOR NO KEY UPDATE OF s`
-	switch {
-	case wait == SkipLocked:
+	if wait == SkipLocked {
 		lock += ` SKIP LOCKED`
-	case wait > 0:
-		b.Queue(fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, time.Duration(wait).Milliseconds()))
 	}
-	b.Queue(`SELECT s.sid, s.lease_token = u.token AND s.lease_owner IS NOT NULL, s.status, s.started_at, s.ends_at, s.interrupt_turn, s.interrupted_by
+	bounded := queueLockBound(b, wait)
+	b.Queue(`SELECT s.sid, `+leaseHeld+`, s.status, s.started_at, s.ends_at, s.interrupt_turn, s.interrupted_by
 		  FROM sessions s JOIN unnest($1::bigint[], $2::bigint[]) AS u (sid, token) ON s.sid = u.sid
 		 ORDER BY s.sid `+lock, sids, tokens).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
@@ -195,11 +205,7 @@ func QueueFence(b *pgx.Batch, reads []FenceRead, wait LockWait, out map[int64]*F
 		}
 		return rows.Err()
 	})
-	if wait > 0 {
-		// The bound is the fence's alone: the writes after it take no
-		// session lock they do not hold already.
-		b.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
-	}
+	bounded()
 	if len(listedSIDs) == 0 {
 		return
 	}

@@ -29,6 +29,19 @@ type finished struct {
 	w *ledger.Writer
 }
 
+// listsApprovals reports whether f's outcome lists approval requests
+// (P1, P2): its settle reads their interrupts and pending answers.
+func (f *finished) listsApprovals() bool {
+	return f.runErr == nil && f.out != nil && len(f.out.Approvals) > 0
+}
+
+// clocked reports whether f's session keeps a clock (C3): its settle reads
+// the firings taken.
+func (f *finished) clocked() bool {
+	cs := f.c.comp.Session
+	return cs != nil && len(cs.Clock) > 0
+}
+
 // verdict is what settling did with a finished turn.
 type verdict int
 
@@ -110,10 +123,10 @@ func (e *Executor) settle(ctx context.Context, s sender, fs []*finished, wait se
 	var clocked []int64
 	for i, f := range fs {
 		reads[i] = session.FenceRead{Lease: f.c.lease}
-		if f.runErr == nil && f.out != nil && len(f.out.Approvals) > 0 {
+		if f.listsApprovals() {
 			reads[i].Listed, reads[i].Inputs = approvalIDs(f.out.Approvals), seqsOf(f.c.inputs)
 		}
-		if cs := f.c.comp.Session; cs != nil && len(cs.Clock) > 0 {
+		if f.clocked() {
 			clocked = append(clocked, f.c.sess.SID)
 		}
 	}
@@ -637,10 +650,7 @@ func (e *Executor) settleAtOnce(ctx context.Context, fs []*finished) ([]verdict,
 	now := e.clock.Now()
 	checks := make([]session.FenceCheck, len(fs))
 	for i, f := range fs {
-		if f.w != nil || (f.runErr == nil && f.out != nil && len(f.out.Approvals) > 0) {
-			return nil, nil
-		}
-		if cs := f.c.comp.Session; cs != nil && len(cs.Clock) > 0 {
+		if f.w != nil || f.listsApprovals() || f.clocked() {
 			return nil, nil
 		}
 		s := f.c.sess
