@@ -595,6 +595,20 @@ func (s *Store) Compiled(ctx context.Context, id uuid.UUID, version int) (*Compi
 	return s.compile(v)
 }
 
+// CachedCompiled returns the compiled versions cached so far (Compiled
+// caches on first use), in no particular order. The turn executor reads
+// the pending inputs of sessions at these versions in its claim's first
+// round trip (issue 14).
+func (s *Store) CachedCompiled() []*Compiled {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Compiled, 0, len(s.compiled))
+	for _, c := range s.compiled {
+		out = append(out, c)
+	}
+	return out
+}
+
 func (s *Store) compile(v Version) (*Compiled, error) {
 	k := versionKey{v.ActionID, v.Version}
 	s.mu.Lock()

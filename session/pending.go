@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -69,19 +70,73 @@ func ScanInputEvent(row pgx.Row) (Input, *ledger.Event, error) {
 func QueuePending(b *pgx.Batch, reads []PendingRead, out map[int64]*Pending, events map[uuid.UUID]ledger.Event) {
 	n := len(reads)
 	sids, limits, ended := make([]int64, n), make([]int32, n), make([]bool, n)
-	var open []int64
 	for i, r := range reads {
 		sids[i], limits[i], ended[i] = r.SID, int32(r.Limit), r.Ended
 		out[r.SID] = &Pending{}
-		if !r.Ended {
-			open = append(open, r.SID)
+	}
+	queuePending(b, `unnest($1::bigint[], $2::int[], $3::boolean[]) AS u (sid, lim, ended)`,
+		[]any{sids, limits, ended}, out, events)
+}
+
+// VersionReads says, for action versions a claim may meet, how its
+// sessions' pending inputs are read (QueueClaimedPending): the Limit of
+// PendingRead, and whether the version keeps a clock (its sessions' taken
+// firings are read too). The slices are parallel.
+type VersionReads struct {
+	ActionIDs []uuid.UUID
+	Versions  []int32
+	Limits    []int32
+	Clocked   []bool
+}
+
+// Add appends one version's reads.
+func (v *VersionReads) Add(actionID uuid.UUID, version, limit int, clocked bool) {
+	v.ActionIDs = append(v.ActionIDs, actionID)
+	v.Versions = append(v.Versions, int32(version))
+	v.Limits = append(v.Limits, int32(limit))
+	v.Clocked = append(v.Clocked, clocked)
+}
+
+// QueueClaimedPending queues, behind QueueClaim in the same batch, the
+// reads of QueuePending and QueueTakenFirings for the sessions the claim
+// locks (ClaimedSIDs) whose action version is in known; a session's end
+// has come when its ends_at is at or before now (Clock.Ended). out gets an
+// entry for each session read, so a claimed session without one (its
+// version was not in known) is read afterwards with QueuePending. taken
+// gets the firings of the clocked versions' sessions.
+//
+// The reads run while the claim's locks are held, as QueuePending's do,
+// but in the claim's own round trip (issue 14).
+func QueueClaimedPending(b *pgx.Batch, now time.Time, known VersionReads, out map[int64]*Pending, taken map[int64]map[string]time.Time, events map[uuid.UUID]ledger.Event) {
+	rel := `(SELECT s.sid, k.lim, coalesce(s.ends_at <= $1, false) AS ended, k.clocked
+		   FROM sessions s
+		   JOIN unnest($2::uuid[], $3::int[], $4::int[], $5::boolean[]) AS k (action_id, version, lim, clocked)
+		     ON k.action_id = s.action_id AND k.version = s.version
+		  WHERE s.sid = ANY(` + ClaimedSIDs + `)) AS u`
+	args := []any{now, known.ActionIDs, known.Versions, known.Limits, known.Clocked}
+	queuePending(b, rel, args, out, events)
+	b.Queue(`SELECT sid, schedule, max(scheduled_at) FROM session_inputs
+		WHERE sid IN (SELECT u.sid FROM `+rel+` WHERE u.clocked) AND schedule IS NOT NULL GROUP BY sid, schedule`, args...).
+		Query(func(rows pgx.Rows) error { return scanTakenFirings(rows, taken) })
+}
+
+// queuePending queues QueuePending's reads for the sessions of rel, an SQL
+// relation u (sid, lim, ended) whose parameters are args ($1 on). The
+// first read adds the entries of out that are missing.
+func queuePending(b *pgx.Batch, rel string, args []any, out map[int64]*Pending, events map[uuid.UUID]ledger.Event) {
+	entry := func(sid int64) *Pending {
+		p := out[sid]
+		if p == nil {
+			p = &Pending{}
+			out[sid] = p
 		}
+		return p
 	}
 	b.Queue(`SELECT u.sid, EXISTS (SELECT 1 FROM session_inputs i WHERE i.sid = u.sid AND i.status = 'PENDING' AND i.starts_turn)
-		  FROM unnest($1::bigint[]) AS u (sid)`, sids).Query(func(rows pgx.Rows) error {
+		  FROM `+rel, args...).Query(func(rows pgx.Rows) error {
 		var sid int64
 		var starts bool
-		_, err := pgx.ForEachRow(rows, []any{&sid, &starts}, func() error { out[sid].Starts = starts; return nil })
+		_, err := pgx.ForEachRow(rows, []any{&sid, &starts}, func() error { entry(sid).Starts = starts; return nil })
 		return err
 	})
 	collect := func(add func(p *Pending, in Input)) func(pgx.Rows) error {
@@ -94,32 +149,33 @@ func QueuePending(b *pgx.Batch, reads []PendingRead, out map[int64]*Pending, eve
 				if ev != nil {
 					events[ev.ID] = *ev
 				}
-				add(out[in.SID], in)
+				add(entry(in.SID), in)
 			}
 			return rows.Err()
 		}
 	}
-	if len(open) > 0 {
-		b.Queue(`SELECT `+InputEventColumns+` FROM session_inputs i LEFT JOIN events e ON e.id = i.event_id
-			 WHERE i.sid = ANY($1) AND i.status = 'PENDING' AND i.kind = $2 ORDER BY i.sid, i.seq`, open, KindCommand).
-			Query(collect(func(p *Pending, in Input) {
-				if in.Command == nil || *in.Command == CommandAnswer {
-					p.Commands = append(p.Commands, in)
-				} else {
-					p.Messages = append(p.Messages, in)
-				}
-			}))
-	}
+	kind := fmt.Sprintf("$%d", len(args)+1)
+	withKind := append(append([]any{}, args...), KindCommand)
+	b.Queue(`SELECT `+InputEventColumns+` FROM session_inputs i LEFT JOIN events e ON e.id = i.event_id
+		 WHERE i.sid IN (SELECT u.sid FROM `+rel+` WHERE NOT u.ended) AND i.status = 'PENDING' AND i.kind = `+kind+`
+		 ORDER BY i.sid, i.seq`, withKind...).
+		Query(collect(func(p *Pending, in Input) {
+			if in.Command == nil || *in.Command == CommandAnswer {
+				p.Commands = append(p.Commands, in)
+			} else {
+				p.Messages = append(p.Messages, in)
+			}
+		}))
 	b.Queue(`SELECT `+InputEventColumns+`
-		  FROM unnest($1::bigint[], $2::int[], $3::boolean[]) AS u (sid, lim, ended)
+		  FROM `+rel+`
 		 CROSS JOIN LATERAL (
 			SELECT * FROM session_inputs p
 			 WHERE p.sid = u.sid AND p.status = 'PENDING'
 			 ORDER BY p.seq
 			 LIMIT 1 + CASE WHEN NOT u.ended THEN u.lim ELSE greatest(u.lim, (
 				SELECT count(*) FROM session_inputs c WHERE c.sid = u.sid AND c.status = 'PENDING' AND c.seq <= (
-					SELECT max(m.seq) FROM session_inputs m WHERE m.sid = u.sid AND m.status = 'PENDING' AND m.kind = $4))) END) i
+					SELECT max(m.seq) FROM session_inputs m WHERE m.sid = u.sid AND m.status = 'PENDING' AND m.kind = `+kind+`))) END) i
 		  LEFT JOIN events e ON e.id = i.event_id
-		 ORDER BY i.sid, i.seq`, sids, limits, ended, KindCommand).
+		 ORDER BY i.sid, i.seq`, withKind...).
 		Query(collect(func(p *Pending, in Input) { p.Inputs = append(p.Inputs, in) }))
 }

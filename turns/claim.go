@@ -81,8 +81,10 @@ type running struct {
 }
 
 // claim leases up to n runnable sessions and fixes their turns, in one
-// transaction of three round trips whatever n (the first begins it and
-// locks the sessions, the last writes each one's lease and commits): for each session the RUNNING turn a dead
+// transaction of two round trips whatever n (the first begins it, locks
+// the sessions and reads what their turns are planned from, the last
+// writes each one's lease and commits; a third reads the sessions whose
+// action version was not compiled yet): for each session the RUNNING turn a dead
 // worker left (with its inputs, final and endsAt, T9), or a new turn over
 // the pending inputs and due firings (T2, T3, C4-C6), final when the
 // session's end has come and it takes everything (E3, E4). A session whose
@@ -107,8 +109,18 @@ func (e *Executor) claim(ctx context.Context, n int) (_ []*claim, leased int, er
 	// Every session the claim takes gets its one write from w (QueueClaim).
 	w := claimWrites{owner: e.cfg.Owner, now: now, until: now.Add(e.cfg.Lease)}
 	var claimed []session.Claimed
+	events := map[uuid.UUID]ledger.Event{}
+	pending := map[int64]*session.Pending{}
+	taken := map[int64]map[string]time.Time{}
+	runs := map[int64]*running{}
 	b := &pgx.Batch{}
 	session.QueueClaim(b, now, n, &claimed)
+	// What the turns are planned from, read in the same round trip for the
+	// sessions the claim locks (session.ClaimedSIDs): RUNNING turns a
+	// dead worker left, and the pending inputs and taken firings of those
+	// whose action version is compiled here already.
+	queueRunning(b, runs, events)
+	session.QueueClaimedPending(b, now, e.versionReads(), pending, taken, events)
 	if err := p.send(ctx, b); err != nil {
 		return nil, 0, fmt.Errorf("claim: %w", err)
 	}
@@ -116,13 +128,11 @@ func (e *Executor) claim(ctx context.Context, n int) (_ []*claim, leased int, er
 		return nil, 0, p.commit(ctx, nil)
 	}
 
-	// Second round trip: what the turns are planned from.
-	sids := make([]int64, len(claimed))
+	// A second round trip reads the sessions of versions compiled only now.
 	var clocked []int64
-	reads := make([]session.PendingRead, 0, len(claimed))
+	var reads []session.PendingRead
 	comps := make(map[int64]*action.Compiled, len(claimed))
-	for i, c := range claimed {
-		sids[i] = c.SID
+	for _, c := range claimed {
 		comp, err := e.actions.Compiled(ctx, c.Session.ActionID, c.Session.Version)
 		if err != nil || comp.Session == nil {
 			// Left leased: the claim tries again when the lease expires,
@@ -132,6 +142,9 @@ func (e *Executor) claim(ctx context.Context, n int) (_ []*claim, leased int, er
 			continue
 		}
 		comps[c.SID] = comp
+		if pending[c.SID] != nil {
+			continue // read in the first round trip
+		}
 		cs := comp.Session
 		clk := session.Clock{StartedAt: c.Session.StartedAt, EndsAt: c.Session.EndsAt}
 		reads = append(reads, session.PendingRead{SID: c.SID, Limit: maxInputs(cs), Ended: clk.Ended(now)})
@@ -139,16 +152,13 @@ func (e *Executor) claim(ctx context.Context, n int) (_ []*claim, leased int, er
 			clocked = append(clocked, c.SID)
 		}
 	}
-	events := map[uuid.UUID]ledger.Event{}
-	pending := map[int64]*session.Pending{}
-	taken := map[int64]map[string]time.Time{}
-	runs := map[int64]*running{}
-	b = &pgx.Batch{}
-	queueRunning(b, sids, runs, events)
-	session.QueuePending(b, reads, pending, events)
-	session.QueueTakenFirings(b, clocked, taken)
-	if err := p.send(ctx, b); err != nil {
-		return nil, 0, fmt.Errorf("claim: read: %w", err)
+	if len(reads) > 0 {
+		b = &pgx.Batch{}
+		session.QueuePending(b, reads, pending, events)
+		session.QueueTakenFirings(b, clocked, taken)
+		if err := p.send(ctx, b); err != nil {
+			return nil, 0, fmt.Errorf("claim: read: %w", err)
+		}
 	}
 
 	// Plan each session's turn, then write them all: the last round trip.
@@ -240,12 +250,12 @@ func maxInputs(cs *action.CompiledSession) int {
 	return action.DefaultMaxInputs
 }
 
-// queueRunning queues the read of the RUNNING turns among sids' sessions,
-// with their executions and inputs.
-func queueRunning(b *pgx.Batch, sids []int64, out map[int64]*running, events map[uuid.UUID]ledger.Event) {
+// queueRunning queues, behind session.QueueClaim, the read of the RUNNING
+// turns of the sessions the claim locks, with their executions and inputs.
+func queueRunning(b *pgx.Batch, out map[int64]*running, events map[uuid.UUID]ledger.Event) {
 	b.Queue(`SELECT t.sid, t.number, t.execution_id, t.final, t.ends_at, t.resume, coalesce(t.retry_of, 0), x.attempts, coalesce(x.error, '')
 		  FROM session_turns t JOIN executions x ON x.id = t.execution_id
-		 WHERE t.sid = ANY($1) AND t.status = 'RUNNING'`, sids).Query(func(rows pgx.Rows) error {
+		 WHERE t.sid = ANY(`+session.ClaimedSIDs+`) AND t.status = 'RUNNING'`).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var sid int64
 			r := &running{}
@@ -265,8 +275,8 @@ func queueRunning(b *pgx.Batch, sids []int64, out map[int64]*running, events map
 		  JOIN turn_inputs ti ON ti.sid = t.sid AND ti.turn = t.number
 		  JOIN session_inputs i ON i.sid = ti.sid AND i.seq = ti.seq
 		  LEFT JOIN events e ON e.id = i.event_id
-		 WHERE t.sid = ANY($1) AND t.status = 'RUNNING'
-		 ORDER BY i.sid, i.order_key, i.seq`, sids).Query(func(rows pgx.Rows) error {
+		 WHERE t.sid = ANY(`+session.ClaimedSIDs+`) AND t.status = 'RUNNING'
+		 ORDER BY i.sid, i.order_key, i.seq`).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			in, ev, err := session.ScanInputEvent(rows)
 			if err != nil {
@@ -486,4 +496,16 @@ func jsonText(v jsonvalue.Value) *string {
 	}
 	s := string(v)
 	return &s
+}
+
+// versionReads lists the compiled action versions with sessions, for the
+// reads of a claim's first round trip (session.QueueClaimedPending).
+func (e *Executor) versionReads() session.VersionReads {
+	var v session.VersionReads
+	for _, c := range e.actions.CachedCompiled() {
+		if c.Session != nil {
+			v.Add(c.ActionID, c.Version, maxInputs(c.Session), len(c.Session.Clock) > 0)
+		}
+	}
+	return v
 }
