@@ -222,10 +222,22 @@ type Querier interface {
 // policies do.
 func Epoch(ctx context.Context, q Querier) (int64, error) {
 	var e int64
-	if err := q.QueryRow(ctx, `SELECT epoch FROM auth_state`).Scan(&e); err != nil {
+	if err := q.QueryRow(ctx, epochSQL).Scan(&e); err != nil {
 		return 0, fmt.Errorf("auth: policy epoch: %w", err)
 	}
 	return e, nil
+}
+
+const epochSQL = `SELECT epoch FROM auth_state`
+
+// QueueEpoch queues Epoch's read in b, into e.
+func QueueEpoch(b *pgx.Batch, e *int64) {
+	b.Queue(epochSQL).QueryRow(func(r pgx.Row) error {
+		if err := r.Scan(e); err != nil {
+			return fmt.Errorf("auth: policy epoch: %w", err)
+		}
+		return nil
+	})
 }
 
 // For returns the authority of a version stored by author (empty for

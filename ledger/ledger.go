@@ -438,6 +438,25 @@ func ReadAfter(ctx context.Context, q Querier, after int64, limit int, typ strin
 	return out, rows.Err()
 }
 
+// QueueReadAfter queues in b the read of ReadAfter (every type), appending
+// the events to out, with the position to read after given by after, an
+// SQL expression (bigint) evaluated in the batch's transaction: a reader
+// whose cursor is a row can read the events after it in the round trip
+// that locks it.
+func QueueReadAfter(b *pgx.Batch, after string, limit int, out *[]Event) {
+	b.Queue(`SELECT `+eventColumns+` FROM events WHERE position > `+after+` ORDER BY position LIMIT $1`, limit).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				e, err := scanEvent(rows)
+				if err != nil {
+					return fmt.Errorf("ledger: scan event: %w", err)
+				}
+				*out = append(*out, e)
+			}
+			return rows.Err()
+		})
+}
+
 // Head returns the newest position in the ledger (0 when it is empty).
 func (s *Store) Head(ctx context.Context) (int64, error) {
 	return Head(ctx, s.pool)

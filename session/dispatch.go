@@ -143,9 +143,29 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 		return 0, err
 	}
 	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return 0, err
+	// One round trip begins the transaction, locks the cursor, reads the
+	// policy epoch and the events after the cursor (issue 14: the
+	// dispatcher is the pipeline's one serial step, and a round trip less
+	// is a batch sooner). The events are read after the cursor as the
+	// transaction sees it once locked; they are dropped when another
+	// dispatcher holds it.
+	var (
+		cursor, epoch, authEpoch int64
+		ok                       bool
+		events                   []ledger.Event
+	)
+	first := &pgx.Batch{}
+	first.BeginTx(pgx.TxOptions{})
+	queueLockCursor(first, &cursor, &epoch, &ok)
+	if d.Authorities.Enforced() {
+		auth.QueueEpoch(first, &authEpoch)
+	}
+	ledger.QueueReadAfter(first, `(SELECT position FROM dispatch_state)`, d.Batch, &events)
+	br := conn.SendBatch(ctx, first)
+	tx := br.Tx()
+	if err := br.Close(); err != nil {
+		_ = tx.Rollback(ctx)
+		return 0, fmt.Errorf("dispatch: %w", err)
 	}
 	err = func() error {
 		// The batch commits without waiting for its WAL to reach disk
@@ -159,15 +179,11 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 		// makes the WAL before it durable too.
 		// It keeps the batch from waiting for, and adding, one disk flush
 		// per batch beside the writers' (issue 14).
-		cursor, epoch, ok, err := lockCursor(ctx, tx)
-		if err != nil || !ok {
-			return err // !ok: another dispatcher is working
+		if !ok {
+			return nil // another dispatcher is working
 		}
-		var authEpoch int64
-		if d.Authorities.Enforced() {
-			if authEpoch, err = auth.Epoch(ctx, tx); err != nil {
-				return err
-			}
+		if len(events) > 0 && events[0].Position <= cursor {
+			return fmt.Errorf("dispatch: read position %d at or before the cursor %d", events[0].Position, cursor)
 		}
 		if epoch != d.epoch || authEpoch != d.authEpoch || d.index == nil {
 			active, err := d.actions.Active(ctx, tx)
@@ -186,10 +202,6 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 			}
 			d.backfilling.Store(backfilling)
 			d.index, d.epoch, d.authEpoch = ix, epoch, authEpoch
-		}
-		events, err := ledger.ReadAfter(ctx, tx, cursor, d.Batch, "")
-		if err != nil {
-			return err
 		}
 		if len(events) == 0 {
 			return nil
@@ -225,16 +237,20 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 	return n, err
 }
 
-// lockCursor locks the dispatch cursor row for a batch in tx, with the
+// lockCursorSQL locks the dispatch cursor row for a batch, with the
 // batch's settings (synchronous_commit off, pgplan.KeyJoins: its
 // deliveries join its keys to sessions and inputs by nested loops, one
-// index probe per key), and returns the cursor and the actions epoch; ok
-// false when another transaction holds it. Live and backfill batches both
-// take it, so they never run at once.
+// index probe per key), and reads the cursor and the actions epoch; no row
+// when another transaction holds it. Live and backfill batches both take
+// it, so they never run at once.
+const lockCursorSQL = `SELECT position, actions_epoch, set_config('synchronous_commit', 'off', true) IS NOT NULL,
+		` + pgplan.KeyJoinsExpr + `
+	FROM dispatch_state FOR UPDATE SKIP LOCKED`
+
+// lockCursor runs lockCursorSQL in tx: ok false when another transaction
+// holds the cursor.
 func lockCursor(ctx context.Context, tx pgx.Tx) (cursor, epoch int64, ok bool, err error) {
-	err = tx.QueryRow(ctx, `SELECT position, actions_epoch, set_config('synchronous_commit', 'off', true) IS NOT NULL,
-			`+pgplan.KeyJoinsExpr+`
-		FROM dispatch_state FOR UPDATE SKIP LOCKED`).Scan(&cursor, &epoch, nil, nil)
+	err = tx.QueryRow(ctx, lockCursorSQL).Scan(&cursor, &epoch, nil, nil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, false, nil
 	}
@@ -242,6 +258,20 @@ func lockCursor(ctx context.Context, tx pgx.Tx) (cursor, epoch int64, ok bool, e
 		return 0, 0, false, fmt.Errorf("dispatch: lock cursor: %w", err)
 	}
 	return cursor, epoch, true, nil
+}
+
+// queueLockCursor queues lockCursorSQL in b: ok says whether it locked the
+// cursor (and cursor and epoch were read).
+func queueLockCursor(b *pgx.Batch, cursor, epoch *int64, ok *bool) {
+	b.Queue(lockCursorSQL).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(cursor, epoch, nil, nil); err != nil {
+				return fmt.Errorf("dispatch: lock cursor: %w", err)
+			}
+			*ok = true
+		}
+		return rows.Err()
+	})
 }
 
 // versionIndex is the trigger index of one version alone, covering every
