@@ -255,7 +255,7 @@ func maxInputs(cs *action.CompiledSession) int {
 func queueRunning(b *pgx.Batch, out map[int64]*running, events map[uuid.UUID]ledger.Event) {
 	b.Queue(`SELECT t.sid, t.number, t.execution_id, t.final, t.ends_at, t.resume, coalesce(t.retry_of, 0), x.attempts, coalesce(x.error, '')
 		  FROM session_turns t JOIN executions x ON x.id = t.execution_id
-		 WHERE t.sid = ANY(`+session.ClaimedSIDs+`) AND t.status = 'RUNNING'`).Query(func(rows pgx.Rows) error {
+		 WHERE t.sid = ANY(` + session.ClaimedSIDs + `) AND t.status = 'RUNNING'`).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var sid int64
 			r := &running{}
@@ -270,12 +270,12 @@ func queueRunning(b *pgx.Batch, out map[int64]*running, events map[uuid.UUID]led
 		}
 		return rows.Err()
 	})
-	b.Queue(`SELECT `+session.InputEventColumns+`
+	b.Queue(`SELECT ` + session.InputEventColumns + `
 		  FROM session_turns t
 		  JOIN turn_inputs ti ON ti.sid = t.sid AND ti.turn = t.number
 		  JOIN session_inputs i ON i.sid = ti.sid AND i.seq = ti.seq
 		  LEFT JOIN events e ON e.id = i.event_id
-		 WHERE t.sid = ANY(`+session.ClaimedSIDs+`) AND t.status = 'RUNNING'
+		 WHERE t.sid = ANY(` + session.ClaimedSIDs + `) AND t.status = 'RUNNING'
 		 ORDER BY i.sid, i.order_key, i.seq`).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			in, ev, err := session.ScanInputEvent(rows)
