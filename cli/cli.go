@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/alecthomas/kong"
 
@@ -117,6 +118,15 @@ func Execute(ctx context.Context, grammar any, g *Globals, args []string, stdio 
 	if err != nil {
 		fmt.Fprintln(stdio.Stderr, "actionsledger:", err)
 		return ExitUsage
+	}
+	// Text that is not UTF-8 would be replaced by U+FFFD when the request
+	// is encoded, and so written changed (HARD-PARTS 7): refuse it here, as
+	// the server refuses it in a request.
+	for i, a := range args {
+		if !utf8.ValidString(a) {
+			fmt.Fprintf(stdio.Stderr, "actionsledger: argument %d (%s) is not valid UTF-8 text\n", i+1, strings.ToValidUTF8(a, "\uFFFD"))
+			return ExitUsage
+		}
 	}
 	kctx, err := parser.Parse(args)
 	if err != nil {

@@ -288,6 +288,9 @@ func TestPutAndAppend(t *testing.T) {
 	require.Contains(t, res.out, `"value": "from stdin"`)
 	r.fails(t, cli.ExitUsage, []string{"put", "account", "a1", "{not json"}, "JSON is not JSON")
 	r.fails(t, cli.ExitUsage, []string{"put", "account", "a1"}, "expected")
+	res = r.runIn(t, "\"\xff\"", "put", "note", "n2", "-")
+	require.Equal(t, cli.ExitUsage, res.code, "%s", res)
+	require.Contains(t, res.errOut, "JSON is not valid UTF-8 text")
 
 	out = r.ok(t, "append", "payment.requested", `{"amount": 0.1000000000000000000001}`)
 	require.Regexp(t, `^event [0-9a-f-]{36} payment\.requested at position \d+\n$`, out)
@@ -434,6 +437,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"inbox", "--kind", "later"}, "approval or hold"},
 		{[]string{"actions", "list", "-o", "yaml"}, "--output"},
 		{[]string{"events", "tail", "--limit", "-1"}, "--limit"},
+		// HARD-PARTS 7: text that is not UTF-8 is refused, not changed.
+		{[]string{"put", "entry", "k", "\"\xff\""}, "is not valid UTF-8 text"},
+		{[]string{"put", "entry", "k\xfe", "1"}, "is not valid UTF-8 text"},
 	} {
 		res := r.fails(t, cli.ExitUsage, c.args, c.want)
 		require.Empty(t, res.out, "%v", c.args)

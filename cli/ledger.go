@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/actionsledger/actionsledger/client"
 )
@@ -100,6 +101,9 @@ func jsonArg(name, arg string, stdin io.Reader) (json.RawMessage, error) {
 		}
 	}
 	raw = []byte(strings.TrimSpace(string(raw)))
+	if !utf8.Valid(raw) {
+		return nil, usagef("%s is not valid UTF-8 text", name)
+	}
 	if !json.Valid(raw) {
 		return nil, usagef("%s is not JSON: %s (quote strings: '\"text\"')", name, clip(oneLine(string(raw)), 60))
 	}

@@ -149,6 +149,24 @@ func TestStreamDeliversEventsUntilComplete(t *testing.T) {
 	require.ErrorIs(t, err, io.EOF)
 }
 
+// A JSON value may hold a number beyond float64's range (the server keeps
+// it exact); a stream carries it as written instead of failing.
+func TestStreamKeepsNumbersBeyondFloat64(t *testing.T) {
+	t.Parallel()
+	huge := strings.Replace(event1, `12345678901234567890`, `1e400`, 1)
+	c := sseServer(t, func(w http.ResponseWriter, f http.Flusher, _ *http.Request) {
+		fmt.Fprint(w, "event: next\ndata: "+huge+"\n\nevent: complete\n\n")
+	})
+	s, err := c.FollowLedgerEvents(context.Background(), nil, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	e, err := s.Next(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, `{"n":1e400}`, strings.ReplaceAll(string(e.Data), " ", ""))
+	_, err = s.Next(context.Background())
+	require.ErrorIs(t, err, io.EOF)
+}
+
 func TestStreamWithoutCompleteIsABreak(t *testing.T) {
 	t.Parallel()
 	c := sseServer(t, func(w http.ResponseWriter, f http.Flusher, _ *http.Request) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -48,7 +49,8 @@ func (s *sseSubscriber) Start(ctx context.Context) (chan error, error) {
 }
 
 // Subscribe sends req and, once the server answers with an event stream,
-// forwards its events to ch. An answer that is not a stream is the
+// forwards its events to ch (forward; the generated forward function is
+// not used). An answer that is not a stream is the
 // server's refusal (a *ResponseError, e.g. NOT_IMPLEMENTED from a server
 // without subscriptions) or a *TransportError; a JSON answer without
 // errors is forwarded as the one update of a completed stream.
@@ -102,7 +104,7 @@ func (s *sseSubscriber) read(closer io.Closer, body io.Reader, ch any, fwd graph
 			if len(bytes.TrimSpace(data)) == 0 {
 				return false, nil
 			}
-			if err := fwd(ch, data); err != nil {
+			if err := forward(ch, data); err != nil {
 				return false, fmt.Errorf("decoding an update: %w", err)
 			}
 		}
@@ -121,6 +123,27 @@ func (s *sseSubscriber) read(closer io.Closer, body io.Reader, ch any, fwd graph
 		err = errors.New("the server ended the stream without completing it")
 	}
 	s.errs <- s.c.transport(0, "stream", err)
+}
+
+// forward decodes one update into the element type of ch, the generated
+// code's channel, and sends it; an update with errors is sent with its
+// errors alone, as genqlient's forward functions do. Those first decode
+// the whole update into untyped values, where a number beyond float64's
+// range (which a JSON value may hold, and the server keeps exact) fails
+// the stream; the generated types keep JSON values as raw bytes.
+func forward(ch any, data []byte) error {
+	cv := reflect.ValueOf(ch)
+	v := reflect.New(cv.Type().Elem())
+	if err := json.Unmarshal(data, v.Interface()); err != nil {
+		return err
+	}
+	if errs := v.Elem().FieldByName("Errors"); errs.IsValid() && errs.Len() > 0 {
+		if d := v.Elem().FieldByName("Data"); d.IsValid() {
+			d.SetZero()
+		}
+	}
+	cv.Send(v.Elem())
+	return nil
 }
 
 // Unsubscribe ends the subscription; see Close.

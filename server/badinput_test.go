@@ -106,12 +106,16 @@ func TestLedgerRejectsBadInput(t *testing.T) {
 		// Unknown fields and wrong types: HTTP 200 under application/json, as GraphQL over HTTP asks (issue 12; it was 422).
 		{name: "unknown field", body: operation(`{ ledger { nope } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
 		{name: "unknown argument", body: operation(`{ ledger { events(last: 1) { nodes { id } } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
-		{name: "literal of the wrong type", body: operation(`mutation { ledger { putValue(namespace: 5, key: "k", value: 1) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
+		{name: "literal of the wrong type", body: operation(`mutation { ledger { putValue(namespace: 5, key: "k", value: 1) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", field: "namespace", status: http.StatusOK},
+		{name: "literal of the wrong type in a fragment", body: operation(`query { ...f } fragment f on Query { ledger { events(first: "ten") { nodes { id } } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", field: "first", status: http.StatusOK},
+		{name: "unknown enum value", body: operation(`{ actions { inbox(kind: BOGUS) { totalCount } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", field: "kind", status: http.StatusOK},
+		{name: "literal of the wrong type inside an input object", body: operation(`mutation { actions { createAction(id: "`+uuid.NewString()+`", input: {name: "x", kind: "agent.echo", triggers: [{name: "t", event: 5}]}) { id } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", field: "input.triggers[0].event", status: http.StatusOK},
+		{name: "missing field of an input object", body: operation(`mutation { actions { createAction(id: "`+uuid.NewString()+`", input: {name: "x", kind: "agent.echo", triggers: [{event: "true"}]}) { id } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", field: "input.triggers[0].name", status: http.StatusOK},
 		{name: "variable of the wrong type", body: putBody("ns", "k", nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
 		// gqlparser coerces a number variable to String (its decimal text), so a boolean it is.
 		{name: "variable of the wrong type (boolean for string)", body: operation(putValueOp, map[string]any{"ns": true, "key": "k", "value": 1}), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
 		{name: "unknown input field", body: operation(createActionOp, map[string]any{"id": uuid.NewString(), "input": map[string]any{"name": "x", "kind": "agent.echo", "colour": "red"}}), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
-		{name: "missing argument", body: operation(`mutation { ledger { putValue(namespace: "ns", value: 1) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
+		{name: "missing argument", body: operation(`mutation { ledger { putValue(namespace: "ns", value: 1) { key } } }`, nil), code: "GRAPHQL_VALIDATION_FAILED", field: "key", status: http.StatusOK},
 		{name: "parse error", body: operation(`{ ledger { `, nil), code: "GRAPHQL_PARSE_FAILED", status: http.StatusOK},
 		{name: "no operation", body: operation(``, nil), code: "GRAPHQL_VALIDATION_FAILED", status: http.StatusOK},
 		// Request bodies.
@@ -298,4 +302,45 @@ func TestCloseSessionErrors(t *testing.T) {
 	require.NoError(t, e.app.Pool.QueryRow(t.Context(), `SELECT reason FROM sessions WHERE id = $1`, acct).Scan(&reason))
 	require.Equal(t, "done", reason, "the second close changes nothing")
 	e.requireAlive(t)
+}
+
+// A subscription selects one stream: the same field twice under two
+// aliases is refused as a validation error, over SSE and WebSocket, not
+// failed as an internal error once the stream starts (issue 14's review of
+// bad input).
+func TestSubscriptionSelectsOneField(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t, server.Config{})
+	const twice = `subscription { a: ledgerEvents { position } b: ledgerEvents { position } }`
+	s := sse(t, e.srv.URL, "", twice, nil)
+	m := s.next(t)
+	var r response
+	require.NoError(t, json.Unmarshal(m.Payload, &r), "%s", m.Payload)
+	ge := requireError(t, r, "GRAPHQL_VALIDATION_FAILED", "")
+	require.Contains(t, ge.Message, "exactly one field")
+	s.close()
+
+	ws, _, err := dialWS(t, e.srv.URL, nil, nil)
+	require.NoError(t, err)
+	ws.acked(t)
+	ws.subscribe(t, "1", twice, nil)
+	m = ws.recv(t)
+	require.Equal(t, "error", m.Type, "graphql-transport-ws answers an invalid operation with error")
+	var errs []gqlError
+	require.NoError(t, json.Unmarshal(m.Payload, &errs))
+	requireError(t, response{Errors: errs}, "GRAPHQL_VALIDATION_FAILED", "")
+	e.requireAlive(t)
+}
+
+// A number variable that does not convert to an Int or a Float is named,
+// and the message says what an Int or a Float takes (gqlparser's own shows
+// the zero of the failed conversion).
+func TestNumberVariablesThatDoNotConvert(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, v := range []any{1.5, json.Number("1e20")} {
+		r := e.do(t, `query($f: Int) { ledger { events(first: $f) { nodes { id } } } }`, map[string]any{"f": v})
+		ge := requireError(t, r, "GRAPHQL_VALIDATION_FAILED", "variables.f")
+		require.Equal(t, "variable f: an Int takes a whole number within 32 bits", ge.Message, "%v", v)
+	}
 }

@@ -16,7 +16,9 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"regexp"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -30,6 +32,7 @@ import (
 	"github.com/jackc/puddle/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/parser"
 
 	"github.com/actionsledger/actionsledger/auth"
 	"github.com/actionsledger/actionsledger/graph"
@@ -576,6 +579,7 @@ func presenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		gerr := present(ctx, err)
 		variableField(gerr)
+		literalField(ctx, gerr)
 		if gerr.Message == "operation  not found" { // gqlgen's, for several operations and no operationName
 			gerr.Message = "the document has several operations: name the one to run in operationName"
 		}
@@ -616,6 +620,122 @@ func variableField(gerr *gqlerror.Error) {
 		gerr.Extensions = map[string]any{}
 	}
 	gerr.Extensions["field"] = b.String()
+	// gqlparser's message for a number that does not convert shows the
+	// failed conversion's zero ("cannot use value 0 as Int" for 1.5).
+	if name, ok := gerr.Path[1].(ast.PathName); ok && len(gerr.Path) == 2 && strings.HasPrefix(gerr.Message, "cannot use value ") {
+		switch {
+		case strings.HasSuffix(gerr.Message, " as Int"):
+			gerr.Message = fmt.Sprintf("variable %s: an Int takes a whole number within 32 bits", name)
+		case strings.HasSuffix(gerr.Message, " as Float"):
+			gerr.Message = fmt.Sprintf("variable %s: a Float takes a number within the range of a float64", name)
+		}
+	}
+}
+
+// requiredArgument and requiredInputField take the name out of
+// gqlparser's messages for a missing argument and a missing field of an
+// input object.
+var (
+	requiredArgument   = regexp.MustCompile(`^Field "[^"]*" argument "([^"]+)" of type "[^"]*" is required`)
+	requiredInputField = regexp.MustCompile(`^Field "[^".]*\.([^"]+)" of required type "[^"]*" was not provided`)
+)
+
+// literalField names, in extensions.field, the argument of gqlparser's
+// validation errors about a value written in the document, which carry
+// only its position: the argument's name and the path inside an input
+// object or a list (input.triggers[0].event), as resolvers and
+// variableField name them; a missing argument by its name, a missing
+// input field by its path.
+func literalField(ctx context.Context, gerr *gqlerror.Error) {
+	if _, ok := gerr.Extensions["field"]; ok {
+		return
+	}
+	set := func(field string) {
+		if gerr.Extensions == nil {
+			gerr.Extensions = map[string]any{}
+		}
+		gerr.Extensions["field"] = field
+	}
+	switch gerr.Rule {
+	case "ProvidedRequiredArguments":
+		if m := requiredArgument.FindStringSubmatch(gerr.Message); m != nil {
+			set(m[1])
+		}
+		return
+	case "ValuesOfCorrectType":
+	default:
+		return
+	}
+	if len(gerr.Locations) == 0 || !graphql.HasOperationContext(ctx) {
+		return
+	}
+	oc := graphql.GetOperationContext(ctx)
+	doc := oc.Doc
+	if doc == nil {
+		// Validation failed, so gqlgen kept no document: parse it again
+		// (an error's path only, and the request passed the token limit).
+		var err error
+		if doc, err = parser.ParseQuery(&ast.Source{Input: oc.RawQuery}); err != nil {
+			return
+		}
+	}
+	at := gerr.Locations[0]
+	var path string
+	var inValue func(v *ast.Value, p string) bool
+	inValue = func(v *ast.Value, p string) bool {
+		if v == nil {
+			return false
+		}
+		if v.Position != nil && v.Position.Line == at.Line && v.Position.Column == at.Column {
+			path = p
+			return true
+		}
+		for i, c := range v.Children {
+			cp := p + "." + c.Name
+			if v.Kind == ast.ListValue {
+				cp = fmt.Sprintf("%s[%d]", p, i)
+			}
+			if inValue(c.Value, cp) {
+				return true
+			}
+		}
+		return false
+	}
+	var inSet func(ss ast.SelectionSet) bool
+	inSet = func(ss ast.SelectionSet) bool {
+		for _, sel := range ss {
+			switch x := sel.(type) {
+			case *ast.Field:
+				for _, a := range x.Arguments {
+					if inValue(a.Value, a.Name) {
+						return true
+					}
+				}
+				if inSet(x.SelectionSet) {
+					return true
+				}
+			case *ast.InlineFragment:
+				if inSet(x.SelectionSet) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	sets := make([]ast.SelectionSet, 0, len(doc.Operations)+len(doc.Fragments))
+	for _, op := range doc.Operations {
+		sets = append(sets, op.SelectionSet)
+	}
+	for _, f := range doc.Fragments {
+		sets = append(sets, f.SelectionSet)
+	}
+	if !slices.ContainsFunc(sets, inSet) {
+		return
+	}
+	if m := requiredInputField.FindStringSubmatch(gerr.Message); m != nil {
+		path += "." + m[1]
+	}
+	set(path)
 }
 
 // unavailable reports whether err says the database could not be reached
@@ -669,8 +789,10 @@ func checkText(ctx context.Context, next graphql.Resolver) (any, error) {
 			names = append(names, name)
 		}
 		sort.Strings(names)
+		path := make(argPath, 0, 8)
 		for _, name := range names {
-			if err := checkArg(reflect.ValueOf(fc.Args[name]), name, true); err != nil {
+			path = append(path[:0], argStep{name: name})
+			if err := checkArg(reflect.ValueOf(fc.Args[name]), &path, true); err != nil {
 				return nil, err
 			}
 		}
@@ -680,10 +802,42 @@ func checkText(ctx context.Context, next graphql.Resolver) (any, error) {
 
 var jsonValueType = reflect.TypeFor[jsonvalue.Value]()
 
-// checkArg walks an argument's value; path names it as the client wrote it
-// (input.triggers[1].event), using the json names of struct fields, which
-// match the schema's.
-func checkArg(v reflect.Value, path string, top bool) error {
+// argPath names the value checkArg is at, inside an argument, as the
+// client wrote it (input.triggers[1].event): a stack of steps, pushed and
+// popped as the walk goes, spelled out only for an error, so that a bulk
+// write's hundreds of records cost no string formatting or allocation
+// (issue 14).
+type argPath []argStep
+
+// argStep is one step of an argPath: a field's or the argument's name, a
+// list index (name empty, key nil), or a map's key.
+type argStep struct {
+	name  string
+	index int
+	key   any
+}
+
+func (p argPath) String() string {
+	var b strings.Builder
+	for i, s := range p {
+		switch {
+		case s.key != nil:
+			fmt.Fprintf(&b, ".%v", s.key)
+		case s.name == "":
+			fmt.Fprintf(&b, "[%d]", s.index)
+		case i == 0:
+			b.WriteString(s.name)
+		default:
+			b.WriteByte('.')
+			b.WriteString(s.name)
+		}
+	}
+	return b.String()
+}
+
+// checkArg walks an argument's value; path names it, using the json names
+// of struct fields, which match the schema's.
+func checkArg(v reflect.Value, path *argPath, top bool) error {
 	if !v.IsValid() {
 		return nil
 	}
@@ -691,7 +845,7 @@ func checkArg(v reflect.Value, path string, top bool) error {
 		if top || v.Len() == 0 {
 			return nil
 		}
-		return jsonvalue.Check(v.Bytes(), path)
+		return jsonvalue.Check(v.Bytes(), path.String())
 	}
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:
@@ -702,17 +856,17 @@ func checkArg(v reflect.Value, path string, top bool) error {
 	case reflect.String:
 		s := v.String()
 		if strings.IndexByte(s, 0) >= 0 {
-			return fault.New(fault.BadInput, path, "text may not contain the NUL character")
+			return fault.New(fault.BadInput, path.String(), "text may not contain the NUL character")
 		}
 		if !utf8.ValidString(s) {
-			return fault.New(fault.BadInput, path, "text must be valid UTF-8")
+			return fault.New(fault.BadInput, path.String(), "text must be valid UTF-8")
 		}
 	case reflect.Slice, reflect.Array:
 		if v.Type().Elem().Kind() == reflect.Uint8 {
 			return nil // bytes such as a UUID
 		}
 		for i := range v.Len() {
-			if err := checkArg(v.Index(i), fmt.Sprintf("%s[%d]", path, i), false); err != nil {
+			if err := path.in(argStep{index: i}, func() error { return checkArg(v.Index(i), path, false) }); err != nil {
 				return err
 			}
 		}
@@ -723,7 +877,7 @@ func checkArg(v reflect.Value, path string, top bool) error {
 			if err := checkArg(k, path, false); err != nil {
 				return err
 			}
-			if err := checkArg(v.MapIndex(k), fmt.Sprintf("%s.%v", path, k), false); err != nil {
+			if err := path.in(argStep{key: k.Interface()}, func() error { return checkArg(v.MapIndex(k), path, false) }); err != nil {
 				return err
 			}
 		}
@@ -741,10 +895,18 @@ func checkArg(v reflect.Value, path string, top bool) error {
 			if name == "" {
 				name = f.Name
 			}
-			if err := checkArg(v.Field(i), path+"."+name, false); err != nil {
+			if err := path.in(argStep{name: name}, func() error { return checkArg(v.Field(i), path, false) }); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// in runs check with step pushed on the path.
+func (p *argPath) in(step argStep, check func() error) error {
+	*p = append(*p, step)
+	err := check()
+	*p = (*p)[:len(*p)-1]
+	return err
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -301,6 +302,12 @@ func (streamGuard) Validate(graphql.ExecutableSchema) error { return nil }
 func (streamGuard) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
 	if oc.Operation == nil || oc.Operation.Operation != ast.Subscription {
 		return nil
+	}
+	// One root field per subscription, counted by response name as the
+	// GraphQL spec does (gqlparser's rule lets one field under two aliases
+	// through, and the executor then fails the stream uncoded).
+	if fields := graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{"Subscription"}); len(fields) != 1 {
+		return limitError(errcode.ValidationFailed, "a subscription selects exactly one field (this one selects %d)", len(fields))
 	}
 	if _, ok := ctx.Value(streamKey{}).(*streamState); !ok {
 		return limitError(fault.MethodNotAllowed,
