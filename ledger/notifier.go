@@ -39,6 +39,11 @@ type Notifier struct {
 	// round trip through PostgreSQL (they get the sent copy too, later).
 	// Set it before the first notification; it must not block.
 	Local func(channel, payload string)
+	// Origin, when set, is the payload of Wake's notifications: a token of
+	// this process, so that its listener can skip the copies of its own
+	// wake-ups, which Local has delivered already (an executor woken twice
+	// for one delivery claims twice, the second time for nothing).
+	Origin string
 
 	mu      sync.Mutex
 	pending []notification
@@ -79,6 +84,15 @@ func (n *Notifier) Notify(channel, payload string) {
 	if n.Local != nil {
 		n.Local(channel, payload)
 	}
+}
+
+// Wake queues a wake-up on channel, one whose listeners read no payload:
+// its payload is Origin.
+func (n *Notifier) Wake(channel string) {
+	if n == nil {
+		return
+	}
+	n.Notify(channel, n.Origin)
 }
 
 // Head queues the ledger's notification (NotifyChannel) that the head

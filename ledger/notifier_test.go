@@ -100,3 +100,20 @@ func TestNotifierWakesThisProcessAtOnce(t *testing.T) {
 	nt.Flush()
 	require.ElementsMatch(t, []string{ledger.NotifyChannel + ":3", "test_wake:x"}, received(t, conn), "and sent as before")
 }
+
+// Issue 14: a wake-up carries the process's Origin, so that its listener
+// can skip the copy of a wake-up Local delivered already (other processes'
+// wake-ups, and those sent without a Notifier, still wake it).
+func TestNotifierWakeCarriesTheOrigin(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	conn := listen(t, b, "test_wake")
+	nt := ledger.NewNotifier(b.pool)
+	nt.Origin = "process p1"
+	var local []string
+	nt.Local = func(channel, payload string) { local = append(local, channel+":"+payload) }
+	nt.Wake("test_wake")
+	require.Equal(t, []string{"test_wake:process p1"}, local)
+	nt.Flush()
+	require.Equal(t, []string{"test_wake:process p1"}, received(t, conn))
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -302,6 +303,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	notifier.Log = log
 	a.wakes = newWakes()
 	notifier.Local = a.wakes.local
+	notifier.Origin = "process " + uuid.NewString()
 	a.Actions = action.NewStore(pool, a.Clock, a.Kinds)
 	a.Actions.BudgetCheck = budgetCheck(a.Kinds, cfg.Prices)
 	dir.actions = a.Actions
@@ -445,10 +447,11 @@ func (a *App) Run(ctx context.Context) error {
 	l.Handle(session.SessionsChannel, feedHandler{feed: a.Feed, sync: listened})
 	l.Handle(session.InboxChannel, feedHandler{feed: a.Feed, sync: listened})
 	l.Handle(turns.TranscriptChannel, feedHandler{feed: a.Feed, sync: listened})
-	l.Handle(session.TurnsChannel, wakeHandler(turnsWake))
-	l.Handle(session.TimersChannel, wakeHandler(timersWake))
-	l.Handle(action.FiringsChannel, wakeHandler(firingsWake))
-	l.Handle(session.ExecutionsChannel, wakeHandler(execWake))
+	origin := a.Ledger.Notifier().Origin
+	l.Handle(session.TurnsChannel, wakeHandler(turnsWake, origin))
+	l.Handle(session.TimersChannel, wakeHandler(timersWake, origin))
+	l.Handle(action.FiringsChannel, wakeHandler(firingsWake, origin))
+	l.Handle(session.ExecutionsChannel, wakeHandler(execWake, origin))
 	l.Handle(session.InterruptsChannel, pgxlisten.HandlerFunc(func(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
 		if sid, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
 			a.Executor.Interrupt(sid) // G9: the turn running here, if any
@@ -594,9 +597,14 @@ func (s *listenSync) listened(conn *pgx.Conn, channel string) {
 	}
 }
 
-func wakeHandler(ch chan struct{}) pgxlisten.HandlerFunc {
-	return func(context.Context, *pgconn.Notification, *pgx.Conn) error {
-		nudgeWake(ch)
+// wakeHandler wakes ch on each notification but the copies of this
+// process's own wake-ups (payload origin), which ledger.Notifier.Local
+// delivered when they were queued.
+func wakeHandler(ch chan struct{}, origin string) pgxlisten.HandlerFunc {
+	return func(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+		if origin == "" || n.Payload != origin {
+			nudgeWake(ch)
+		}
 		return nil
 	}
 }

@@ -534,7 +534,9 @@ u AS (
 	       wake_on = CASE WHEN g.wakes THEN NULL ELSE s.wake_on END
 	  FROM g
 	 WHERE s.sid = g.sid
-	RETURNING s.sid, s.next_turn_at, g.ords),
+	RETURNING s.sid, s.next_turn_at, g.ords,
+	          -- As the claim's WHERE: a claim would take the session now.
+	          s.status = 'OPEN' AND s.next_turn_at <= $10 AND (s.lease_expires_at IS NULL OR s.lease_expires_at <= $10) AS claimable),
 -- G4: a delivery by a trigger the park names resumes it.
 p AS (
 	UPDATE session_parks p SET status = 'RESUMED', resolution = 'event', resolved_by = e.event_id::text, resolved_at = $10
@@ -547,7 +549,7 @@ i AS (
 	       k.starts, 'PENDING', k.size, $10, lpad((k.base + k.rn)::text, 20, '0')
 	  FROM k
 	RETURNING sid)
-SELECT u.sid, u.next_turn_at, u.ords FROM u WHERE (SELECT count(*) FROM i) >= 0 AND (SELECT count(*) FROM p) >= 0`
+SELECT u.sid, u.next_turn_at, u.ords, coalesce(u.claimable, false) FROM u WHERE (SELECT count(*) FROM i) >= 0 AND (SELECT count(*) FROM p) >= 0`
 
 // flushDeliveries writes the batch's deliveries (deliverSQL). A session
 // that gets nothing (missing, closed, or open at another version) leaves,
@@ -591,13 +593,19 @@ func (b *batch) flushDeliveries(ctx context.Context) error {
 	var sid int64
 	var next *time.Time
 	var ords []int64
-	_, err = pgx.ForEachRow(rows, []any{&sid, &next, &ords}, func() error {
+	var claimable bool
+	_, err = pgx.ForEachRow(rows, []any{&sid, &next, &ords, &claimable}, func() error {
 		b.changed.Session(sid)
 		for _, ord := range ords {
 			i := int(ord - 1)
 			delivered[i] = true
 			dl := b.deliveries[i]
-			b.notify = b.notify || dl.starts
+			// The executors are woken for a session a claim would take
+			// now. One whose turn is running (leased) is left to that
+			// turn's settle, which finds the input pending and wakes them
+			// (issue 14: a wake for a leased session was a claim that
+			// found nothing); a window's end wakes them through the timer.
+			b.notify = b.notify || dl.starts && claimable
 			if dl.starts && next != nil && next.After(b.now) && !slices.Contains(timerSIDs, sid) {
 				// The window's end wakes the executor through the timer.
 				timerSIDs, timerDue = append(timerSIDs, sid), append(timerDue, *next)

@@ -86,13 +86,13 @@ func (n Notice) Post(nt *ledger.Notifier, xid string) {
 		}
 	}
 	if n.Turns {
-		nt.Notify(TurnsChannel, "")
+		nt.Wake(TurnsChannel)
 	}
 	if n.Timers {
-		nt.Notify(TimersChannel, "")
+		nt.Wake(TimersChannel)
 	}
 	if n.Executions {
-		nt.Notify(ExecutionsChannel, "")
+		nt.Wake(ExecutionsChannel)
 	}
 }
 

@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -115,6 +116,9 @@ func QueueClaimedPending(b *pgx.Batch, now time.Time, known VersionReads, out ma
 		  WHERE s.sid = ANY(` + ClaimedSIDs + `)) AS u`
 	args := []any{now, known.ActionIDs, known.Versions, known.Limits, known.Clocked}
 	queuePending(b, rel, args, out, events)
+	if !slices.Contains(known.Clocked, true) {
+		return // no session of these versions keeps a clock
+	}
 	b.Queue(`SELECT sid, schedule, max(scheduled_at) FROM session_inputs
 		WHERE sid IN (SELECT u.sid FROM `+rel+` WHERE u.clocked) AND schedule IS NOT NULL GROUP BY sid, schedule`, args...).
 		Query(func(rows pgx.Rows) error { return scanTakenFirings(rows, taken) })
