@@ -11,10 +11,13 @@
 // Executor.Run keeps Workers turns in flight. One loop claims: when woken
 // (a notification on session.TurnsChannel, a commit that left its session
 // runnable, a poll) it leases as many runnable sessions as there are free
-// slots in one claim of three round trips (claim.go): BEGIN and the lock
-// of the sessions, then the reads (pending inputs with their events,
-// RUNNING turns a dead worker left, taken firings), then the leases, new
-// turns, executions and turn inputs with COMMIT. The claimed rows stay locked until that commit, so
+// slots in one claim of two round trips (claim.go): BEGIN, the lock of the
+// sessions and, queued behind it, the reads (pending inputs with their
+// events, RUNNING turns a dead worker left, taken firings; the statements
+// find the locked sessions in a transaction-local setting,
+// session.ClaimedSIDs), then the leases, new turns, executions and turn
+// inputs with COMMIT. Sessions whose action version this process has not
+// compiled yet are read in a round trip between the two. The claimed rows stay locked until that commit, so
 // every input delivered before the claim is seen and one delivered during it
 // waits for it.
 //
