@@ -601,11 +601,13 @@ func (b *batch) flushDeliveries(ctx context.Context) error {
 			delivered[i] = true
 			dl := b.deliveries[i]
 			// The executors are woken for a session a claim would take
-			// now. One whose turn is running (leased) is left to that
-			// turn's settle, which finds the input pending and wakes them
-			// (issue 14: a wake for a leased session was a claim that
-			// found nothing); a window's end wakes them through the timer.
-			b.notify = b.notify || dl.starts && claimable
+			// now, whatever woke it (an input that starts a turn, or one
+			// that resumes a park). One whose turn is running (leased) is
+			// left to that turn's settle, which finds the input pending and
+			// wakes them (issue 14: a wake for a leased session was a claim
+			// that found nothing); a window's end wakes them through the
+			// timer.
+			b.notify = b.notify || claimable
 			if dl.starts && next != nil && next.After(b.now) && !slices.Contains(timerSIDs, sid) {
 				// The window's end wakes the executor through the timer.
 				timerSIDs, timerDue = append(timerSIDs, sid), append(timerDue, *next)

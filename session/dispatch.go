@@ -146,9 +146,8 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 	// One round trip begins the transaction, locks the cursor, reads the
 	// policy epoch and the events after the cursor (issue 14: the
 	// dispatcher is the pipeline's one serial step, and a round trip less
-	// is a batch sooner). The events are read after the cursor as the
-	// transaction sees it once locked; they are dropped when another
-	// dispatcher holds it.
+	// is a batch sooner). The events are read after the cursor the lock
+	// read (lockedCursor); none are read when another dispatcher holds it.
 	var (
 		cursor, epoch, authEpoch int64
 		ok                       bool
@@ -160,7 +159,7 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 	if d.Authorities.Enforced() {
 		auth.QueueEpoch(first, &authEpoch)
 	}
-	ledger.QueueReadAfter(first, `(SELECT position FROM dispatch_state)`, d.Batch, &events)
+	ledger.QueueReadAfter(first, lockedCursor, d.Batch, &events) // none unless locked here
 	br := conn.SendBatch(ctx, first)
 	tx := br.Tx()
 	if err := br.Close(); err != nil {
@@ -243,14 +242,27 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (n int, err error) {
 // index probe per key), and reads the cursor and the actions epoch; no row
 // when another transaction holds it. Live and backfill batches both take
 // it, so they never run at once.
-const lockCursorSQL = `SELECT position, actions_epoch, set_config('synchronous_commit', 'off', true) IS NOT NULL,
-		` + pgplan.KeyJoinsExpr + `
-	FROM dispatch_state FOR UPDATE SKIP LOCKED`
+//
+// The settings are made on the row the lock returns, outside the locking
+// query: a select list beside FOR UPDATE is computed before the row is
+// locked, even for a row then skipped.
+const lockCursorSQL = `WITH c AS (SELECT position, actions_epoch FROM dispatch_state FOR UPDATE SKIP LOCKED)
+	SELECT position, actions_epoch, set_config('synchronous_commit', 'off', true) IS NOT NULL,
+		` + pgplan.KeyJoinsExpr + `, set_config('` + cursorSetting + `', position::text, true)
+	FROM c`
+
+// cursorSetting holds, for the rest of a transaction that locked the
+// cursor (lockCursorSQL), its position; lockedCursor reads it, and is null
+// in a transaction that did not lock it.
+const (
+	cursorSetting = "actionsledger.cursor"
+	lockedCursor  = `nullif(current_setting('` + cursorSetting + `', true), '')::bigint`
+)
 
 // lockCursor runs lockCursorSQL in tx: ok false when another transaction
 // holds the cursor.
 func lockCursor(ctx context.Context, tx pgx.Tx) (cursor, epoch int64, ok bool, err error) {
-	err = tx.QueryRow(ctx, lockCursorSQL).Scan(&cursor, &epoch, nil, nil)
+	err = tx.QueryRow(ctx, lockCursorSQL).Scan(&cursor, &epoch, nil, nil, nil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, false, nil
 	}
@@ -265,7 +277,7 @@ func lockCursor(ctx context.Context, tx pgx.Tx) (cursor, epoch int64, ok bool, e
 func queueLockCursor(b *pgx.Batch, cursor, epoch *int64, ok *bool) {
 	b.Queue(lockCursorSQL).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			if err := rows.Scan(cursor, epoch, nil, nil); err != nil {
+			if err := rows.Scan(cursor, epoch, nil, nil, nil); err != nil {
 				return fmt.Errorf("dispatch: lock cursor: %w", err)
 			}
 			*ok = true

@@ -109,11 +109,14 @@ func (v *VersionReads) Add(actionID uuid.UUID, version, limit int, clocked bool)
 // The reads run while the claim's locks are held, as QueuePending's do,
 // but in the claim's own round trip (issue 14).
 func QueueClaimedPending(b *pgx.Batch, now time.Time, known VersionReads, out map[int64]*Pending, taken map[int64]map[string]time.Time, events map[uuid.UUID]ledger.Event) {
+	// Each claimed session is found by its key (LATERAL ... LIMIT 1): a
+	// generic plan made while sessions was small could otherwise read the
+	// versions' sessions through (action_id, sid) and filter them.
 	rel := `(SELECT s.sid, k.lim, coalesce(s.ends_at <= $1, false) AS ended, k.clocked
-		   FROM sessions s
+		   FROM unnest(` + ClaimedSIDs + `) AS c (sid)
+		   JOIN LATERAL (SELECT s.sid, s.action_id, s.version, s.ends_at FROM sessions s WHERE s.sid = c.sid LIMIT 1) s ON true
 		   JOIN unnest($2::uuid[], $3::int[], $4::int[], $5::boolean[]) AS k (action_id, version, lim, clocked)
-		     ON k.action_id = s.action_id AND k.version = s.version
-		  WHERE s.sid = ANY(` + ClaimedSIDs + `)) AS u`
+		     ON k.action_id = s.action_id AND k.version = s.version) AS u`
 	args := []any{now, known.ActionIDs, known.Versions, known.Limits, known.Clocked}
 	queuePending(b, rel, args, out, events)
 	if !slices.Contains(known.Clocked, true) {

@@ -540,7 +540,9 @@ func (e *Executor) uncommitted(ctx context.Context, c *claim, cause error) {
 	if _, err := e.pool.Exec(ctx, `UPDATE executions SET error = $2 WHERE id = $1`, c.execID, storable(cause.Error())); err != nil {
 		return
 	}
-	_ = session.Release(ctx, e.pool, c.lease, e.clock.Now())
+	if session.Release(ctx, e.pool, c.lease, e.clock.Now()) == nil {
+		nudge(e.kick) // claim it again now: no delivery woke anyone for a leased session
+	}
 }
 
 // attempts runs the handler until it succeeds, fails permanently or uses
