@@ -22,13 +22,9 @@ import (
 // keeps once made: no table is scanned or hashed whole.
 func TestDeliveryAndSettlePlansProbeByKey(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
 	ctx := context.Background()
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, pgplan.KeyJoins) // as the dispatcher's and the completer's transactions
-	require.NoError(t, err)
+	tx := keyJoinsTx(t)
+	var err error
 
 	whole := regexp.MustCompile(`Seq Scan|Hash Join|Merge Join|Hash Anti Join|Merge Anti Join|Hash Semi Join`)
 	check := func(when string) {
@@ -103,13 +99,9 @@ func TestDeliveryAndSettlePlansProbeByKey(t *testing.T) {
 // internal/pgmaint runs once the table is busy.)
 func TestClaimedReadsProbeByKey(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
 	ctx := context.Background()
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, pgplan.KeyJoins) // as the claim's transaction
-	require.NoError(t, err)
+	tx := keyJoinsTx(t)
+	var err error
 	actionID := uuid.MustParse("6f1d0f8e-0000-4000-8000-000000000001")
 	check := func(when string) {
 		b := &pgx.Batch{}
@@ -136,4 +128,18 @@ func TestClaimedReadsProbeByKey(t *testing.T) {
 	_, err = tx.Exec(ctx, `ANALYZE sessions`)
 	require.NoError(t, err)
 	check("3,000 sessions of one version, analysed")
+}
+
+// keyJoinsTx begins a transaction on a fresh database that plans joins as
+// the dispatcher's, the claim's and the completer's do (pgplan.KeyJoins);
+// it is rolled back when t ends.
+func keyJoinsTx(t *testing.T) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pgtest.NewPool(t).Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	_, err = tx.Exec(ctx, pgplan.KeyJoins)
+	require.NoError(t, err)
+	return tx
 }
