@@ -596,17 +596,22 @@ func (s *Store) Compiled(ctx context.Context, id uuid.UUID, version int) (*Compi
 }
 
 // CachedCompiled returns the compiled versions cached so far (Compiled
-// caches on first use), in no particular order. The turn executor reads
-// the pending inputs of sessions at these versions in its claim's first
-// round trip (issue 14).
-func (s *Store) CachedCompiled() []*Compiled {
+// caches on first use; entries are never dropped), in no particular
+// order, when there are more than have (otherwise nil, false): a caller
+// that keeps what it built from them rebuilds it only when the cache grew.
+// The turn executor reads the pending inputs of sessions at these versions
+// in its claim's first round trip (issue 14).
+func (s *Store) CachedCompiled(have int) ([]*Compiled, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.compiled) <= have {
+		return nil, false
+	}
 	out := make([]*Compiled, 0, len(s.compiled))
 	for _, c := range s.compiled {
 		out = append(out, c)
 	}
-	return out
+	return out, true
 }
 
 func (s *Store) compile(v Version) (*Compiled, error) {

@@ -104,7 +104,7 @@ func TakenFirings(ctx context.Context, q ledger.Querier, sids []int64) (map[int6
 	if len(sids) == 0 {
 		return out, nil
 	}
-	rows, err := q.Query(ctx, takenFiringsSQL, sids)
+	rows, err := q.Query(ctx, takenFiringsSQL(`sid = ANY($1)`), sids)
 	if err != nil {
 		return nil, fmt.Errorf("session: taken firings: %w", err)
 	}
@@ -119,11 +119,15 @@ func QueueTakenFirings(b *pgx.Batch, sids []int64, out map[int64]map[string]time
 	if len(sids) == 0 {
 		return
 	}
-	b.Queue(takenFiringsSQL, sids).Query(func(rows pgx.Rows) error { return scanTakenFirings(rows, out) })
+	b.Queue(takenFiringsSQL(`sid = ANY($1)`), sids).Query(func(rows pgx.Rows) error { return scanTakenFirings(rows, out) })
 }
 
-const takenFiringsSQL = `SELECT sid, schedule, max(scheduled_at) FROM session_inputs
-	WHERE sid = ANY($1) AND schedule IS NOT NULL GROUP BY sid, schedule`
+// takenFiringsSQL reads the newest firing of each schedule entry of the
+// sessions that sids (an SQL condition on sid) selects.
+func takenFiringsSQL(sids string) string {
+	return `SELECT sid, schedule, max(scheduled_at) FROM session_inputs
+	WHERE ` + sids + ` AND schedule IS NOT NULL GROUP BY sid, schedule`
+}
 
 func scanTakenFirings(rows pgx.Rows, out map[int64]map[string]time.Time) error {
 	var sid int64

@@ -122,8 +122,7 @@ func QueueClaimedPending(b *pgx.Batch, now time.Time, known VersionReads, out ma
 	if !slices.Contains(known.Clocked, true) {
 		return // no session of these versions keeps a clock
 	}
-	b.Queue(`SELECT sid, schedule, max(scheduled_at) FROM session_inputs
-		WHERE sid IN (SELECT u.sid FROM `+rel+` WHERE u.clocked) AND schedule IS NOT NULL GROUP BY sid, schedule`, args...).
+	b.Queue(takenFiringsSQL(`sid IN (SELECT u.sid FROM `+rel+` WHERE u.clocked)`), args...).
 		Query(func(rows pgx.Rows) error { return scanTakenFirings(rows, taken) })
 }
 

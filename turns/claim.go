@@ -499,13 +499,19 @@ func jsonText(v jsonvalue.Value) *string {
 }
 
 // versionReads lists the compiled action versions with sessions, for the
-// reads of a claim's first round trip (session.QueueClaimedPending).
+// reads of a claim's first round trip (session.QueueClaimedPending); the
+// list is rebuilt only when the store compiled more versions.
 func (e *Executor) versionReads() session.VersionReads {
-	var v session.VersionReads
-	for _, c := range e.actions.CachedCompiled() {
-		if c.Session != nil {
-			v.Add(c.ActionID, c.Version, maxInputs(c.Session), len(c.Session.Clock) > 0)
+	e.versions.mu.Lock()
+	defer e.versions.mu.Unlock()
+	if cs, grew := e.actions.CachedCompiled(e.versions.n); grew {
+		var v session.VersionReads
+		for _, c := range cs {
+			if c.Session != nil {
+				v.Add(c.ActionID, c.Version, maxInputs(c.Session), len(c.Session.Clock) > 0)
+			}
 		}
+		e.versions.reads, e.versions.n = v, len(cs)
 	}
-	return v
+	return e.versions.reads
 }

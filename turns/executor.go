@@ -139,6 +139,12 @@ type Executor struct {
 	// completer commits finished turns in batches while Run runs; nil
 	// otherwise (RunOnce commits each turn by itself).
 	completer *completer
+	// versions is what versionReads built, from n cached versions.
+	versions struct {
+		mu    sync.Mutex
+		n     int
+		reads session.VersionReads
+	}
 }
 
 // NewExecutor returns an Executor.
