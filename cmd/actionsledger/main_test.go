@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -103,4 +104,22 @@ func TestOnlyDatabaseCommandsNeedDatabaseURL(t *testing.T) {
 	require.NoError(t, l.Close())
 	code, _, errOut = runArgs(t, "--server", down, "actions", "list")
 	require.Equal(t, cli.ExitUnreachable, code, errOut)
+}
+
+// Issue 14: without GOGC the process collects at defaultGCPercent; GOGC,
+// which the runtime reads itself, is left alone.
+func TestGCPercentDefaultsUnlessGOGCIsSet(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+
+	setGCPercent(func(string) string { return "" })
+	require.Equal(t, defaultGCPercent, debug.SetGCPercent(100))
+
+	setGCPercent(func(k string) string {
+		if k == "GOGC" {
+			return "100"
+		}
+		return ""
+	})
+	require.Equal(t, 100, debug.SetGCPercent(100))
 }
