@@ -75,7 +75,7 @@ const (
 	agentSessionOp = `query AgentSession($actionId: UUID!, $id: String!) { actions { action(id: $actionId) { session(id: $id) {
   status reason state
   turns(first: 10) { nodes { number status inputs { kind status }
-    checkpoint { status }
+    checkpoint { status state }
     execution { id status invocation {
       approvals { interruptId tool toolVersion input status toolAction { actionId } response { decision reason responder } }
       hold { interruptId cause category explanation turn status response { decision note responder } } }
@@ -94,8 +94,11 @@ type agentTurn struct {
 	Number     int
 	Status     string
 	Inputs     []struct{ Kind, Status string }
-	Checkpoint *struct{ Status string }
-	Execution  struct {
+	Checkpoint *struct {
+		Status string
+		State  json.RawMessage
+	}
+	Execution struct {
 		ID         string
 		Status     string
 		Invocation struct {
@@ -136,6 +139,19 @@ func (s *agentSession) turn(n int) *agentTurn {
 func (s *agentSession) settled(n int) bool {
 	t := s.turn(n)
 	return t != nil && t.Status != "RUNNING"
+}
+
+// caughtUp reports whether turn n has settled and the session, as read,
+// is the one the turn left (its checkpoint's status and state). The
+// session and its turns are read by separate statements of one request,
+// so a read can see the turn settled and the session as it was while the
+// turn ran.
+func (s *agentSession) caughtUp(n int) bool {
+	if !s.settled(n) {
+		return false
+	}
+	c := s.turn(n).Checkpoint
+	return c == nil || (c.Status == s.Status && jsonEqual(c.State, string(s.State)))
 }
 
 // agentDemo runs the walkthrough "an approval, then a held turn" of docs/agents.md
@@ -221,7 +237,7 @@ func (d *agentDemo) run(ctx context.Context) ([]string, error) {
 // prints the request; it returns the interruptId, empty when there is none.
 func (d *agentDemo) awaitApproval(ctx context.Context) (string, error) {
 	s, err := d.await(ctx, "the session to wait for approval", func(s *agentSession) bool {
-		return s.settled(1)
+		return s.caughtUp(1)
 	})
 	if err != nil {
 		return "", err
@@ -276,7 +292,7 @@ func (d *agentDemo) respond(ctx context.Context, op, query, file, interruptID st
 // awaitFrozen waits for turn 2, which takes the approval alone and runs the
 // approved call as its child, and prints the state and the frozen record.
 func (d *agentDemo) awaitFrozen(ctx context.Context, versionBefore int) error {
-	s, err := d.await(ctx, "turn 2 to commit", func(s *agentSession) bool { return s.settled(2) })
+	s, err := d.await(ctx, "turn 2 to commit", func(s *agentSession) bool { return s.caughtUp(2) })
 	if err != nil {
 		return err
 	}
@@ -341,7 +357,7 @@ func (d *agentDemo) awaitHold(ctx context.Context) (string, error) {
 // awaitRetried waits for turn 4, the retry of the held turn (H3), and
 // prints the final state.
 func (d *agentDemo) awaitRetried(ctx context.Context) (*agentSession, error) {
-	s, err := d.await(ctx, "the retry to commit", func(s *agentSession) bool { return s.settled(4) })
+	s, err := d.await(ctx, "the retry to commit", func(s *agentSession) bool { return s.caughtUp(4) })
 	if err != nil {
 		return nil, err
 	}

@@ -411,6 +411,19 @@ func scanEvent(row pgx.Row) (Event, error) {
 	return e, nil
 }
 
+// eachEvent scans every row of rows (eventColumns) and hands each event
+// to f, in row order. Errors: the first scan error, wrapped, or rows.Err.
+func eachEvent(rows pgx.Rows, f func(Event)) error {
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return fmt.Errorf("ledger: scan event: %w", err)
+		}
+		f(e)
+	}
+	return rows.Err()
+}
+
 // ReadAfter returns up to limit events with position > after, in position
 // order, optionally only of type typ. Because positions follow commit order
 // (package doc), a reader that pages with the last position it saw never
@@ -428,14 +441,8 @@ func ReadAfter(ctx context.Context, q Querier, after int64, limit int, typ strin
 	}
 	defer rows.Close()
 	var out []Event
-	for rows.Next() {
-		e, err := scanEvent(rows)
-		if err != nil {
-			return nil, fmt.Errorf("ledger: scan event: %w", err)
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	err = eachEvent(rows, func(e Event) { out = append(out, e) })
+	return out, err
 }
 
 // QueueReadAfter queues in b the read of ReadAfter (every type), appending
@@ -446,14 +453,7 @@ func ReadAfter(ctx context.Context, q Querier, after int64, limit int, typ strin
 func QueueReadAfter(b *pgx.Batch, after string, limit int, out *[]Event) {
 	b.Queue(`SELECT `+eventColumns+` FROM events WHERE position > `+after+` ORDER BY position LIMIT $1`, limit).
 		Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				e, err := scanEvent(rows)
-				if err != nil {
-					return fmt.Errorf("ledger: scan event: %w", err)
-				}
-				*out = append(*out, e)
-			}
-			return rows.Err()
+			return eachEvent(rows, func(e Event) { *out = append(*out, e) })
 		})
 }
 
@@ -481,14 +481,8 @@ func (s *Store) Recent(ctx context.Context, before int64, last int, typ string) 
 	}
 	defer rows.Close()
 	var out []Event
-	for rows.Next() {
-		e, err := scanEvent(rows)
-		if err != nil {
-			return nil, fmt.Errorf("ledger: scan event: %w", err)
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	err = eachEvent(rows, func(e Event) { out = append(out, e) })
+	return out, err
 }
 
 // Events pages events by position (L4). first is capped at MaxPage; typ,
@@ -516,14 +510,8 @@ func EventsByID(ctx context.Context, q Querier, ids []uuid.UUID) (map[uuid.UUID]
 	}
 	defer rows.Close()
 	out := make(map[uuid.UUID]Event, len(ids))
-	for rows.Next() {
-		e, err := scanEvent(rows)
-		if err != nil {
-			return nil, err
-		}
-		out[e.ID] = e
-	}
-	return out, rows.Err()
+	err = eachEvent(rows, func(e Event) { out[e.ID] = e })
+	return out, err
 }
 
 // Event returns one event. Errors: fault.NotFound.

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -20,13 +19,6 @@ type Batcher interface {
 // id (missing ids stay absent). It is a dataloader's batch read (issue 14).
 func QueueEventsByID(b *pgx.Batch, ids []uuid.UUID, into map[uuid.UUID]Event) {
 	b.Queue(`SELECT `+eventColumns+` FROM events WHERE id = ANY($1)`, ids).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			e, err := scanEvent(rows)
-			if err != nil {
-				return fmt.Errorf("ledger: read events: %w", err)
-			}
-			into[e.ID] = e
-		}
-		return rows.Err()
+		return eachEvent(rows, func(e Event) { into[e.ID] = e })
 	})
 }
