@@ -46,7 +46,16 @@ type Claimed struct {
 
 // QueueClaim queues the claim of up to limit runnable sessions, longest
 // runnable first: OPEN, due (next_turn_at at or before now) and leased by
-// nobody (or the lease expired at now). Each is appended to out with the
+// nobody (or the lease expired at now). Candidates are found through
+// session_runnable (migration 00026), whose triggers copy next_turn_at;
+// the conditions are checked again on each session row as it is locked.
+// The session is read in a LATERAL subquery kept apart (OFFSET 0) so that
+// every plan probes it by key from the runnable times, in their order: a
+// plain join planned on a grown table never analysed read every session
+// and sorted them (TestClaimPlanFindsRunnableSessionsByIndex). Its status
+// test is written `(status = $3) IS TRUE` so that it is no index
+// condition: planned on an empty table, any index of sessions costs the
+// same, and sessions_status would read every open session. Each is appended to out with the
 // next fencing token. Rows another transaction holds are skipped, never
 // waited for; the claimed rows stay locked until the transaction ends.
 // Their sids are left for the statements queued after it (ClaimedSIDs).
@@ -71,10 +80,13 @@ type Claimed struct {
 func QueueClaim(b *pgx.Batch, now time.Time, limit int, out *[]Claimed) {
 	b.Queue(`
 		WITH c AS (
-			SELECT `+sessionColumns+`, `+nextToken+` AS token, next_turn_at, input_count FROM sessions
-			 WHERE next_turn_at <= $1 AND status = $3 AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
-			 ORDER BY next_turn_at LIMIT $2
-			   FOR NO KEY UPDATE SKIP LOCKED)
+			SELECT s.* FROM session_runnable r, LATERAL (
+				SELECT `+sessionColumns+`, `+nextToken+` AS token, next_turn_at, input_count FROM sessions
+				 WHERE sid = r.sid AND next_turn_at <= $1 AND (status = $3) IS TRUE AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
+				OFFSET 0) s
+			 WHERE r.at <= $1
+			 ORDER BY r.at LIMIT $2
+			   FOR NO KEY UPDATE OF s SKIP LOCKED)
 		SELECT c.* FROM c
 		 WHERE (SELECT set_config('`+claimedSetting+`', coalesce(array_agg(sid)::text, '{}'), true) FROM c) IS NOT NULL
 		 ORDER BY c.next_turn_at`,

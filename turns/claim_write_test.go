@@ -143,3 +143,53 @@ func TestTokenOfALostClaimIsNotHandedOutAgain(t *testing.T) {
 	require.NoError(t, b.app.Pool.QueryRow(b.ctx, `SELECT lease_token FROM sessions WHERE sid = $1`, s.SID).Scan(&token))
 	require.Greater(t, token, lost[0].Token, "the lost claim's token is not installed by the next claim")
 }
+
+// Issue 14, T1: claims find runnable sessions through session_runnable,
+// which triggers keep equal to sessions.next_turn_at in the writing
+// transaction, and no index of sessions names next_turn_at (so the
+// updates that make a session runnable or not can be HOT). The session
+// row stays the authority: a session_runnable row that says runnable
+// when the session is not (as a claim's snapshot can see one) claims
+// nothing.
+func TestClaimFindsSessionsThroughTheRunnableTable(t *testing.T) {
+	t.Parallel()
+	b := setup(t, countingAs("w"))
+	s := b.runnableSession()
+	mirrored := `SELECT count(*) FROM sessions s JOIN session_runnable r USING (sid)
+		WHERE s.sid = $1 AND r.at IS NOT DISTINCT FROM s.next_turn_at`
+	require.Equal(t, 1, b.count(mirrored, s.SID), "a delivery's runnable time is copied")
+	require.Equal(t, 1, b.count(`SELECT count(*) FROM session_runnable WHERE sid = $1 AND at IS NOT NULL`, s.SID))
+	require.Zero(t, b.count(`
+		SELECT count(*) FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attname = 'next_turn_at'
+		 WHERE i.indrelid = 'sessions'::regclass
+		   AND (a.attnum = ANY (i.indkey::int2[]) OR pg_get_expr(i.indpred, i.indrelid) LIKE '%next_turn_at%')`),
+		"no index of sessions names next_turn_at")
+
+	claim := func() []session.Claimed {
+		tx, err := b.app.Pool.Begin(b.ctx)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, tx.Rollback(b.ctx)) }()
+		var got []session.Claimed
+		batch := &pgx.Batch{}
+		session.QueueClaim(batch, b.clock.Now(), 10, &got)
+		require.NoError(t, tx.SendBatch(b.ctx, batch).Close())
+		return got
+	}
+	got := claim()
+	require.Len(t, got, 1)
+	require.Equal(t, s.SID, got[0].SID)
+
+	// Not runnable any more, but a stale runnable row says it is.
+	_, err := b.app.Pool.Exec(b.ctx, `UPDATE sessions SET next_turn_at = NULL WHERE sid = $1`, s.SID)
+	require.NoError(t, err)
+	require.Equal(t, 1, b.count(mirrored, s.SID), "clearing it is copied too")
+	_, err = b.app.Pool.Exec(b.ctx, `UPDATE session_runnable SET at = $2 WHERE sid = $1`, s.SID, b.clock.Now())
+	require.NoError(t, err)
+	require.Empty(t, claim(), "the session row decides")
+
+	// Runnable again: the turn runs and takes its entry.
+	_, err = b.app.Pool.Exec(b.ctx, `UPDATE sessions SET next_turn_at = $2 WHERE sid = $1`, s.SID, b.clock.Now())
+	require.NoError(t, err)
+	require.True(t, b.runOnce(b.executor("worker-w", turns.Config{})))
+	require.Equal(t, 1, b.count(mirrored, s.SID), "the settle's write is copied")
+}
