@@ -46,19 +46,22 @@ type Claimed struct {
 
 // QueueClaim queues the claim of up to limit runnable sessions, longest
 // runnable first: OPEN, due (next_turn_at at or before now) and leased by
-// nobody (or the lease expired at now). Candidates are found through
-// session_runnable (migration 00026), whose triggers copy next_turn_at;
-// the conditions are checked again on each session row as it is locked.
-// The session is read in a LATERAL subquery kept apart (OFFSET 0) so that
-// every plan probes it by key from the runnable times, in their order: a
-// plain join planned on a grown table never analysed read every session
-// and sorted them (TestClaimPlanFindsRunnableSessionsByIndex). Its status
-// test is written `(status = $3) IS TRUE` so that it is no index
-// condition: planned on an empty table, any index of sessions costs the
-// same, and sessions_status would read every open session. Each is appended to out with the
+// nobody (or the lease expired at now). Each is appended to out with the
 // next fencing token. Rows another transaction holds are skipped, never
 // waited for; the claimed rows stay locked until the transaction ends.
 // Their sids are left for the statements queued after it (ClaimedSIDs).
+//
+// Candidates are found through session_runnable (migration 00026), whose
+// triggers copy next_turn_at; the conditions are checked again on each
+// session row as it is locked, so a stale copy can delay a claim but
+// never make a wrong one. The session is read in a LATERAL subquery kept
+// apart (OFFSET 0) so that every plan probes it by key from the runnable
+// times, in their order: a plain join planned on a grown table never
+// analysed read every session and sorted them
+// (TestClaimPlanFindsRunnableSessionsByIndex). Its status test is written
+// `(status = $3) IS TRUE` so that it is no index condition: planned on an
+// empty table, any index of sessions costs the same, and sessions_status
+// would read every open session.
 //
 // The claim writes nothing itself: every claimed session must get exactly
 // one of QueueStartTurns, QueueLease, QueueStandDown, QueueHold or
